@@ -1,0 +1,91 @@
+# attnrun - see README.md.  make | make test | make demo | make install | make clean
+#
+#   WERROR=1                    warnings are errors (CI)
+#   SANITIZE=address,undefined  build with sanitizers (into build/sanitize)
+
+CC       ?= cc
+PREFIX   ?= /usr/local
+PYTHON   ?= /usr/bin/python3
+PKGS      = hdf5 openblas
+WARNINGS  = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS   ?= -O2 -g
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+ALL_CFLAGS = -std=c11 $(WARNINGS) $(CFLAGS)
+LDLIBS   += -lhdf5_hl $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+
+BUILD    = build
+ifeq ($(WERROR),1)
+ALL_CFLAGS += -Werror
+else ifneq ($(WERROR),)
+$(error WERROR must be 1 or empty, not '$(WERROR)')
+endif
+ifneq ($(SANITIZE),)
+ifneq ($(filter-out address undefined,$(subst $(comma), ,$(SANITIZE))),)
+$(error SANITIZE takes address and/or undefined, comma separated, not '$(SANITIZE)')
+endif
+BUILD     = build/sanitize
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS   += -fsanitize=$(SANITIZE)
+endif
+comma := ,
+
+LIB_SRC  = $(wildcard lib/*.c)
+LIB_OBJ  = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
+LIB      = $(BUILD)/libattn.a
+BIN      = $(BUILD)/attnrun
+UNIT_SRC = $(wildcard tests/test_*.c)
+UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps demo test check unit cli install clean
+all: $(BIN)
+
+$(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	$(AR) rcs $@ $^
+
+$(BIN): cmd/attnrun.c $(LIB) lib/*.h
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
+$(BUILD)/tests/%: tests/%.c $(LIB) lib/*.h | $(BUILD)/tests
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
+
+$(BUILD)/lib $(BUILD)/tests:
+	mkdir -p $@
+
+# Installs the Debian packages the build and the tests need (as root), or
+# prints the apt-get line to run.
+deps:
+	@sh tests/install_deps.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@sh tests/demo.sh $(BIN)
+
+unit: $(UNIT_BIN)
+	@failed=0; for t in $(UNIT_BIN); do $$t || failed=1; done; exit $$failed
+
+cli: $(BIN)
+	@failed=0; \
+	ATTNRUN=$(BIN) bash tests/test_fixtures.sh || failed=1; \
+	ATTNRUN=$(BIN) bash tests/test_errors.sh || failed=1; \
+	ATTNRUN=$(BIN) bash tests/test_cli.sh || failed=1; \
+	exit $$failed
+
+test: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@failed=0; \
+	$(MAKE) --no-print-directory unit || failed=1; \
+	$(MAKE) --no-print-directory cli || failed=1; \
+	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; fi; \
+	exit $$failed
+
+check: test
+
+install: $(BIN)
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/attnrun
+
+clean:
+	rm -rf build

@@ -1,0 +1,442 @@
+/*
+ * attnrun - multi-head scaled dot-product attention over HDF5 batches.
+ *
+ * This file is only the command line: parsing, messages, progress and exit
+ * codes.  Everything else is libattn (lib/).
+ */
+#define _GNU_SOURCE
+#include "attn_run.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum exit_code {
+    EXIT_OK = 0,          /* success                                        */
+    EXIT_RUNTIME = 1,     /* runtime or I/O failure, interrupted            */
+    EXIT_USAGE = 2,       /* usage error                                    */
+    EXIT_INPUT = 3        /* input rejected                                 */
+};
+
+/* Long options without a short form. */
+enum {
+    OPT_IN_PLACE = 256, OPT_SCALE, OPT_KV, OPT_MASK, OPT_X, OPT_WQ, OPT_WK, OPT_WV, OPT_WO,
+    OPT_BQ, OPT_BK, OPT_BV, OPT_BO, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_COMPRESS,
+    OPT_THREADS, OPT_BATCH_SLICE, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE
+};
+
+static const struct option long_options[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"in-place", no_argument, NULL, OPT_IN_PLACE},
+    {"heads", required_argument, NULL, 'H'},
+    {"causal", no_argument, NULL, 'c'},
+    {"scale", required_argument, NULL, OPT_SCALE},
+    {"kv", required_argument, NULL, OPT_KV},
+    {"mask", required_argument, NULL, OPT_MASK},
+    {"x", required_argument, NULL, OPT_X},
+    {"wq", required_argument, NULL, OPT_WQ},
+    {"wk", required_argument, NULL, OPT_WK},
+    {"wv", required_argument, NULL, OPT_WV},
+    {"wo", required_argument, NULL, OPT_WO},
+    {"bq", required_argument, NULL, OPT_BQ},
+    {"bk", required_argument, NULL, OPT_BK},
+    {"bv", required_argument, NULL, OPT_BV},
+    {"bo", required_argument, NULL, OPT_BO},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"save", required_argument, NULL, OPT_SAVE},
+    {"precision", required_argument, NULL, OPT_PRECISION},
+    {"compress", required_argument, NULL, OPT_COMPRESS},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"batch-slice", required_argument, NULL, OPT_BATCH_SLICE},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"progress", no_argument, NULL, OPT_PROGRESS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"allow-nonfinite", no_argument, NULL, OPT_ALLOW_NONFINITE},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static const char usage_text[] =
+    "Usage: attnrun [OPTIONS] IN.h5 (-o OUT.h5 | --in-place)\n"
+    "\n"
+    "Multi-head scaled dot-product attention for every sequence of a batch stored\n"
+    "in IN.h5; writes scores, weights, heads and output as HDF5 datasets.\n"
+    "\n"
+    "Output:\n"
+    "  -o, --output OUT     write a new file OUT (atomically: all or nothing)\n"
+    "      --in-place       add the results to IN under --group (IN is replaced\n"
+    "                       whole by an updated copy only when everything worked)\n"
+    "      --group PATH     group for the results (default /)\n"
+    "      --save LIST      outputs to write, from scores,weights,heads,output,q,k,v\n"
+    "                       (default scores,weights,heads,output)\n"
+    "      --precision P    f32 (default) or f64: computed and stored type\n"
+    "      --compress N     0-9: shuffle + deflate level for every output (default 0)\n"
+    "      --force          replace an existing OUT, or existing names in --group\n"
+    "\n"
+    "Attention:\n"
+    "  -H, --heads N        number of heads (required for packed 2-D weights)\n"
+    "  -c, --causal         hide key k from query q when k > q\n"
+    "      --scale S        multiply Q K^T by S instead of 1/sqrt(d_k)\n"
+    "      --kv NAME        cross-attention: keys and values from dataset NAME\n"
+    "      --mask NAME      key padding mask (B, m) or (m): nonzero = may attend\n"
+    "\n"
+    "Input dataset names (paths inside groups allowed; 'none' ignores a bias):\n"
+    "      --x NAME         queries (default X)\n"
+    "      --wq, --wk, --wv, --wo NAME   weights (default W_Q, W_K, W_V, W_O)\n"
+    "      --bq, --bk, --bv, --bo NAME   biases (default b_Q, b_K, b_V, b_O, used\n"
+    "                                    when present)\n"
+    "\n"
+    "Running:\n"
+    "      --dry-run        print shapes, FLOPs and output bytes; write nothing\n"
+    "      --threads N      threads for the matrix products (default: all cores)\n"
+    "      --batch-slice N  batch items per slice (default: as many as fit in 256 MiB)\n"
+    "      --allow-nonfinite  accept NaN and infinities in the inputs\n"
+    "      --progress       report progress on stderr (default: when it is a terminal)\n"
+    "  -q, --quiet          no progress\n"
+    "  -h, --help           this help\n"
+    "  -V, --version        version\n"
+    "\n"
+    "Examples:\n"
+    "  attnrun in.h5 -o out.h5 --heads 12 --causal\n"
+    "  attnrun in.h5 -o out.h5 --heads 8 --kv memory --mask pad --save weights,output\n"
+    "  attnrun model.h5 --in-place --group /layer3/results --x /layer3/input \\\n"
+    "          --wq /layer3/attn/W_Q --wk /layer3/attn/W_K --wv /layer3/attn/W_V \\\n"
+    "          --wo /layer3/attn/W_O --heads 12\n"
+    "  attnrun in.h5 -o out.h5 --heads 12 --dry-run\n"
+    "  h5dump -d /weights -s 0,0,0,0 -c 1,1,4,4 out.h5\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime or I/O failure (or interrupted),\n"
+    "2 usage error, 3 input rejected.\n";
+
+/* The temporary output, removed by a second signal (see on_signal). */
+static volatile sig_atomic_t cancel_requested;
+static attn_atomic transaction;
+
+static void on_signal(int signo)
+{
+    (void)signo;
+    if (cancel_requested) {            /* second signal: leave at once */
+        if (transaction.temp_path[0] != '\0')
+            unlink(transaction.temp_path);
+        _exit(EXIT_RUNTIME);
+    }
+    cancel_requested = 1;
+}
+
+static void install_signal_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("attnrun: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" (see attnrun --help)\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* Strict whole-number parsing: digits only, within [min, max]. */
+static bool parse_count(const char *text, unsigned long long min, unsigned long long max,
+                        unsigned long long *value)
+{
+    char *end;
+    if (text[0] < '0' || text[0] > '9')
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max)
+        return false;
+    *value = v;
+    return true;
+}
+
+static bool parse_real(const char *text, double *value)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (text[0] == '\0' || errno != 0 || *end != '\0' || !isfinite(v))
+        return false;
+    *value = v;
+    return true;
+}
+
+/* The command line, words joined by spaces, quoted where a shell would need it. */
+static char *join_command_line(int argc, char **argv)
+{
+    size_t len = 1;
+    for (int i = 0; i < argc; i++)
+        len += 4 * strlen(argv[i]) + 3;
+    char *line = malloc(len), *p = line;
+    if (line == NULL)
+        return NULL;
+    for (int i = 0; i < argc; i++) {
+        bool plain = argv[i][0] != '\0' && strspn(argv[i], "abcdefghijklmnopqrstuvwxyz"
+                                                           "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                           "0123456789-_./=,:+@%") == strlen(argv[i]);
+        if (i > 0)
+            *p++ = ' ';
+        if (!plain)
+            *p++ = '\'';
+        for (const char *c = argv[i]; *c; c++) {
+            if (*c == '\'' && !plain) {
+                memcpy(p, "'\\''", 4);
+                p += 4;
+            } else {
+                *p++ = *c;
+            }
+        }
+        if (!plain)
+            *p++ = '\'';
+    }
+    *p = '\0';
+    return line;
+}
+
+typedef struct progress_state {
+    bool enabled;
+    bool shown;
+} progress_state;
+
+static void show_progress(size_t done, size_t total, void *context)
+{
+    progress_state *ps = context;
+    if (!ps->enabled)
+        return;
+    fprintf(stderr, "\rattnrun: %zu/%zu batch items (%.0f%%)", done, total,
+            100.0 * (double)done / (double)total);
+    ps->shown = true;
+}
+
+static const char *human_bytes(double bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 5) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
+{
+    const attn_dims *d = &rep->layout.dims;
+    char h[32];
+    printf("input      %s\n", opt->input);
+    printf("batch      %zu%s\n", d->batch, rep->layout.batched ? "" : " (rank-2 X: no batch axis)");
+    printf("queries    n = %zu\nkeys       m = %zu%s\n", d->n, d->m, rep->layout.cross ? " (--kv)" : "");
+    printf("d_model    %zu\nheads      %zu\nd_k, d_v   %zu, %zu\n", d->d_model, d->heads, d->d_k, d->d_v);
+    printf("scale      %.9g\ncausal     %s\nprecision  %s\n", rep->scale, opt->causal ? "yes" : "no",
+           opt->precision == ATTN_F64 ? "f64" : "f32");
+    printf("FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
+    printf("slice      %zu batch items, %s of buffers\n", rep->slice_items,
+           human_bytes((double)rep->slice_bytes, h, sizeof h));
+    printf("outputs in group %s:\n", opt->group);
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        size_t dims[4];
+        const char *labels[4];
+        char shape[128];
+        if (!((rep->save >> i) & 1u))
+            continue;
+        size_t rank = attn_output_shape(&rep->layout, (attn_output)i, dims, labels);
+        printf("  %-8s %-26s %-8s %zu bytes (%s)\n", attn_output_name((attn_output)i),
+               attn_format_shape(shape, sizeof shape, dims, rank),
+               opt->precision == ATTN_F64 ? "float64" : "float32", rep->output_bytes[i],
+               human_bytes((double)rep->output_bytes[i], h, sizeof h));
+    }
+    printf("  %-8s %-26s %-8s %zu bytes (%s)\n", "total", "", "", rep->total_bytes,
+           human_bytes((double)rep->total_bytes, h, sizeof h));
+}
+
+static int exit_code_of(int status)
+{
+    switch (status) {
+    case ATTN_OK:     return EXIT_OK;
+    case ATTN_EUSAGE: return EXIT_USAGE;
+    case ATTN_EINPUT: return EXIT_INPUT;
+    default:          return EXIT_RUNTIME;
+    }
+}
+
+/* Flushes stdout; a write error there is a failure like any other. */
+static int finish_stdout(int code)
+{
+    if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
+        if (code == EXIT_OK) {
+            fprintf(stderr, "attnrun: cannot write to standard output: %s\n", strerror(errno));
+            return EXIT_RUNTIME;
+        }
+    }
+    return code;
+}
+
+typedef struct cli {
+    attn_run_options run;
+    bool progress, quiet, help, version;
+} cli;
+
+/* Parses argv into cli; returns EXIT_OK or EXIT_USAGE (message printed). */
+static int parse_arguments(int argc, char **argv, cli *c)
+{
+    unsigned long long count;
+    attn_error err;
+    static const int name_slot[] = {
+        [OPT_X - OPT_X] = ATTN_IN_X, [OPT_WQ - OPT_X] = ATTN_IN_WQ, [OPT_WK - OPT_X] = ATTN_IN_WK,
+        [OPT_WV - OPT_X] = ATTN_IN_WV, [OPT_WO - OPT_X] = ATTN_IN_WO, [OPT_BQ - OPT_X] = ATTN_IN_BQ,
+        [OPT_BK - OPT_X] = ATTN_IN_BK, [OPT_BV - OPT_X] = ATTN_IN_BV, [OPT_BO - OPT_X] = ATTN_IN_BO,
+    };
+    opterr = 0;
+    for (;;) {
+        int opt = getopt_long(argc, argv, ":o:H:cqhV", long_options, NULL);
+        if (opt == -1)
+            break;
+        switch (opt) {
+        case 'o': c->run.output = optarg; break;
+        case OPT_IN_PLACE: c->run.in_place = true; break;
+        case 'H':
+            if (!parse_count(optarg, 1, 1u << 20, &count))
+                return usage_error("--heads '%s': expected a whole number from 1 to 1048576", optarg);
+            c->run.heads = (size_t)count;
+            break;
+        case 'c': c->run.causal = true; break;
+        case OPT_SCALE:
+            if (!parse_real(optarg, &c->run.scale) || c->run.scale <= 0)
+                return usage_error("--scale '%s': expected a finite positive number", optarg);
+            c->run.has_scale = true;
+            break;
+        case OPT_KV: c->run.names[ATTN_IN_KV] = optarg; break;
+        case OPT_MASK: c->run.names[ATTN_IN_MASK] = optarg; break;
+        case OPT_X: case OPT_WQ: case OPT_WK: case OPT_WV: case OPT_WO:
+        case OPT_BQ: case OPT_BK: case OPT_BV: case OPT_BO:
+            if (optarg[0] == '\0')
+                return usage_error("%s: expected a dataset name", argv[optind - 1]);
+            if (opt < OPT_BQ && strcmp(optarg, "none") == 0)
+                return usage_error("%s none: only a bias can be left out", argv[optind - 1]);
+            c->run.names[name_slot[opt - OPT_X]] = optarg;
+            break;
+        case OPT_GROUP:
+            if (optarg[0] != '/')
+                return usage_error("--group '%s': expected an absolute path such as /results", optarg);
+            c->run.group = optarg;
+            break;
+        case OPT_SAVE:
+            if (attn_parse_save_list(optarg, &c->run.save, &err) != ATTN_OK)
+                return usage_error("%s", err.msg);
+            break;
+        case OPT_PRECISION:
+            if (strcmp(optarg, "f32") == 0)
+                c->run.precision = ATTN_F32;
+            else if (strcmp(optarg, "f64") == 0)
+                c->run.precision = ATTN_F64;
+            else
+                return usage_error("--precision '%s': expected f32 or f64", optarg);
+            break;
+        case OPT_COMPRESS:
+            if (!parse_count(optarg, 0, 9, &count))
+                return usage_error("--compress '%s': expected a level from 0 to 9", optarg);
+            c->run.compress = (int)count;
+            break;
+        case OPT_THREADS:
+            if (!parse_count(optarg, 1, 4096, &count))
+                return usage_error("--threads '%s': expected a whole number from 1 to 4096", optarg);
+            c->run.threads = (int)count;
+            break;
+        case OPT_BATCH_SLICE:
+            if (!parse_count(optarg, 1, SIZE_MAX, &count))
+                return usage_error("--batch-slice '%s': expected a whole number from 1", optarg);
+            c->run.slice_items = (size_t)count;
+            break;
+        case OPT_DRY_RUN: c->run.dry_run = true; break;
+        case OPT_PROGRESS: c->progress = true; break;
+        case 'q': c->quiet = true; break;
+        case OPT_FORCE: c->run.force = true; break;
+        case OPT_ALLOW_NONFINITE: c->run.allow_nonfinite = true; break;
+        case 'h': c->help = true; break;
+        case 'V': c->version = true; break;
+        case ':': return usage_error("%s: missing its value", argv[optind - 1]);
+        default:
+            if (optopt != 0 && optopt < 256)
+                return usage_error("unknown option '-%c'", optopt);
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (c->help || c->version)
+        return EXIT_OK;
+    if (optind == argc)
+        return usage_error("no input file given");
+    if (argc - optind > 1)
+        return usage_error("one input file expected, got %d ('%s', '%s' ...)", argc - optind,
+                           argv[optind], argv[optind + 1]);
+    c->run.input = argv[optind];
+    if (c->run.in_place && c->run.output != NULL)
+        return usage_error("-o and --in-place exclude each other");
+    if (!c->run.in_place && c->run.output == NULL && !c->run.dry_run)
+        return usage_error("no output: give -o OUT.h5 or --in-place");
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    cli c;
+    memset(&c, 0, sizeof c);
+    c.run = attn_run_defaults();
+    int code = parse_arguments(argc, argv, &c);
+    if (code != EXIT_OK)
+        return code;
+    if (c.help) {
+        fputs(usage_text, stdout);
+        return finish_stdout(EXIT_OK);
+    }
+    if (c.version) {
+        printf("attnrun %s\n", ATTN_VERSION);
+        return finish_stdout(EXIT_OK);
+    }
+
+    progress_state progress = {.enabled = !c.quiet && (c.progress || isatty(STDERR_FILENO))};
+    char *command_line = join_command_line(argc, argv);
+    c.run.command_line = command_line;
+    c.run.cancel = &cancel_requested;
+    c.run.progress = show_progress;
+    c.run.progress_context = &progress;
+    c.run.transaction = &transaction;
+    if (c.run.dry_run && c.run.output == NULL && !c.run.in_place)
+        c.run.output = "/dev/null";          /* never opened by a dry run */
+    install_signal_handlers();
+
+    attn_error err = {{0}};
+    attn_run_report report;
+    int status = attn_run(&c.run, &report, &err);
+    if (progress.shown)
+        fputc('\n', stderr);
+    free(command_line);
+    if (status != ATTN_OK) {
+        fprintf(stderr, "attnrun: %s\n", err.msg);
+        return exit_code_of(status);
+    }
+    if (c.run.dry_run)
+        print_plan(&c.run, &report);
+    return finish_stdout(EXIT_OK);
+}

@@ -1,0 +1,193 @@
+/* attn_atomic.c - temporary files renamed into place (attn_atomic.h). */
+#define _GNU_SOURCE
+#include "attn_atomic.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* dir (of path) and base, split without touching path. */
+static void split_path(const char *path, char *dir, char *base)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    snprintf(a, sizeof a, "%s", path);
+    snprintf(b, sizeof b, "%s", path);
+    snprintf(dir, PATH_MAX, "%s", dirname(a));
+    snprintf(base, PATH_MAX, "%s", basename(b));
+}
+
+/* mkstemp in final_path's directory; returns the open descriptor or -1. */
+static int make_temp(attn_atomic *tx, attn_error *err)
+{
+    char dir[PATH_MAX], base[PATH_MAX];
+    split_path(tx->final_path, dir, base);
+    int len = snprintf(tx->temp_path, sizeof tx->temp_path, "%s/.%s" ATTN_TEMP_MARKER "XXXXXX",
+                       dir, base);
+    if (len < 0 || (size_t)len >= sizeof tx->temp_path) {
+        tx->temp_path[0] = '\0';
+        attn_fail(err, ATTN_EIO, "%s: path too long", tx->final_path);
+        return -1;
+    }
+    int fd = mkostemp(tx->temp_path, O_CLOEXEC);
+    if (fd < 0) {
+        attn_fail(err, ATTN_EIO, "%s: cannot create a temporary file in %s: %s", tx->final_path,
+                  dir, strerror(errno));
+        tx->temp_path[0] = '\0';
+    }
+    return fd;
+}
+
+static int start(attn_atomic *tx, const char *final_path, bool replace, attn_error *err)
+{
+    memset(tx, 0, sizeof *tx);
+    if (strlen(final_path) >= sizeof tx->final_path)
+        return attn_fail(err, ATTN_EUSAGE, "%s: path too long", final_path);
+    snprintf(tx->final_path, sizeof tx->final_path, "%s", final_path);
+    tx->replace = replace;
+    return ATTN_OK;
+}
+
+int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, attn_error *err)
+{
+    struct stat st;
+    int status = start(tx, final_path, replace, err);
+    if (status != ATTN_OK)
+        return status;
+    if (!replace && lstat(final_path, &st) == 0)
+        return attn_fail(err, ATTN_EUSAGE, "%s: output exists; use --force to replace it", final_path);
+    if (replace && lstat(final_path, &st) == 0 && S_ISDIR(st.st_mode))
+        return attn_fail(err, ATTN_EUSAGE, "%s: output is a directory", final_path);
+    int fd = make_temp(tx, err);
+    if (fd < 0)
+        return ATTN_EIO;
+    close(fd);
+    return ATTN_OK;
+}
+
+/* Copies every byte of `from` to `to`; returns 0 or an errno value. */
+static int copy_bytes(int from, int to)
+{
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t got = read(from, buf, sizeof buf);
+        if (got == 0)
+            return 0;
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        for (ssize_t done = 0; done < got;) {
+            ssize_t put = write(to, buf + done, (size_t)(got - done));
+            if (put < 0 && errno != EINTR)
+                return errno;
+            if (put > 0)
+                done += put;
+        }
+    }
+}
+
+int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *err)
+{
+    struct stat st;
+    int status = start(tx, final_path, true, err);
+    if (status != ATTN_OK)
+        return status;
+    int from = open(final_path, O_RDONLY | O_CLOEXEC);
+    if (from < 0 || fstat(from, &st) != 0) {
+        status = attn_fail(err, ATTN_EIO, "%s: cannot read: %s", final_path, strerror(errno));
+        if (from >= 0)
+            close(from);
+        return status;
+    }
+    int to = make_temp(tx, err);
+    if (to < 0) {
+        close(from);
+        return ATTN_EIO;
+    }
+    int failure = copy_bytes(from, to);
+    if (failure == 0 && fchmod(to, st.st_mode & 07777) != 0)
+        failure = errno;
+    close(from);
+    if (close(to) != 0 && failure == 0)
+        failure = errno;
+    if (failure != 0) {
+        attn_atomic_abort(tx);
+        return attn_fail(err, ATTN_EIO, "%s: cannot copy into a temporary file: %s", final_path,
+                         strerror(failure));
+    }
+    return ATTN_OK;
+}
+
+/* fsync a path opened with `flags`; returns 0 or an errno value. */
+static int sync_path(const char *path, int flags)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0)
+        return errno;
+    int failure = fsync(fd) != 0 && errno != EINVAL ? errno : 0;
+    close(fd);
+    return failure;
+}
+
+int attn_atomic_commit(attn_atomic *tx, attn_error *err)
+{
+    char dir[PATH_MAX], base[PATH_MAX];
+    int failure = sync_path(tx->temp_path, O_RDONLY);
+    if (failure != 0) {
+        attn_atomic_abort(tx);
+        return attn_fail(err, ATTN_EIO, "%s: cannot flush the output: %s", tx->final_path,
+                         strerror(failure));
+    }
+    if (tx->replace) {
+        if (rename(tx->temp_path, tx->final_path) != 0) {
+            failure = errno;
+            attn_atomic_abort(tx);
+            return attn_fail(err, ATTN_EIO, "%s: cannot rename the output into place: %s",
+                             tx->final_path, strerror(failure));
+        }
+    } else if (renameat2(AT_FDCWD, tx->temp_path, AT_FDCWD, tx->final_path, RENAME_NOREPLACE) != 0) {
+        failure = errno;
+        if (failure == EINVAL || failure == ENOSYS) {   /* no RENAME_NOREPLACE here */
+            struct stat st;
+            failure = lstat(tx->final_path, &st) == 0 ? EEXIST
+                      : rename(tx->temp_path, tx->final_path) == 0 ? 0 : errno;
+        }
+        if (failure != 0) {
+            attn_atomic_abort(tx);
+            if (failure == EEXIST)
+                return attn_fail(err, ATTN_EUSAGE, "%s: output appeared while running; use --force to replace it",
+                                 tx->final_path);
+            return attn_fail(err, ATTN_EIO, "%s: cannot rename the output into place: %s",
+                             tx->final_path, strerror(failure));
+        }
+    }
+    tx->temp_path[0] = '\0';
+    split_path(tx->final_path, dir, base);
+    sync_path(dir, O_RDONLY | O_DIRECTORY);   /* best effort: the rename is done */
+    return ATTN_OK;
+}
+
+void attn_atomic_abort(attn_atomic *tx)
+{
+    if (tx->temp_path[0] != '\0')
+        unlink(tx->temp_path);
+    tx->temp_path[0] = '\0';
+}
+
+bool attn_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    bool same = ra != NULL && rb != NULL && strcmp(ra, rb) == 0;
+    free(ra);
+    free(rb);
+    return same;
+}

@@ -1,0 +1,66 @@
+/*
+ * attn_atomic.h - all-or-nothing output files.
+ *
+ * A result is written to a temporary file beside its destination and
+ * renamed onto it only after everything was written and flushed, so a
+ * reader of the destination sees the old file or the whole new one, never
+ * part of one.  Temporaries are named ".NAME.attnrun-tmp-XXXXXX".
+ *
+ *     attn_atomic tx;
+ *     attn_atomic_begin(&tx, "out.h5", false, &err);     // new file
+ *     ... write tx.temp_path ...
+ *     if (ok) attn_atomic_commit(&tx, &err); else attn_atomic_abort(&tx);
+ *
+ * For --in-place the temporary starts as a byte copy of the destination
+ * (attn_atomic_begin_copy), so the original stays untouched until the
+ * rename and is replaced whole.
+ */
+#ifndef ATTN_ATOMIC_H
+#define ATTN_ATOMIC_H
+
+#include "attn_common.h"
+
+#include <limits.h>
+#include <signal.h>
+
+typedef struct attn_atomic {
+    char final_path[PATH_MAX];
+    char temp_path[PATH_MAX];   /* "" when no temporary exists          */
+    bool replace;               /* the destination may be replaced      */
+} attn_atomic;
+
+/* The marker every temporary name carries. */
+#define ATTN_TEMP_MARKER ".attnrun-tmp-"
+
+/*
+ * Creates an empty temporary file for final_path.  Unless `replace`, an
+ * existing final_path is refused with ATTN_EUSAGE.  ATTN_EIO when the
+ * directory cannot take a new file.
+ */
+int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, attn_error *err);
+
+/*
+ * Creates the temporary as a copy of final_path (which must exist), with
+ * its permission bits.  The commit replaces final_path.  ATTN_EIO on
+ * failure.
+ */
+int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *err);
+
+/*
+ * Flushes the temporary to disk and renames it onto final_path, then
+ * flushes the directory.  Without `replace`, a final_path that appeared in
+ * the meantime is still refused (ATTN_EUSAGE) and the temporary removed.
+ * ATTN_EIO when the flush or rename fails (the temporary is removed).
+ */
+int attn_atomic_commit(attn_atomic *tx, attn_error *err);
+
+/* Removes the temporary, if any.  Safe to call more than once. */
+void attn_atomic_abort(attn_atomic *tx);
+
+/*
+ * Whether two paths name the same file: the same inode when both exist,
+ * otherwise the same canonical directory and name.
+ */
+bool attn_same_file(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * attn_common.h - status codes, error messages and checked sizes shared by
+ * every libattn module.
+ *
+ * libattn never prints and never exits: each function that can fail returns
+ * an attn_status (ATTN_OK, or a negative code) and, on failure, writes one
+ * line of explanation into an attn_error that the caller prints.
+ *
+ *     attn_error err = {0};
+ *     size_t bytes;
+ *     if (!attn_size_mul(&bytes, rows, cols))
+ *         return attn_fail(&err, ATTN_EINPUT, "shape (%zu, %zu) overflows", rows, cols);
+ */
+#ifndef ATTN_COMMON_H
+#define ATTN_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define ATTN_VERSION "1.0.0"
+
+/* Every status a libattn function returns. */
+typedef enum attn_status {
+    ATTN_OK = 0,
+    ATTN_EIO = -1,     /* runtime or I/O failure: write error, disk full     */
+    ATTN_ENOMEM = -2,  /* an allocation failed                               */
+    ATTN_EINPUT = -3,  /* input rejected: missing dataset, shape, type, NaN  */
+    ATTN_EUSAGE = -4,  /* options that cannot work: OUT exists, OUT == IN    */
+    ATTN_EINTR = -5    /* cancelled by a signal                              */
+} attn_status;
+
+/* One line of explanation, filled by the function that failed. */
+typedef struct attn_error {
+    char msg[1024];
+} attn_error;
+
+/* Which floating type the computation uses and the output stores. */
+typedef enum attn_precision { ATTN_F32 = 0, ATTN_F64 = 1 } attn_precision;
+
+/* Size in bytes of one element of the given precision (4 or 8). */
+size_t attn_precision_size(attn_precision precision);
+
+/*
+ * Formats fmt into err (when err is not NULL) and returns status, so that
+ * `return attn_fail(err, ATTN_EINPUT, "...")` reports and propagates at once.
+ */
+int attn_fail(attn_error *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*
+ * The one overflow-checked product: *out = a * b.
+ * Returns true, or false (leaving *out untouched) when a * b does not fit
+ * in a size_t.
+ */
+bool attn_size_mul(size_t *out, size_t a, size_t b);
+
+/* *out = a + b, or false on overflow. */
+bool attn_size_add(size_t *out, size_t a, size_t b);
+
+/* *out = dims[0] * ... * dims[count - 1] (1 when count is 0), or false. */
+bool attn_size_product(size_t *out, const size_t *dims, size_t count);
+
+/* Formats dims as "(4, 6)" into buf; returns buf.  Rank 0 gives "()". */
+char *attn_format_shape(char *buf, size_t buflen, const size_t *dims, size_t rank);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * attn_h5.h - the HDF5 side of attnrun: reading input datasets and writing
+ * output datasets.  It knows shapes and element types, not attention.
+ *
+ * Reading (the file is opened read-only and never changed):
+ *
+ *     attn_h5in *in;
+ *     attn_tensor_info x = { .name = "X" };
+ *     attn_h5in_open("in.h5", &in, &err);
+ *     attn_h5in_describe(in, ATTN_DATA_FLOAT, false, &x, &err);
+ *     attn_h5in_read_floats(in, "X", ATTN_F32, 0, 2, buf, &err);  // X[0:2]
+ *     attn_h5in_close(in);
+ *
+ * Writing (into a file the caller made safe to write, see attn_atomic.h):
+ *
+ *     attn_h5out *out;
+ *     attn_h5out_create("tmp.h5", "/", &out, &err);
+ *     attn_h5out_add_dataset(out, &spec, &handle, &err);
+ *     attn_h5out_write(out, handle, 0, 2, buf, &err);           // rows 0..1
+ *     attn_h5out_close(out, &err);
+ *
+ * Every function returns ATTN_OK or a negative attn_status with err filled:
+ * ATTN_EINPUT for what the input file holds, ATTN_EIO for failures to read
+ * or write, ATTN_ENOMEM for allocations.  HDF5's own error printing is
+ * turned off; its innermost message is folded into err instead.
+ */
+#ifndef ATTN_H5_H
+#define ATTN_H5_H
+
+#include "attn_common.h"
+#include "attn_plan.h"
+
+/* What an input dataset must hold. */
+typedef enum attn_data_kind {
+    ATTN_DATA_FLOAT,   /* any IEEE floating type, converted on read       */
+    ATTN_DATA_MASK     /* integer or boolean (enum over an integer)        */
+} attn_data_kind;
+
+typedef struct attn_h5in attn_h5in;
+
+/* Opens path read-only.  ATTN_EINPUT when it is missing, unreadable or
+ * not an HDF5 file. */
+int attn_h5in_open(const char *path, attn_h5in **in, attn_error *err);
+void attn_h5in_close(attn_h5in *in);
+
+/*
+ * Fills info->present, rank and dims for the dataset info->name.  An
+ * absent name gives present = false, which is an error (ATTN_EINPUT) only
+ * when `required`.  A name that is not a dataset, a rank above
+ * ATTN_MAX_RANK, or an element type that is not of `kind` is ATTN_EINPUT.
+ */
+int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
+                       attn_tensor_info *info, attn_error *err);
+
+/*
+ * Reads rows [first, first + count) along axis 0 of a floating dataset of
+ * shape (rows, ...) into buf (count, ...), converted to `precision`.
+ */
+int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
+                          size_t first, size_t count, void *buf, attn_error *err);
+
+/* Reads rows [first, first + count) of an integer or boolean dataset as
+ * keep flags: keep[i] = 1 where the value is nonzero, else 0. */
+int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
+                        unsigned char *keep, attn_error *err);
+
+typedef struct attn_h5out attn_h5out;
+
+/* Creates (truncating) path and the group `group` in it. */
+int attn_h5out_create(const char *path, const char *group, attn_h5out **out, attn_error *err);
+
+/* Opens an existing file read-write and creates `group` when missing. */
+int attn_h5out_open(const char *path, const char *group, attn_h5out **out, attn_error *err);
+
+/* Whether `name` is taken in the group, as a link or as an attribute. */
+int attn_h5out_exists(attn_h5out *out, const char *name, bool *link, bool *attribute,
+                      attn_error *err);
+
+/* Removes the link and/or the attribute `name` from the group (--force). */
+int attn_h5out_remove(attn_h5out *out, const char *name, attn_error *err);
+
+/* One output dataset. */
+typedef struct attn_dataset_spec {
+    const char *name;             /* inside the group                      */
+    attn_precision precision;     /* stored as IEEE float32 or float64 LE  */
+    size_t rank;
+    const size_t *dims;           /* (rank)                                */
+    const size_t *chunk;          /* (rank)                                */
+    const char *const *labels;    /* (rank) axis names, also dimension scales */
+    const char *description;
+    int compress;                 /* 0: none; 1-9: shuffle + deflate level */
+} attn_dataset_spec;
+
+/* Creates the dataset, labels its axes and attaches a dimension scale per
+ * axis (a dataset named after the label holding 0, 1, ...).  *handle
+ * names it for attn_h5out_write. */
+int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *handle,
+                           attn_error *err);
+
+/* Writes buf (count, ...) to rows [first, first + count) along axis 0. */
+int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
+                     attn_error *err);
+
+/* Group attributes (provenance). */
+int attn_h5out_attr_string(attn_h5out *out, const char *name, const char *value, attn_error *err);
+int attn_h5out_attr_double(attn_h5out *out, const char *name, double value, attn_error *err);
+int attn_h5out_attr_int(attn_h5out *out, const char *name, long long value, attn_error *err);
+
+/* Flushes and closes everything; out is freed whatever the result. */
+int attn_h5out_close(attn_h5out *out, attn_error *err);
+
+/*
+ * Copies the most specific message on HDF5's error stack into buf (empty
+ * when the stack holds none); for a system error, the system's words
+ * ("No space left on device").  Returns buf.
+ */
+char *attn_h5_error_detail(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,330 @@
+/* attn_h5out.c - writing output datasets, labels and attributes (attn_h5.h). */
+#include "attn_h5.h"
+
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DATASETS 16
+#define MAX_SCALES 16
+#define SCALE_BLOCK 65536               /* indices written per call       */
+#define CHUNK_CACHE_BYTES (16u << 20)   /* per dataset                   */
+
+typedef struct output_dataset {
+    hid_t id;
+    attn_precision precision;
+    size_t rank;
+    hsize_t dims[4];
+} output_dataset;
+
+typedef struct scale_dataset {
+    char name[32];
+    hid_t id;
+    hsize_t length;
+} scale_dataset;
+
+struct attn_h5out {
+    hid_t file;
+    hid_t group;
+    char *path;
+    output_dataset datasets[MAX_DATASETS];
+    size_t dataset_count;
+    scale_dataset scales[MAX_SCALES];
+    size_t scale_count;
+};
+
+static int h5_failure(attn_h5out *out, attn_error *err, const char *what, const char *name)
+{
+    char detail[256];
+    return attn_fail(err, ATTN_EIO, "%s: cannot %s %s: %s", out->path, what, name,
+                     attn_h5_error_detail(detail, sizeof detail));
+}
+
+/* Opens `group` in out->file, creating it and its parents when missing. */
+static int open_group(attn_h5out *out, const char *group, attn_error *err)
+{
+    if (strcmp(group, "/") == 0 || H5Lexists(out->file, group, H5P_DEFAULT) > 0) {
+        out->group = H5Gopen2(out->file, group, H5P_DEFAULT);
+    } else {
+        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+        if (lcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0)
+            out->group = H5Gcreate2(out->file, group, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        if (lcpl >= 0)
+            H5Pclose(lcpl);
+    }
+    if (out->group < 0)
+        return h5_failure(out, err, "open group", group);
+    return ATTN_OK;
+}
+
+static int start(const char *path, const char *group, bool create, attn_h5out **result,
+                 attn_error *err)
+{
+    attn_h5out *out = calloc(1, sizeof *out);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    *result = NULL;
+    if (out == NULL || (out->path = strdup(path)) == NULL) {
+        free(out);
+        return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
+    }
+    out->group = H5I_INVALID_HID;
+    out->file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
+                       : H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    int status = out->file < 0 ? h5_failure(out, err, "create HDF5 file", "for output")
+                               : open_group(out, group, err);
+    if (status != ATTN_OK) {
+        attn_h5out_close(out, NULL);
+        return status;
+    }
+    *result = out;
+    return ATTN_OK;
+}
+
+int attn_h5out_create(const char *path, const char *group, attn_h5out **out, attn_error *err)
+{
+    return start(path, group, true, out, err);
+}
+
+int attn_h5out_open(const char *path, const char *group, attn_h5out **out, attn_error *err)
+{
+    return start(path, group, false, out, err);
+}
+
+int attn_h5out_exists(attn_h5out *out, const char *name, bool *link, bool *attribute,
+                      attn_error *err)
+{
+    htri_t has_link = H5Lexists(out->group, name, H5P_DEFAULT);
+    htri_t has_attr = H5Aexists(out->group, name);
+    if (has_link < 0 || has_attr < 0)
+        return h5_failure(out, err, "look up", name);
+    *link = has_link > 0;
+    *attribute = has_attr > 0;
+    return ATTN_OK;
+}
+
+int attn_h5out_remove(attn_h5out *out, const char *name, attn_error *err)
+{
+    bool link, attribute;
+    int status = attn_h5out_exists(out, name, &link, &attribute, err);
+    if (status != ATTN_OK)
+        return status;
+    if (link && H5Ldelete(out->group, name, H5P_DEFAULT) < 0)
+        return h5_failure(out, err, "remove", name);
+    if (attribute && H5Adelete(out->group, name) < 0)
+        return h5_failure(out, err, "remove attribute", name);
+    return ATTN_OK;
+}
+
+/* Writes 0, 1, ... length-1 into the 1-D int64 dataset `scale`, a block at a time. */
+static herr_t write_indices(hid_t scale, hsize_t length)
+{
+    long long *block = malloc(SCALE_BLOCK * sizeof *block);
+    herr_t result = block == NULL ? -1 : 0;
+    hid_t file_space = H5Dget_space(scale);
+    for (hsize_t first = 0; result >= 0 && first < length; first += SCALE_BLOCK) {
+        hsize_t count = length - first < SCALE_BLOCK ? length - first : SCALE_BLOCK;
+        for (hsize_t i = 0; i < count; i++)
+            block[i] = (long long)(first + i);
+        hid_t mem_space = H5Screate_simple(1, &count, NULL);
+        result = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, &first, NULL, &count, NULL);
+        if (result >= 0)
+            result = H5Dwrite(scale, H5T_NATIVE_LLONG, mem_space, file_space, H5P_DEFAULT, block);
+        H5Sclose(mem_space);
+    }
+    H5Sclose(file_space);
+    free(block);
+    return result;
+}
+
+/* The dimension scale called `label`, of `length`, made on first use. */
+static int scale_for(attn_h5out *out, const char *label, hsize_t length, hid_t *id,
+                     attn_error *err)
+{
+    for (size_t i = 0; i < out->scale_count; i++) {
+        if (strcmp(out->scales[i].name, label) != 0)
+            continue;
+        if (out->scales[i].length != length)
+            return attn_fail(err, ATTN_EIO, "%s: axis %s has two lengths", out->path, label);
+        *id = out->scales[i].id;
+        return ATTN_OK;
+    }
+    if (out->scale_count == MAX_SCALES || strlen(label) >= sizeof out->scales[0].name)
+        return attn_fail(err, ATTN_EIO, "%s: too many axes", out->path);
+    hid_t space = H5Screate_simple(1, &length, NULL);
+    hid_t scale = H5Dcreate2(out->group, label, H5T_STD_I64LE, space, H5P_DEFAULT,
+                             H5P_DEFAULT, H5P_DEFAULT);
+    H5Sclose(space);
+    if (scale < 0 || write_indices(scale, length) < 0 || H5DSset_scale(scale, label) < 0) {
+        if (scale >= 0)
+            H5Dclose(scale);
+        return h5_failure(out, err, "write the dimension scale", label);
+    }
+    scale_dataset *s = &out->scales[out->scale_count++];
+    snprintf(s->name, sizeof s->name, "%s", label);
+    s->id = scale;
+    s->length = length;
+    *id = scale;
+    return ATTN_OK;
+}
+
+/* A scalar attribute of `type` on `object`, replacing none. */
+static herr_t put_attribute(hid_t object, const char *name, hid_t file_type, hid_t mem_type,
+                           const void *value)
+{
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(object, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t result = attr < 0 ? -1 : H5Awrite(attr, mem_type, value);
+    if (attr >= 0)
+        H5Aclose(attr);
+    H5Sclose(space);
+    return result;
+}
+
+/* A UTF-8 variable-length string attribute, which h5py reads as str. */
+static herr_t put_string(hid_t object, const char *name, const char *value)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    herr_t result = H5Tset_size(type, H5T_VARIABLE);
+    if (result >= 0)
+        result = H5Tset_cset(type, H5T_CSET_UTF8);
+    if (result >= 0)
+        result = put_attribute(object, name, type, type, &value);
+    H5Tclose(type);
+    return result;
+}
+
+/* The dataset creation properties: chunks, no fill writes, filters. */
+static hid_t creation_properties(const attn_dataset_spec *spec)
+{
+    hsize_t chunk[4];
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    for (size_t i = 0; i < spec->rank; i++)
+        chunk[i] = spec->chunk[i];
+    if (dcpl < 0 || H5Pset_chunk(dcpl, (int)spec->rank, chunk) < 0 ||
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
+        (spec->compress > 0 && (H5Pset_shuffle(dcpl) < 0 ||
+                                H5Pset_deflate(dcpl, (unsigned)spec->compress) < 0))) {
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        return H5I_INVALID_HID;
+    }
+    return dcpl;
+}
+
+int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *handle,
+                           attn_error *err)
+{
+    output_dataset *d = &out->datasets[out->dataset_count];
+    hid_t dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID, space = H5I_INVALID_HID;
+    int status = ATTN_OK;
+    if (out->dataset_count == MAX_DATASETS || spec->rank > 4)
+        return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
+    d->rank = spec->rank;
+    d->precision = spec->precision;
+    for (size_t i = 0; i < spec->rank; i++)
+        d->dims[i] = spec->dims[i];
+    hid_t file_type = spec->precision == ATTN_F64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
+    if ((dcpl = creation_properties(spec)) < 0 || (dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0 ||
+        H5Pset_chunk_cache(dapl, 12421, CHUNK_CACHE_BYTES, 1.0) < 0 ||
+        (space = H5Screate_simple((int)spec->rank, d->dims, NULL)) < 0 ||
+        (d->id = H5Dcreate2(out->group, spec->name, file_type, space, H5P_DEFAULT, dcpl, dapl)) < 0) {
+        status = h5_failure(out, err, "create dataset", spec->name);
+        goto out;
+    }
+    out->dataset_count++;
+    if (put_string(d->id, "description", spec->description) < 0) {
+        status = h5_failure(out, err, "describe dataset", spec->name);
+        goto out;
+    }
+    for (size_t axis = 0; axis < spec->rank; axis++) {
+        hid_t scale;
+        if ((status = scale_for(out, spec->labels[axis], d->dims[axis], &scale, err)) != ATTN_OK)
+            goto out;
+        if (H5DSattach_scale(d->id, scale, (unsigned)axis) < 0 ||
+            H5DSset_label(d->id, (unsigned)axis, spec->labels[axis]) < 0) {
+            status = h5_failure(out, err, "label the axes of", spec->name);
+            goto out;
+        }
+    }
+    *handle = (int)(out->dataset_count - 1);
+out:
+    if (space >= 0)
+        H5Sclose(space);
+    if (dapl >= 0)
+        H5Pclose(dapl);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    return status;
+}
+
+int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
+                     attn_error *err)
+{
+    const output_dataset *d = &out->datasets[handle];
+    hsize_t start[4] = {0}, dims[4];
+    hid_t file_space = H5Dget_space(d->id), mem_space = H5I_INVALID_HID;
+    hid_t mem_type = d->precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+    int status = ATTN_OK;
+    memcpy(dims, d->dims, sizeof dims);
+    start[0] = first;
+    dims[0] = count;
+    if (file_space < 0 ||
+        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL) < 0 ||
+        (mem_space = H5Screate_simple((int)d->rank, dims, NULL)) < 0 ||
+        H5Dwrite(d->id, mem_type, mem_space, file_space, H5P_DEFAULT, buf) < 0) {
+        char name[256] = "";
+        H5Iget_name(d->id, name, sizeof name);
+        status = h5_failure(out, err, "write", name);
+    }
+    if (mem_space >= 0)
+        H5Sclose(mem_space);
+    if (file_space >= 0)
+        H5Sclose(file_space);
+    return status;
+}
+
+int attn_h5out_attr_string(attn_h5out *out, const char *name, const char *value, attn_error *err)
+{
+    if (put_string(out->group, name, value) < 0)
+        return h5_failure(out, err, "write attribute", name);
+    return ATTN_OK;
+}
+
+int attn_h5out_attr_double(attn_h5out *out, const char *name, double value, attn_error *err)
+{
+    if (put_attribute(out->group, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value) < 0)
+        return h5_failure(out, err, "write attribute", name);
+    return ATTN_OK;
+}
+
+int attn_h5out_attr_int(attn_h5out *out, const char *name, long long value, attn_error *err)
+{
+    if (put_attribute(out->group, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &value) < 0)
+        return h5_failure(out, err, "write attribute", name);
+    return ATTN_OK;
+}
+
+int attn_h5out_close(attn_h5out *out, attn_error *err)
+{
+    herr_t result = 0;
+    if (out == NULL)
+        return ATTN_OK;
+    for (size_t i = 0; i < out->dataset_count; i++)
+        if (H5Dclose(out->datasets[i].id) < 0)
+            result = -1;
+    for (size_t i = 0; i < out->scale_count; i++)
+        if (H5Dclose(out->scales[i].id) < 0)
+            result = -1;
+    if (out->group >= 0 && H5Gclose(out->group) < 0)
+        result = -1;
+    if (out->file >= 0 && result >= 0 && H5Fflush(out->file, H5F_SCOPE_GLOBAL) < 0)
+        result = -1;
+    if (out->file >= 0 && H5Fclose(out->file) < 0)
+        result = -1;
+    int status = result < 0 ? h5_failure(out, err, "finish writing", "the output") : ATTN_OK;
+    free(out->path);
+    free(out);
+    return status;
+}

@@ -1,0 +1,128 @@
+/*
+ * attn_math.h - multi-head scaled dot-product attention on plain buffers.
+ *
+ * The math of shared/seed (DESIGN §2), with no knowledge of files.  Every
+ * buffer is row-major and dense; its shape is written beside it.
+ *
+ * Legend: c batch items in a slice, H heads, n queries, m keys,
+ *         D d_model, dk = d_k, dv = d_v.
+ *
+ *     attn_config cfg = { .dims = dims, .scale = 1 / sqrt(dk), .causal = true,
+ *                         .precision = ATTN_F32 };
+ *     attn_slice s = { .count = c, .x = x, .y = x, .y_stride = n * D, ... };
+ *     attn_forward(&cfg, &weights, &s);    // fills s.scores ... s.output
+ *
+ * Each kernel exists for float (_f32) and double (_f64); attn_forward picks
+ * one by cfg->precision.  The kernels never fail: sizes were validated by
+ * attn_plan before any buffer was allocated.
+ */
+#ifndef ATTN_MATH_H
+#define ATTN_MATH_H
+
+#include "attn_common.h"
+
+#include <stddef.h>
+
+/* The sizes of one attention layer applied to one input. */
+typedef struct attn_dims {
+    size_t batch;    /* B: batch items in the input (1 for a rank-2 X)   */
+    size_t n;        /* queries per item                                */
+    size_t m;        /* keys per item (n unless cross-attention)        */
+    size_t d_model;  /* D                                               */
+    size_t heads;    /* H                                               */
+    size_t d_k;      /* per-head query/key width                        */
+    size_t d_v;      /* per-head value width                            */
+} attn_dims;
+
+typedef struct attn_config {
+    attn_dims dims;
+    double scale;               /* multiplies Q K^T; 1/sqrt(d_k) by default */
+    bool causal;                /* key k is hidden from query q when k > q  */
+    attn_precision precision;   /* element type of every buffer below       */
+} attn_config;
+
+/* The layer's parameters in packed form, in cfg->precision. */
+typedef struct attn_weights {
+    const void *w_q;  /* (D, H*dk): head i owns columns i*dk .. i*dk+dk-1 */
+    const void *w_k;  /* (D, H*dk)                                       */
+    const void *w_v;  /* (D, H*dv)                                       */
+    const void *w_o;  /* (H*dv, D)                                       */
+    const void *b_q;  /* (H*dk) or NULL                                  */
+    const void *b_k;  /* (H*dk) or NULL                                  */
+    const void *b_v;  /* (H*dv) or NULL                                  */
+    const void *b_o;  /* (D) or NULL                                     */
+} attn_weights;
+
+/* One slice of the batch: inputs, then every buffer attn_forward fills. */
+typedef struct attn_slice {
+    size_t count;                /* c: batch items in this slice            */
+    const void *x;               /* (c, n, D) queries                       */
+    const void *y;               /* (c, m, D) keys/values source            */
+    size_t y_stride;             /* elements between items of y: m*D, or 0
+                                    when one (m, D) block serves every item */
+    const unsigned char *keep;   /* (c, m): nonzero = key may be attended;
+                                    NULL = every key                        */
+    size_t keep_stride;          /* m, or 0 when one row serves every item  */
+    void *q;                     /* (c, n, H*dk) packed projections         */
+    void *k;                     /* (c, m, H*dk)                            */
+    void *v;                     /* (c, m, H*dv)                            */
+    void *scores;                /* (c, H, n, m) scaled, masked = -inf      */
+    void *weights;               /* (c, H, n, m) softmax of scores          */
+    void *heads;                 /* (c, H, n, dv) per-head outputs          */
+    void *concat;                /* (c, n, H*dv) scratch: heads side by side */
+    void *output;                /* (c, n, D) projected output              */
+} attn_slice;
+
+/* Runs the whole layer on one slice: projections, scores, masks, softmax,
+ * head outputs and the output projection (DESIGN §2). */
+void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
+
+/*
+ * The kernels attn_forward is made of, for float and for double.
+ * (The _f64 versions take double pointers and otherwise read the same.)
+ */
+
+/* out (rows, cols) = in (rows, d_in) . w (d_in, cols) + bias (cols).
+ * bias may be NULL. */
+void attn_project_f32(const float *in, size_t rows, size_t d_in, const float *w,
+                      size_t cols, const float *bias, float *out);
+void attn_project_f64(const double *in, size_t rows, size_t d_in, const double *w,
+                      size_t cols, const double *bias, double *out);
+
+/* scores (n, m) = scale . q (n, d; row stride ldq) . k (m, d; row stride ldk)^T */
+void attn_head_scores_f32(const float *q, size_t ldq, const float *k, size_t ldk,
+                          size_t n, size_t m, size_t d, double scale, float *scores);
+void attn_head_scores_f64(const double *q, size_t ldq, const double *k, size_t ldk,
+                          size_t n, size_t m, size_t d, double scale, double *scores);
+
+/* Sets scores (n, m)[q][k] to -inf where k > q (the causal mask), and where
+ * keep[k] == 0 when keep (m) is not NULL. */
+void attn_mask_f32(float *scores, size_t n, size_t m, bool causal, const unsigned char *keep);
+void attn_mask_f64(double *scores, size_t n, size_t m, bool causal, const unsigned char *keep);
+
+/* weights (n, m) = softmax of each row of scores (n, m), stable (the row
+ * max is subtracted first).  A row of nothing but -inf gives a row of 0.
+ * scores and weights may be the same buffer. */
+void attn_softmax_rows_f32(const float *scores, float *weights, size_t n, size_t m);
+void attn_softmax_rows_f64(const double *scores, double *weights, size_t n, size_t m);
+
+/* out (n, dv; row stride ldo) = weights (n, m) . v (m, dv; row stride ldv) */
+void attn_head_output_f32(const float *weights, const float *v, size_t ldv, size_t n,
+                          size_t m, size_t dv, float *out, size_t ldo);
+void attn_head_output_f64(const double *weights, const double *v, size_t ldv, size_t n,
+                          size_t m, size_t dv, double *out, size_t ldo);
+
+/* Reorders packed per-row head blocks into head-major order:
+ * packed (rows, H*d) -> split (H, rows, d).  Used to store q, k and v. */
+void attn_split_heads_f32(const float *packed, size_t rows, size_t heads, size_t d, float *split);
+void attn_split_heads_f64(const double *packed, size_t rows, size_t heads, size_t d, double *split);
+
+/* Index of the first NaN or infinity among values (count), or count when
+ * every value is finite. */
+size_t attn_find_nonfinite_f32(const float *values, size_t count);
+size_t attn_find_nonfinite_f64(const double *values, size_t count);
+
+/* Sets the number of threads the matrix products may use (>= 1). */
+void attn_set_threads(int threads);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * attn_plan.h - from the shapes found in a file to a validated plan: the
+ * layer's sizes, the batch slice that fits in memory, the output datasets
+ * with their shapes, bytes and chunks, and the FLOP count.
+ *
+ * Pure arithmetic: no file access and no allocation.  Every product of
+ * shapes goes through attn_size_mul, so a hostile shape is rejected here,
+ * before anything is allocated.
+ *
+ *     attn_tensor_info in[ATTN_IN_COUNT];      // filled by attn_h5in_describe
+ *     attn_layout layout;
+ *     if (attn_plan_layout(in, "in.h5", heads_flag, &layout, &err) != ATTN_OK) ...
+ *     size_t dims[4]; const char *labels[4];
+ *     size_t rank = attn_output_shape(&layout, ATTN_OUT_WEIGHTS, dims, labels);
+ */
+#ifndef ATTN_PLAN_H
+#define ATTN_PLAN_H
+
+#include "attn_common.h"
+#include "attn_math.h"
+
+#define ATTN_MAX_RANK 32
+
+/* The input datasets, in the order the pipeline looks them up. */
+typedef enum attn_input {
+    ATTN_IN_X, ATTN_IN_KV, ATTN_IN_MASK,
+    ATTN_IN_WQ, ATTN_IN_WK, ATTN_IN_WV, ATTN_IN_WO,
+    ATTN_IN_BQ, ATTN_IN_BK, ATTN_IN_BV, ATTN_IN_BO,
+    ATTN_IN_COUNT
+} attn_input;
+
+/* What the file says of one input dataset. */
+typedef struct attn_tensor_info {
+    const char *name;               /* dataset path, for messages   */
+    bool present;                   /* false: absent or not wanted  */
+    size_t rank;
+    size_t dims[ATTN_MAX_RANK];
+} attn_tensor_info;
+
+/* The validated sizes and how each input is laid out. */
+typedef struct attn_layout {
+    attn_dims dims;
+    bool batched;        /* X is (B, n, D): outputs keep the batch axis      */
+    bool cross;          /* keys/values come from --kv                       */
+    bool kv_shared;      /* --kv is (m, D) under a rank-3 X: every item uses it */
+    bool mask_shared;    /* --mask is (m): every item uses it                */
+    bool per_head[4];    /* W_Q, W_K, W_V, W_O stored as (H, ., .)           */
+} attn_layout;
+
+/* The output datasets (DESIGN §3). */
+typedef enum attn_output {
+    ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_HEADS, ATTN_OUT_OUTPUT,
+    ATTN_OUT_Q, ATTN_OUT_K, ATTN_OUT_V,
+    ATTN_OUT_COUNT
+} attn_output;
+
+#define ATTN_SAVE_DEFAULT                                                     \
+    ((1u << ATTN_OUT_SCORES) | (1u << ATTN_OUT_WEIGHTS) |                     \
+     (1u << ATTN_OUT_HEADS) | (1u << ATTN_OUT_OUTPUT))
+
+/*
+ * Checks the shapes of in[] against DESIGN §1 and derives the sizes.
+ * heads_flag is --heads (0 when not given).  Absent optional inputs (KV,
+ * mask, biases) have present == false; X and the four weights must be
+ * present.  file names the input in messages.
+ * Returns ATTN_OK, or ATTN_EINPUT with a message naming the dataset and
+ * the shapes involved.
+ */
+int attn_plan_layout(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
+                     size_t heads_flag, attn_layout *layout, attn_error *err);
+
+/* The dataset name of an output ("scores" ...). */
+const char *attn_output_name(attn_output which);
+
+/* A one-line description, stored as the dataset's `description`. */
+const char *attn_output_description(attn_output which);
+
+/*
+ * Parses a comma list such as "weights,output" into a bit set of
+ * (1u << attn_output).  Returns ATTN_OK, or ATTN_EUSAGE for an unknown or
+ * empty name.
+ */
+int attn_parse_save_list(const char *list, unsigned *save, attn_error *err);
+
+/*
+ * Shape and axis labels of one output: (B, H, n, m) and so on, without the
+ * batch axis when X is rank 2.  Returns the rank (2 to 4).
+ */
+size_t attn_output_shape(const attn_layout *layout, attn_output which,
+                         size_t dims[4], const char *labels[4]);
+
+/* Bytes one output takes uncompressed in the given precision, or
+ * ATTN_EINPUT when that overflows. */
+int attn_output_bytes(const attn_layout *layout, attn_output which,
+                      attn_precision precision, size_t *bytes, attn_error *err);
+
+/* Floating-point operations of the whole computation (multiply-adds
+ * count 2), for every item of the batch. */
+double attn_plan_flops(const attn_dims *dims);
+
+/* The buffers the pipeline needs for one slice, in elements per item. */
+typedef struct attn_slice_sizes {
+    size_t x, y, q, k, v, maps, heads, concat, output;   /* elements per item */
+    size_t keep;                                          /* bytes per item    */
+    size_t bytes_per_item;                                /* all of the above  */
+} attn_slice_sizes;
+
+/*
+ * Sizes the per-item buffers and picks how many batch items a slice holds:
+ * `forced` when not 0 (--batch-slice), otherwise as many as fit in
+ * budget_bytes (at least 1), never more than the batch.
+ * Returns ATTN_OK, or ATTN_EINPUT when one item's buffers overflow size_t.
+ */
+int attn_plan_slice(const attn_layout *layout, attn_precision precision,
+                    size_t budget_bytes, size_t forced, attn_slice_sizes *sizes,
+                    size_t *items, attn_error *err);
+
+/*
+ * Chunk shape for a dataset of the given dims: whole trailing axes while
+ * they fit in target_bytes, then part of the next axis, 1 elsewhere; the
+ * first axis is capped at first_cap (the slice size) when not 0.
+ */
+void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size,
+                      size_t target_bytes, size_t first_cap, size_t *chunk);
+
+/* Turns a flat row-major index into per-axis indices idx[rank]. */
+void attn_unravel_index(size_t flat, const size_t *dims, size_t rank, size_t *idx);
+
+#endif

@@ -1,0 +1,84 @@
+/*
+ * attn_run.h - the pipeline: input file -> plan -> slices of the batch
+ * through the math -> output file, all or nothing.
+ *
+ * It joins attn_h5 (files), attn_plan (shapes) and attn_math (numbers);
+ * memory is bounded by one slice of the batch, never by the batch.
+ *
+ *     attn_atomic tx;
+ *     attn_run_options opt = attn_run_defaults();
+ *     opt.input = "in.h5"; opt.output = "out.h5"; opt.heads = 12;
+ *     opt.transaction = &tx;
+ *     attn_run_report report;
+ *     int status = attn_run(&opt, &report, &err);
+ */
+#ifndef ATTN_RUN_H
+#define ATTN_RUN_H
+
+#include "attn_atomic.h"
+#include "attn_common.h"
+#include "attn_plan.h"
+
+#include <signal.h>
+
+#define ATTN_DEFAULT_MEMORY ((size_t)256 << 20)   /* bytes of slice buffers */
+
+typedef struct attn_run_options {
+    const char *input;                  /* IN.h5                               */
+    const char *output;                 /* OUT.h5; NULL with in_place          */
+    bool in_place;                      /* write into IN under `group`         */
+    bool force;                         /* replace OUT / existing target names */
+    bool dry_run;                       /* plan only: fill the report, write nothing */
+    bool allow_nonfinite;               /* accept NaN and infinities in inputs */
+    bool causal;
+    const char *names[ATTN_IN_COUNT];   /* dataset names; NULL = the default
+                                           ("X", "W_Q", ... "b_O"; none for KV
+                                           and mask); "none" drops a bias    */
+    size_t heads;                       /* --heads; 0 = from 3-D weights      */
+    bool has_scale;
+    double scale;                       /* used when has_scale                */
+    const char *group;                  /* where outputs go ("/")             */
+    unsigned save;                      /* bits (1u << attn_output)           */
+    attn_precision precision;
+    int compress;                       /* 0-9                                */
+    int threads;                        /* matrix-product threads; 0 = default */
+    size_t slice_items;                 /* batch items per slice; 0 = by memory */
+    size_t memory_budget;               /* bytes for one slice's buffers      */
+    const char *command_line;           /* stored as provenance               */
+    volatile sig_atomic_t *cancel;      /* nonzero: stop (ATTN_EINTR); may be NULL */
+    void (*progress)(size_t done, size_t total, void *context);
+    void *progress_context;
+    attn_atomic *transaction;           /* caller-owned, so a signal handler
+                                           can remove its temp_path           */
+} attn_run_options;
+
+/* What the run planned (and, unless dry_run, did). */
+typedef struct attn_run_report {
+    attn_layout layout;
+    double scale;
+    size_t slice_items;                 /* batch items per slice              */
+    size_t slice_bytes;                 /* buffer bytes for one slice         */
+    double flops;
+    unsigned save;
+    size_t output_bytes[ATTN_OUT_COUNT];
+    size_t total_bytes;                 /* of the saved outputs               */
+} attn_run_report;
+
+/* Options with every default of DESIGN §5 filled in. */
+attn_run_options attn_run_defaults(void);
+
+/* The default dataset name of an input ("X", "W_Q", ...; NULL for KV and mask). */
+const char *attn_input_default_name(attn_input which);
+
+/*
+ * Runs the whole computation.  Returns ATTN_OK, or
+ *   ATTN_EUSAGE  OUT exists without force, OUT is IN, bad option values;
+ *   ATTN_EINPUT  the input was rejected (missing, shape, type, non-finite);
+ *   ATTN_EIO     reading or writing failed;
+ *   ATTN_ENOMEM  a buffer could not be allocated;
+ *   ATTN_EINTR   *cancel became nonzero.
+ * On failure no output file and no temporary file remain, and IN is as it was.
+ */
+int attn_run(const attn_run_options *options, attn_run_report *report, attn_error *err);
+
+#endif
