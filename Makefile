@@ -57,11 +57,11 @@ $(BUILD)/lib $(BUILD)/tests:
 # Installs the Debian packages the build and the tests need (as root), or
 # prints the apt-get line to run.
 deps:
-	@sh tests/install_deps.sh
+	@sh scripts/install-deps.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@sh tests/demo.sh $(BIN)
+	@sh scripts/demo.sh $(BIN)
 
 unit: $(UNIT_BIN)
 	@failed=0; for t in $(UNIT_BIN); do $$t || failed=1; done; exit $$failed

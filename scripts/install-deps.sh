@@ -1,0 +1,29 @@
+#!/bin/sh
+# Installs the Debian packages attnrun's build, demo and tests need.
+# As root it runs apt-get; otherwise it prints the exact command and fails.
+set -eu
+
+packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev
+zlib1g-dev python3-numpy python3-h5py time"
+
+missing=""
+for p in $packages; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+        *" installed") ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+line="apt-get install -y --no-install-recommends$missing"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "attnrun needs these Debian packages:$missing" >&2
+    echo "run as root:  apt-get update && $line" >&2
+    exit 1
+fi
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing
