@@ -403,20 +403,22 @@ int main(int argc, char **argv)
     cli c;
     memset(&c, 0, sizeof c);
     c.run = attn_run_defaults();
+    char *command_line = join_command_line(argc, argv);   /* before getopt permutes argv */
     int code = parse_arguments(argc, argv, &c);
-    if (code != EXIT_OK)
+    if (code != EXIT_OK) {
+        free(command_line);
         return code;
-    if (c.help) {
-        fputs(usage_text, stdout);
-        return finish_stdout(EXIT_OK);
     }
-    if (c.version) {
-        printf("attnrun %s\n", ATTN_VERSION);
+    if (c.help || c.version) {
+        free(command_line);
+        if (c.help)
+            fputs(usage_text, stdout);
+        else
+            printf("attnrun %s\n", ATTN_VERSION);
         return finish_stdout(EXIT_OK);
     }
 
     progress_state progress = {.enabled = !c.quiet && (c.progress || isatty(STDERR_FILENO))};
-    char *command_line = join_command_line(argc, argv);
     c.run.command_line = command_line;
     c.run.cancel = &cancel_requested;
     c.run.progress = show_progress;
