@@ -13,6 +13,7 @@ CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags $(PKGS) 
 ALL_CFLAGS = -std=c11 $(WARNINGS) $(CFLAGS)
 LDLIBS   += -lhdf5_hl $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
+comma   := ,
 BUILD    = build
 ifeq ($(WERROR),1)
 ALL_CFLAGS += -Werror
@@ -27,7 +28,6 @@ BUILD     = build/sanitize
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS   += -fsanitize=$(SANITIZE)
 endif
-comma := ,
 
 LIB_SRC  = $(wildcard lib/*.c)
 LIB_OBJ  = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
