@@ -65,6 +65,16 @@ int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, att
     int fd = make_temp(tx, err);
     if (fd < 0)
         return ATTN_EIO;
+    /* mkstemp makes the file 0600; a new output gets the usual 0666 & ~umask */
+    mode_t mask = umask(0);
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0) {
+        status = attn_fail(err, ATTN_EIO, "%s: cannot set the permissions of %s: %s",
+                           final_path, tx->temp_path, strerror(errno));
+        close(fd);
+        attn_atomic_abort(tx);
+        return status;
+    }
     close(fd);
     return ATTN_OK;
 }

@@ -33,7 +33,8 @@ typedef struct attn_atomic {
 #define ATTN_TEMP_MARKER ".attnrun-tmp-"
 
 /*
- * Creates an empty temporary file for final_path.  Unless `replace`, an
+ * Creates an empty temporary file for final_path, with the permission bits
+ * a new file gets (0666 less the umask).  Unless `replace`, an
  * existing final_path is refused with ATTN_EUSAGE.  ATTN_EIO when the
  * directory cannot take a new file.
  */
