@@ -98,7 +98,7 @@ static const char usage_text[] =
     "Running:\n"
     "      --dry-run        print shapes, FLOPs and output bytes; write nothing\n"
     "      --threads N      threads for the matrix products (default: all cores)\n"
-    "      --batch-slice N  batch items per slice (default: as many as fit in 256 MiB)\n"
+    "      --batch-slice N  batch items per slice (default: as many as fit in 32 MiB)\n"
     "      --allow-nonfinite  accept NaN and infinities in the inputs\n"
     "      --progress       report progress on stderr (default: when it is a terminal)\n"
     "  -q, --quiet          no progress\n"

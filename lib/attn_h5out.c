@@ -10,7 +10,7 @@
 #define MAX_DATASETS 16
 #define MAX_SCALES 16
 #define SCALE_BLOCK 65536               /* indices written per call       */
-#define CHUNK_CACHE_BYTES (16u << 20)   /* per dataset                   */
+#define CHUNK_CACHE_BYTES (4u << 20)    /* per dataset: a few 1 MiB chunks */
 
 typedef struct output_dataset {
     hid_t id;

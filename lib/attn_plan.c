@@ -319,6 +319,15 @@ double attn_plan_flops(const attn_dims *d)
     return (double)d->batch * (projections + attention + output);
 }
 
+/* The largest power of two <= v (v >= 1). */
+static size_t floor_pow2(size_t v)
+{
+    size_t p = 1;
+    while (p <= v / 2)
+        p *= 2;
+    return p;
+}
+
 /* *total += a * b, all checked. */
 static bool add_product(size_t *total, size_t a, size_t b)
 {
@@ -358,6 +367,10 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, size_t 
     size_t fit = forced != 0 ? forced : budget_bytes / bytes;
     if (fit == 0)
         fit = 1;
+    /* A power of two, like the batch extent of the chunks (attn_chunk_shape),
+     * so that every slice writes whole chunks. */
+    if (forced == 0 && fit < d->batch)
+        fit = floor_pow2(fit);
     *items = fit < d->batch ? fit : d->batch;
     return ATTN_OK;
 }
@@ -372,9 +385,7 @@ void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size, size_t 
         size_t limit = dims[i];
         if (i == 0 && first_cap != 0 && first_cap < limit)
             limit = first_cap;
-        chunk[i] = limit <= room ? limit : room;
-        if (chunk[i] == 0)
-            chunk[i] = 1;
+        chunk[i] = limit <= room ? limit : floor_pow2(room);
         room /= chunk[i];
         if (room == 0)
             room = 1;

@@ -107,8 +107,9 @@ typedef struct attn_slice_sizes {
 
 /*
  * Sizes the per-item buffers and picks how many batch items a slice holds:
- * `forced` when not 0 (--batch-slice), otherwise as many as fit in
- * budget_bytes (at least 1), never more than the batch.
+ * `forced` when not 0 (--batch-slice), otherwise the whole batch when it
+ * fits in budget_bytes, else the largest power of two of items that fits
+ * (at least 1).
  * Returns ATTN_OK, or ATTN_EINPUT when one item's buffers overflow size_t.
  */
 int attn_plan_slice(const attn_layout *layout, attn_precision precision,
@@ -117,8 +118,9 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision,
 
 /*
  * Chunk shape for a dataset of the given dims: whole trailing axes while
- * they fit in target_bytes, then part of the next axis, 1 elsewhere; the
- * first axis is capped at first_cap (the slice size) when not 0.
+ * they fit in target_bytes, then a power-of-two block of the next axis
+ * (so chunks hold between half of target_bytes and all of it), 1 elsewhere;
+ * the first axis is capped at first_cap (the slice size) when not 0.
  */
 void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size,
                       size_t target_bytes, size_t first_cap, size_t *chunk);
