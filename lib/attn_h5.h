@@ -14,7 +14,7 @@
  * Writing (into a file the caller made safe to write, see attn_atomic.h):
  *
  *     attn_h5out *out;
- *     attn_h5out_create("tmp.h5", "/", &out, &err);
+ *     attn_h5out_create("tmp.h5", "out.h5", "/", &out, &err);
  *     attn_h5out_add_dataset(out, &spec, &handle, &err);
  *     attn_h5out_write(out, handle, 0, 2, buf, &err);           // rows 0..1
  *     attn_h5out_close(out, &err);
@@ -66,11 +66,17 @@ int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t co
 
 typedef struct attn_h5out attn_h5out;
 
-/* Creates (truncating) path and the group `group` in it. */
-int attn_h5out_create(const char *path, const char *group, attn_h5out **out, attn_error *err);
+/*
+ * Creates (truncating) path and the group `group` in it.  Messages call
+ * the file `label` (the destination, when path is its temporary).
+ * ATTN_EUSAGE when part of `group` exists and is not a group.
+ */
+int attn_h5out_create(const char *path, const char *label, const char *group, attn_h5out **out,
+                      attn_error *err);
 
 /* Opens an existing file read-write and creates `group` when missing. */
-int attn_h5out_open(const char *path, const char *group, attn_h5out **out, attn_error *err);
+int attn_h5out_open(const char *path, const char *label, const char *group, attn_h5out **out,
+                    attn_error *err);
 
 /* Whether `name` is taken in the group, as a link or as an attribute. */
 int attn_h5out_exists(attn_h5out *out, const char *name, bool *link, bool *attribute,

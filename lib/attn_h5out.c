@@ -28,7 +28,7 @@ typedef struct scale_dataset {
 struct attn_h5out {
     hid_t file;
     hid_t group;
-    char *path;
+    char *path;                   /* as named in messages */
     output_dataset datasets[MAX_DATASETS];
     size_t dataset_count;
     scale_dataset scales[MAX_SCALES];
@@ -45,6 +45,22 @@ static int h5_failure(attn_h5out *out, attn_error *err, const char *what, const 
 /* Opens `group` in out->file, creating it and its parents when missing. */
 static int open_group(attn_h5out *out, const char *group, attn_error *err)
 {
+    /* Every existing prefix of the path must be a group. */
+    char prefix[4096];
+    size_t len = strlen(group);
+    for (size_t i = 1; i <= len && len < sizeof prefix; i++) {
+        H5O_info_t info;
+        if (group[i] != '/' && group[i] != '\0')
+            continue;
+        memcpy(prefix, group, i);
+        prefix[i] = '\0';
+        if (H5Lexists(out->file, prefix, H5P_DEFAULT) <= 0)
+            break;
+        if (H5Oget_info_by_name(out->file, prefix, &info, H5P_DEFAULT) < 0 ||
+            info.type != H5O_TYPE_GROUP)
+            return attn_fail(err, ATTN_EUSAGE, "%s: --group %s: %s exists and is not a group",
+                             out->path, group, prefix);
+    }
     if (strcmp(group, "/") == 0 || H5Lexists(out->file, group, H5P_DEFAULT) > 0) {
         out->group = H5Gopen2(out->file, group, H5P_DEFAULT);
     } else {
@@ -59,13 +75,13 @@ static int open_group(attn_h5out *out, const char *group, attn_error *err)
     return ATTN_OK;
 }
 
-static int start(const char *path, const char *group, bool create, attn_h5out **result,
-                 attn_error *err)
+static int start(const char *path, const char *label, const char *group, bool create,
+                 attn_h5out **result, attn_error *err)
 {
     attn_h5out *out = calloc(1, sizeof *out);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     *result = NULL;
-    if (out == NULL || (out->path = strdup(path)) == NULL) {
+    if (out == NULL || (out->path = strdup(label)) == NULL) {
         free(out);
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
     }
@@ -82,14 +98,16 @@ static int start(const char *path, const char *group, bool create, attn_h5out **
     return ATTN_OK;
 }
 
-int attn_h5out_create(const char *path, const char *group, attn_h5out **out, attn_error *err)
+int attn_h5out_create(const char *path, const char *label, const char *group, attn_h5out **out,
+                      attn_error *err)
 {
-    return start(path, group, true, out, err);
+    return start(path, label, group, true, out, err);
 }
 
-int attn_h5out_open(const char *path, const char *group, attn_h5out **out, attn_error *err)
+int attn_h5out_open(const char *path, const char *label, const char *group, attn_h5out **out,
+                    attn_error *err)
 {
-    return start(path, group, false, out, err);
+    return start(path, label, group, false, out, err);
 }
 
 int attn_h5out_exists(attn_h5out *out, const char *name, bool *link, bool *attribute,

@@ -380,8 +380,8 @@ static int open_output(run_state *st, attn_error *err)
                                : attn_atomic_begin(tx, opt->output, opt->force, err);
     if (status != ATTN_OK)
         return status;
-    status = opt->in_place ? attn_h5out_open(tx->temp_path, opt->group, &st->out, err)
-                           : attn_h5out_create(tx->temp_path, opt->group, &st->out, err);
+    status = opt->in_place ? attn_h5out_open(tx->temp_path, tx->final_path, opt->group, &st->out, err)
+                           : attn_h5out_create(tx->temp_path, tx->final_path, opt->group, &st->out, err);
     if (status == ATTN_OK && opt->in_place)
         status = check_targets(st, err);
     if (status == ATTN_OK)
