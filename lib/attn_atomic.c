@@ -190,14 +190,30 @@ void attn_atomic_abort(attn_atomic *tx)
     tx->temp_path[0] = '\0';
 }
 
+/* The canonical form of path's directory joined to its base name, or NULL. */
+static char *canonical_path(const char *path)
+{
+    char dir[PATH_MAX], base[PATH_MAX];
+    split_path(path, dir, base);
+    char *real_dir = realpath(dir, NULL);
+    if (real_dir == NULL)
+        return NULL;
+    size_t len = strlen(real_dir) + strlen(base) + 2;
+    char *joined = malloc(len);
+    if (joined != NULL)
+        snprintf(joined, len, "%s/%s", real_dir, base);
+    free(real_dir);
+    return joined;
+}
+
 bool attn_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
         return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
-    bool same = ra != NULL && rb != NULL && strcmp(ra, rb) == 0;
-    free(ra);
-    free(rb);
+    char *ca = canonical_path(a), *cb = canonical_path(b);
+    bool same = ca != NULL && cb != NULL && strcmp(ca, cb) == 0;
+    free(ca);
+    free(cb);
     return same;
 }

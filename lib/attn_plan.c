@@ -386,6 +386,8 @@ void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size, size_t 
         if (i == 0 && first_cap != 0 && first_cap < limit)
             limit = first_cap;
         chunk[i] = limit <= room ? limit : floor_pow2(room);
+        if (chunk[i] == 0)           /* a zero-length axis still chunks by 1 */
+            chunk[i] = 1;
         room /= chunk[i];
         if (room == 0)
             room = 1;

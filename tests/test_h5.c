@@ -1,0 +1,625 @@
+/*
+ * test_h5.c - unit tests for attn_h5 (attn_h5in reading, attn_h5out
+ * writing), in a temporary directory per test.
+ *
+ * Input files are written here with the HDF5 C API directly, and outputs of
+ * attn_h5out are checked with it too, so that neither side of the library
+ * is trusted to check the other.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
+#include "attn_h5.h"
+
+/* A per-test temporary directory holding plain files only. */
+typedef struct h5_fixture {
+    char dir[64];
+    char path[256];   /* scratch for fixture_path */
+} h5_fixture;
+
+static const char *fixture_path(h5_fixture *f, const char *name)
+{
+    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
+    return f->path;
+}
+
+static int setup(void **state)
+{
+    h5_fixture *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/test_h5.XXXXXX");
+    if (mkdtemp(f->dir) == NULL) {
+        free(f);
+        return -1;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* failures are expected here */
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    h5_fixture *f = *state;
+    int result = 0;
+    DIR *dir = opendir(f->dir);
+    if (dir == NULL)
+        result = -1;
+    for (struct dirent *e; dir != NULL && (e = readdir(dir)) != NULL;) {
+        char path[512];
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", f->dir, e->d_name);
+        if (unlink(path) != 0)
+            result = -1;
+    }
+    if (dir != NULL)
+        closedir(dir);
+    if (rmdir(f->dir) != 0)
+        result = -1;
+    free(f);
+    return result;
+}
+
+/* ---- writing inputs with the HDF5 API ---------------------------------- */
+
+/* A dataset `name` of file type `file_type`, shape dims (rank), from
+ * values in memory type `mem_type`; intermediate groups are created. */
+static void put_dataset(hid_t file, const char *name, hid_t file_type, hid_t mem_type, int rank,
+                        const hsize_t *dims, const void *values)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    assert_true(lcpl >= 0);
+    assert_true(H5Pset_create_intermediate_group(lcpl, 1) >= 0);
+    hid_t space = H5Screate_simple(rank, dims, NULL);
+    assert_true(space >= 0);
+    hid_t dset = H5Dcreate2(file, name, file_type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(dset >= 0);
+    assert_true(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
+    H5Dclose(dset);
+    H5Sclose(space);
+    H5Pclose(lcpl);
+}
+
+/* X64 (4, 3) float64 holding 10 r + c + 0.25, except X64[3][2] = 0.1 */
+static double x64_value(size_t r, size_t c)
+{
+    return r == 3 && c == 2 ? 0.1 : 10.0 * (double)r + (double)c + 0.25;
+}
+
+/*
+ * The input file:
+ *   /X64      (4, 3) float64
+ *   /a/b/X    (2, 2) float32 = 1.5 2.5 / 3.5 4.5
+ *   /ints     (3,)   int32
+ *   /mask     (2, 3) int32 = 0 5 -1 / 1 0 0
+ *   /mask8    (3,)   int8 = 0 -128 1
+ *   /mask64   (2,)   uint64 = 2^40, 0   (the nonzero has no low bytes set)
+ *   /bool     (3,)   enum over int8 {FALSE, TRUE} = TRUE FALSE TRUE
+ *   /group    a group, not a dataset
+ */
+static void make_input_file(const char *path)
+{
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(file >= 0);
+
+    double x64[4][3];
+    for (size_t r = 0; r < 4; r++)
+        for (size_t c = 0; c < 3; c++)
+            x64[r][c] = x64_value(r, c);
+    put_dataset(file, "/X64", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, (hsize_t[]){4, 3}, x64);
+
+    const float nested[4] = {1.5f, 2.5f, 3.5f, 4.5f};
+    put_dataset(file, "/a/b/X", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, (hsize_t[]){2, 2}, nested);
+
+    const int32_t ints[3] = {1, 2, 3};
+    put_dataset(file, "/ints", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, (hsize_t[]){3}, ints);
+
+    const int32_t mask[6] = {0, 5, -1, 1, 0, 0};
+    put_dataset(file, "/mask", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, (hsize_t[]){2, 3}, mask);
+
+    const int8_t mask8[3] = {0, -128, 1};
+    put_dataset(file, "/mask8", H5T_STD_I8LE, H5T_NATIVE_INT8, 1, (hsize_t[]){3}, mask8);
+
+    const uint64_t mask64[2] = {(uint64_t)1 << 40, 0};
+    put_dataset(file, "/mask64", H5T_STD_U64LE, H5T_NATIVE_UINT64, 1, (hsize_t[]){2}, mask64);
+
+    hid_t boolean = H5Tenum_create(H5T_NATIVE_INT8);
+    int8_t no = 0, yes = 1;
+    assert_true(H5Tenum_insert(boolean, "FALSE", &no) >= 0);
+    assert_true(H5Tenum_insert(boolean, "TRUE", &yes) >= 0);
+    const int8_t flags[3] = {1, 0, 1};
+    put_dataset(file, "/bool", boolean, boolean, 1, (hsize_t[]){3}, flags);
+    H5Tclose(boolean);
+
+    hid_t group = H5Gcreate2(file, "/group", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(group >= 0);
+    H5Gclose(group);
+    assert_true(H5Fclose(file) >= 0);
+}
+
+static attn_h5in *open_input(h5_fixture *f)
+{
+    attn_h5in *in = NULL;
+    attn_error err = {{0}};
+    const char *path = fixture_path(f, "in.h5");
+    make_input_file(path);
+    int status = attn_h5in_open(path, &in, &err);
+    if (status != ATTN_OK)
+        fail_msg("attn_h5in_open: %d %s", status, err.msg);
+    assert_non_null(in);
+    return in;
+}
+
+/* ---- attn_h5out then attn_h5in ------------------------------------------ */
+
+/* weights (4, 2, 3) float32: 100 b + 10 h + k + 0.5 */
+static float weights_value(size_t b, size_t h, size_t k)
+{
+    return 100.0f * (float)b + 10.0f * (float)h + (float)k + 0.5f;
+}
+
+/* output (4, 5) float64: b - d / 3 */
+static double output_value(size_t b, size_t d)
+{
+    return (double)b - (double)d / 3.0;
+}
+
+/* Writes /runs/first/{weights, output} with attn_h5out, rows in two calls. */
+static void write_outputs(const char *path)
+{
+    attn_h5out *out = NULL;
+    attn_error err = {{0}};
+    int status = attn_h5out_create(path, "dest.h5", "/runs/first", &out, &err);
+    if (status != ATTN_OK)
+        fail_msg("attn_h5out_create: %d %s", status, err.msg);
+
+    const size_t w_dims[3] = {4, 2, 3}, w_chunk[3] = {2, 2, 3};
+    const char *const w_labels[3] = {"batch", "head", "key"};
+    attn_dataset_spec w_spec = {.name = "weights", .precision = ATTN_F32, .rank = 3,
+                                .dims = w_dims, .chunk = w_chunk, .labels = w_labels,
+                                .description = "test weights", .compress = 0};
+    const size_t o_dims[2] = {4, 5}, o_chunk[2] = {1, 5};
+    const char *const o_labels[2] = {"batch", "d_model"};
+    attn_dataset_spec o_spec = {.name = "output", .precision = ATTN_F64, .rank = 2,
+                                .dims = o_dims, .chunk = o_chunk, .labels = o_labels,
+                                .description = "test output", .compress = 4};
+    int w_handle = -1, o_handle = -1;
+    assert_int_equal(attn_h5out_add_dataset(out, &w_spec, &w_handle, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_add_dataset(out, &o_spec, &o_handle, &err), ATTN_OK);
+    assert_int_not_equal(w_handle, o_handle);
+
+    float weights[4][2][3];
+    double output[4][5];
+    for (size_t b = 0; b < 4; b++) {
+        for (size_t h = 0; h < 2; h++)
+            for (size_t k = 0; k < 3; k++)
+                weights[b][h][k] = weights_value(b, h, k);
+        for (size_t d = 0; d < 5; d++)
+            output[b][d] = output_value(b, d);
+    }
+    /* rows 0..0 and 1..3 of weights, rows 0..1 and 2..3 of output */
+    assert_int_equal(attn_h5out_write(out, w_handle, 0, 1, weights[0], &err), ATTN_OK);
+    assert_int_equal(attn_h5out_write(out, w_handle, 1, 3, weights[1], &err), ATTN_OK);
+    assert_int_equal(attn_h5out_write(out, o_handle, 0, 2, output[0], &err), ATTN_OK);
+    assert_int_equal(attn_h5out_write(out, o_handle, 2, 2, output[2], &err), ATTN_OK);
+
+    assert_int_equal(attn_h5out_attr_string(out, "command", "attnrun in.h5 -o out.h5", &err), ATTN_OK);
+    assert_int_equal(attn_h5out_attr_double(out, "scale", 0.125, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_attr_int(out, "heads", 2, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_attr_int(out, "offset", -7000000000LL, &err), ATTN_OK);
+    status = attn_h5out_close(out, &err);
+    if (status != ATTN_OK)
+        fail_msg("attn_h5out_close: %d %s", status, err.msg);
+}
+
+static void test_round_trip_read_back_with_h5in(void **state)
+{
+    h5_fixture *f = *state;
+    const char *path = fixture_path(f, "out.h5");
+    write_outputs(path);
+
+    attn_h5in *in = NULL;
+    attn_error err = {{0}};
+    assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_OK);
+
+    attn_tensor_info w = {.name = "/runs/first/weights"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &w, &err), ATTN_OK);
+    assert_true(w.present);
+    assert_int_equal(w.rank, 3);
+    assert_int_equal(w.dims[0], 4);
+    assert_int_equal(w.dims[1], 2);
+    assert_int_equal(w.dims[2], 3);
+
+    attn_tensor_info o = {.name = "runs/first/output"};   /* no leading slash */
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &o, &err), ATTN_OK);
+    assert_int_equal(o.rank, 2);
+    assert_int_equal(o.dims[0], 4);
+    assert_int_equal(o.dims[1], 5);
+
+    /* weights rows 1..3 as float and as double: crosses both writes */
+    float w32[3][2][3];
+    double w64[3][2][3];
+    assert_int_equal(attn_h5in_read_floats(in, w.name, ATTN_F32, 1, 3, w32, &err), ATTN_OK);
+    assert_int_equal(attn_h5in_read_floats(in, w.name, ATTN_F64, 1, 3, w64, &err), ATTN_OK);
+    for (size_t b = 0; b < 3; b++)
+        for (size_t h = 0; h < 2; h++)
+            for (size_t k = 0; k < 3; k++) {
+                assert_true(w32[b][h][k] == weights_value(b + 1, h, k));
+                assert_true(w64[b][h][k] == (double)weights_value(b + 1, h, k));
+            }
+
+    /* output rows 0..3 exactly as written (float64 on disk) */
+    double o64[4][5];
+    assert_int_equal(attn_h5in_read_floats(in, o.name, ATTN_F64, 0, 4, o64, &err), ATTN_OK);
+    for (size_t b = 0; b < 4; b++)
+        for (size_t d = 0; d < 5; d++)
+            assert_true(o64[b][d] == output_value(b, d));
+    attn_h5in_close(in);
+}
+
+/* Reads the scalar attribute `name` of `object` into value (mem_type). */
+static void read_attribute(hid_t object, const char *name, hid_t mem_type, void *value)
+{
+    hid_t attr = H5Aopen(object, name, H5P_DEFAULT);
+    assert_true(attr >= 0);
+    assert_true(H5Aread(attr, mem_type, value) >= 0);
+    H5Aclose(attr);
+}
+
+static void assert_string_attribute(hid_t object, const char *name, const char *expected)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    assert_true(H5Tset_size(type, H5T_VARIABLE) >= 0);
+    char *value = NULL;
+    read_attribute(object, name, type, &value);
+    assert_non_null(value);
+    assert_string_equal(value, expected);
+    H5free_memory(value);
+    H5Tclose(type);
+}
+
+static void test_round_trip_types_labels_chunks_attributes(void **state)
+{
+    h5_fixture *f = *state;
+    const char *path = fixture_path(f, "out.h5");
+    write_outputs(path);
+
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(file >= 0);
+    hid_t group = H5Gopen2(file, "/runs/first", H5P_DEFAULT);
+    assert_true(group >= 0);
+
+    /* element types: IEEE little-endian float32 and float64 */
+    hid_t w = H5Dopen2(group, "weights", H5P_DEFAULT), o = H5Dopen2(group, "output", H5P_DEFAULT);
+    assert_true(w >= 0 && o >= 0);
+    hid_t w_type = H5Dget_type(w), o_type = H5Dget_type(o);
+    assert_true(H5Tequal(w_type, H5T_IEEE_F32LE) > 0);
+    assert_true(H5Tequal(o_type, H5T_IEEE_F64LE) > 0);
+    H5Tclose(w_type);
+    H5Tclose(o_type);
+
+    /* chunks as given */
+    hid_t dcpl = H5Dget_create_plist(w);
+    hsize_t chunk[3] = {0};
+    assert_int_equal(H5Pget_chunk(dcpl, 3, chunk), 3);
+    assert_int_equal(chunk[0], 2);
+    assert_int_equal(chunk[1], 2);
+    assert_int_equal(chunk[2], 3);
+    H5Pclose(dcpl);
+
+    /* axis labels, and the shared dimension scale "batch" holding 0..3 */
+    const char *labels[3] = {"batch", "head", "key"};
+    for (unsigned axis = 0; axis < 3; axis++) {
+        char label[32] = "";
+        assert_true(H5DSget_label(w, axis, label, sizeof label) > 0);
+        assert_string_equal(label, labels[axis]);
+        assert_int_equal(H5DSget_num_scales(w, axis), 1);
+    }
+    char label[32] = "";
+    assert_true(H5DSget_label(o, 1, label, sizeof label) > 0);
+    assert_string_equal(label, "d_model");
+    hid_t batch = H5Dopen2(group, "batch", H5P_DEFAULT);
+    assert_true(batch >= 0);
+    assert_true(H5DSis_scale(batch) > 0);
+    assert_true(H5DSis_attached(w, batch, 0) > 0);
+    assert_true(H5DSis_attached(o, batch, 0) > 0);
+    long long indices[4] = {-1, -1, -1, -1};
+    assert_true(H5Dread(batch, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, indices) >= 0);
+    for (long long i = 0; i < 4; i++)
+        assert_int_equal(indices[i], i);
+    H5Dclose(batch);
+
+    /* descriptions and group attributes */
+    assert_string_attribute(w, "description", "test weights");
+    assert_string_attribute(group, "command", "attnrun in.h5 -o out.h5");
+    double scale = 0;
+    long long heads = 0, offset = 0;
+    read_attribute(group, "scale", H5T_NATIVE_DOUBLE, &scale);
+    read_attribute(group, "heads", H5T_NATIVE_LLONG, &heads);
+    read_attribute(group, "offset", H5T_NATIVE_LLONG, &offset);
+    assert_true(scale == 0.125);
+    assert_int_equal(heads, 2);
+    assert_true(offset == -7000000000LL);
+
+    H5Dclose(w);
+    H5Dclose(o);
+    H5Gclose(group);
+    H5Fclose(file);
+}
+
+static void test_out_exists_and_remove(void **state)
+{
+    h5_fixture *f = *state;
+    const char *path = fixture_path(f, "out.h5");
+    write_outputs(path);
+
+    attn_h5out *out = NULL;
+    attn_error err = {{0}};
+    bool link = false, attribute = false;
+    assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/first", &out, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_exists(out, "weights", &link, &attribute, &err), ATTN_OK);
+    assert_true(link);
+    assert_false(attribute);
+    assert_int_equal(attn_h5out_exists(out, "scale", &link, &attribute, &err), ATTN_OK);
+    assert_false(link);
+    assert_true(attribute);
+    assert_int_equal(attn_h5out_exists(out, "nothing", &link, &attribute, &err), ATTN_OK);
+    assert_false(link);
+    assert_false(attribute);
+
+    assert_int_equal(attn_h5out_remove(out, "weights", &err), ATTN_OK);
+    assert_int_equal(attn_h5out_remove(out, "scale", &err), ATTN_OK);
+    assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
+
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(file >= 0);
+    assert_int_equal(H5Lexists(file, "/runs/first/weights", H5P_DEFAULT), 0);
+    assert_true(H5Lexists(file, "/runs/first/output", H5P_DEFAULT) > 0);
+    assert_int_equal(H5Aexists_by_name(file, "/runs/first", "scale", H5P_DEFAULT), 0);
+    assert_true(H5Aexists_by_name(file, "/runs/first", "heads", H5P_DEFAULT) > 0);
+    H5Fclose(file);
+}
+
+static void test_out_group_through_a_dataset_is_usage_error(void **state)
+{
+    h5_fixture *f = *state;
+    const char *path = fixture_path(f, "out.h5");
+    write_outputs(path);
+
+    /* /runs/first/weights is a dataset: no group can live under it */
+    attn_h5out *out = (attn_h5out *)f;   /* must be reset to NULL */
+    attn_error err = {{0}};
+    assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/first/weights/sub", &out, &err),
+                     ATTN_EUSAGE);
+    assert_null(out);
+    assert_non_null(strstr(err.msg, "dest.h5"));           /* the label, */
+    assert_null(strstr(err.msg, "out.h5"));                /* not the path */
+    assert_non_null(strstr(err.msg, "/runs/first/weights"));
+
+    /* and a new file's group under an existing group is created */
+    assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/second/deeper", &out, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(file >= 0);
+    assert_true(H5Lexists(file, "/runs/second/deeper", H5P_DEFAULT) > 0);
+    assert_true(H5Lexists(file, "/runs/first/weights", H5P_DEFAULT) > 0);
+    H5Fclose(file);
+}
+
+/* ---- attn_h5in ------------------------------------------------------------ */
+
+static void test_read_float64_dataset_as_f32_and_f64(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    attn_tensor_info x = {.name = "/X64"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &x, &err), ATTN_OK);
+    assert_true(x.present);
+    assert_int_equal(x.rank, 2);
+    assert_int_equal(x.dims[0], 4);
+    assert_int_equal(x.dims[1], 3);
+
+    /* rows 2..3 */
+    float x32[2][3];
+    double x64[2][3];
+    assert_int_equal(attn_h5in_read_floats(in, "/X64", ATTN_F32, 2, 2, x32, &err), ATTN_OK);
+    assert_int_equal(attn_h5in_read_floats(in, "/X64", ATTN_F64, 2, 2, x64, &err), ATTN_OK);
+    for (size_t r = 0; r < 2; r++)
+        for (size_t c = 0; c < 3; c++) {
+            assert_true(x64[r][c] == x64_value(r + 2, c));
+            /* converted by rounding to nearest: (float)0.1 exactly */
+            assert_true(x32[r][c] == (float)x64_value(r + 2, c));
+        }
+    assert_true(x32[1][2] == 0.1f);
+    attn_h5in_close(in);
+}
+
+static void test_read_floats_out_of_range_is_an_error(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    double rows[4][3];
+    int status = attn_h5in_read_floats(in, "/X64", ATTN_F64, 2, 3, rows, &err);   /* 2..4 of 4 */
+    assert_true(status < 0);
+    assert_non_null(strstr(err.msg, "X64"));
+    attn_h5in_close(in);
+}
+
+static void test_describe_rejects_integer_dataset_as_float(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    attn_tensor_info ints = {.name = "/ints"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &ints, &err), ATTN_EINPUT);
+    assert_non_null(strstr(err.msg, "/ints"));
+    assert_false(ints.present);
+    /* optional does not excuse a wrong type */
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, false, &ints, &err), ATTN_EINPUT);
+    /* and the other way round: a float dataset is no mask */
+    attn_tensor_info x = {.name = "/X64"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_MASK, true, &x, &err), ATTN_EINPUT);
+    assert_non_null(strstr(err.msg, "/X64"));
+    /* integer and boolean masks are fine */
+    attn_tensor_info mask = {.name = "/mask"}, flags = {.name = "/bool"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_MASK, true, &mask, &err), ATTN_OK);
+    assert_true(mask.present);
+    assert_int_equal(mask.rank, 2);
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_MASK, true, &flags, &err), ATTN_OK);
+    assert_true(flags.present);
+    attn_h5in_close(in);
+}
+
+static void test_describe_missing_optional_and_required(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    attn_tensor_info missing = {.name = "/b_Q", .present = true, .rank = 9};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, false, &missing, &err), ATTN_OK);
+    assert_false(missing.present);
+    /* a missing group on the way is just as absent */
+    attn_tensor_info deep = {.name = "/a/zzz/X", .present = true};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, false, &deep, &err), ATTN_OK);
+    assert_false(deep.present);
+
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &missing, &err), ATTN_EINPUT);
+    assert_false(missing.present);
+    assert_non_null(strstr(err.msg, "/b_Q"));
+    attn_h5in_close(in);
+}
+
+static void test_describe_rejects_a_group(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    attn_tensor_info group = {.name = "/group"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &group, &err), ATTN_EINPUT);
+    assert_false(group.present);
+    assert_non_null(strstr(err.msg, "/group"));
+    attn_h5in_close(in);
+}
+
+static void test_nested_path(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    attn_tensor_info x = {.name = "/a/b/X"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &x, &err), ATTN_OK);
+    assert_true(x.present);
+    assert_int_equal(x.rank, 2);
+    assert_int_equal(x.dims[0], 2);
+    assert_int_equal(x.dims[1], 2);
+    double values[2][2];
+    assert_int_equal(attn_h5in_read_floats(in, "/a/b/X", ATTN_F64, 0, 2, values, &err), ATTN_OK);
+    assert_true(values[0][0] == 1.5 && values[0][1] == 2.5);
+    assert_true(values[1][0] == 3.5 && values[1][1] == 4.5);
+    float row[2];
+    assert_int_equal(attn_h5in_read_floats(in, "a/b/X", ATTN_F32, 1, 1, row, &err), ATTN_OK);
+    assert_true(row[0] == 3.5f && row[1] == 4.5f);
+    attn_h5in_close(in);
+}
+
+static void test_read_mask_int32(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    /* /mask (2, 3) = 0 5 -1 / 1 0 0 */
+    unsigned char keep[6];
+    memset(keep, 0xee, sizeof keep);
+    assert_int_equal(attn_h5in_read_mask(in, "/mask", 0, 2, keep, &err), ATTN_OK);
+    const unsigned char expected[6] = {0, 1, 1, 1, 0, 0};
+    assert_memory_equal(keep, expected, 6);
+
+    unsigned char row[3];
+    memset(row, 0xee, sizeof row);
+    assert_int_equal(attn_h5in_read_mask(in, "/mask", 1, 1, row, &err), ATTN_OK);
+    assert_memory_equal(row, expected + 3, 3);
+    attn_h5in_close(in);
+}
+
+static void test_read_mask_other_integer_widths_and_bool(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {{0}};
+    unsigned char keep[3];
+
+    memset(keep, 0xee, sizeof keep);   /* int8 0, -128, 1 */
+    assert_int_equal(attn_h5in_read_mask(in, "/mask8", 0, 3, keep, &err), ATTN_OK);
+    assert_memory_equal(keep, ((unsigned char[]){0, 1, 1}), 3);
+
+    memset(keep, 0xee, sizeof keep);   /* uint64 2^40, 0: no narrowing to 0 */
+    assert_int_equal(attn_h5in_read_mask(in, "/mask64", 0, 2, keep, &err), ATTN_OK);
+    assert_memory_equal(keep, ((unsigned char[]){1, 0}), 2);
+
+    memset(keep, 0xee, sizeof keep);   /* enum TRUE FALSE TRUE */
+    assert_int_equal(attn_h5in_read_mask(in, "/bool", 0, 3, keep, &err), ATTN_OK);
+    assert_memory_equal(keep, ((unsigned char[]){1, 0, 1}), 3);
+
+    /* a float dataset is no mask */
+    assert_int_equal(attn_h5in_read_mask(in, "/X64", 0, 1, keep, &err), ATTN_EINPUT);
+    attn_h5in_close(in);
+}
+
+static void test_open_missing_file(void **state)
+{
+    h5_fixture *f = *state;
+    attn_h5in *in = (attn_h5in *)f;   /* must be reset to NULL */
+    attn_error err = {{0}};
+    const char *path = fixture_path(f, "missing.h5");
+    assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_EINPUT);
+    assert_null(in);
+    assert_non_null(strstr(err.msg, "missing.h5"));
+}
+
+static void test_open_text_file(void **state)
+{
+    h5_fixture *f = *state;
+    attn_h5in *in = NULL;
+    attn_error err = {{0}};
+    const char *path = fixture_path(f, "notes.txt");
+    FILE *text = fopen(path, "w");
+    assert_non_null(text);
+    fputs("this is not an HDF5 file\n", text);
+    assert_int_equal(fclose(text), 0);
+    assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_EINPUT);
+    assert_null(in);
+    assert_non_null(strstr(err.msg, "notes.txt"));
+
+    /* and a directory */
+    assert_int_equal(attn_h5in_open(f->dir, &in, &err), ATTN_EINPUT);
+    assert_null(in);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip_read_back_with_h5in, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip_types_labels_chunks_attributes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_exists_and_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_group_through_a_dataset_is_usage_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_float64_dataset_as_f32_and_f64, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_floats_out_of_range_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_describe_rejects_integer_dataset_as_float, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_describe_missing_optional_and_required, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_describe_rejects_a_group, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nested_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_mask_int32, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_mask_other_integer_widths_and_bool, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_missing_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_text_file, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

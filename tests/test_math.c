@@ -1,0 +1,787 @@
+/*
+ * test_math.c - unit tests for attn_math (softmax, masks, projections, head
+ * scores, head reordering, non-finite search and the whole forward pass).
+ *
+ * Legend: c batch items in a slice, H heads, n queries, m keys, D d_model,
+ *         dk = d_k, dv = d_v.  Every buffer is row-major.
+ *
+ * Expected values come from hand computation or from reference_forward
+ * below, a plain loop-nest in double that shares no code with lib/.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "attn_math.h"
+
+#define F32_TOLERANCE 2e-6    /* one float rounding on values of order 1  */
+#define F64_TOLERANCE 1e-13   /* one double rounding on values of order 1 */
+#define F32_FORWARD_TOLERANCE 2e-5   /* a few float sums of order-1 terms */
+#define F64_FORWARD_TOLERANCE 1e-12
+
+/*
+ * cmocka 1.1.5's assert_float_equal rounds to float and lets NaN (and an
+ * infinity against a finite value) pass, so values are compared in double
+ * here: an infinite expectation must match exactly, a finite one within
+ * tolerance, and NaN never matches.
+ */
+#define assert_near(actual, expected, tolerance)                                \
+    assert_near_at((double)(actual), (double)(expected), (tolerance), #actual, \
+                   __FILE__, __LINE__)
+
+static void assert_near_at(double actual, double expected, double tolerance, const char *what,
+                           const char *file, int line)
+{
+    bool ok = isinf(expected) ? actual == expected : fabs(actual - expected) <= tolerance;
+    if (!ok) {
+        print_error("%s is %.17g, expected %.17g (tolerance %g)\n", what, actual, expected,
+                    tolerance);
+        _fail(file, line);
+    }
+}
+
+/* ---- softmax ----------------------------------------------------------- */
+
+/* weights (m) = softmax of scores (m), in long double, straight from the
+ * definition exp(s_k - max) / sum_j exp(s_j - max). */
+static void softmax_long_double(const double *scores, size_t m, long double *weights)
+{
+    long double max = -INFINITY, sum = 0;
+    for (size_t k = 0; k < m; k++)
+        if (scores[k] > max)
+            max = scores[k];
+    for (size_t k = 0; k < m; k++)
+        sum += expl((long double)scores[k] - max);
+    for (size_t k = 0; k < m; k++)
+        weights[k] = expl((long double)scores[k] - max) / sum;
+}
+
+/* Logits of both signs near 1e4: exp without the max subtracted would give
+ * inf/inf or 0/0.  rows (3, 4) of exactly representable floats. */
+static const double large_logits[3][4] = {
+    {10000.0, 9999.0, 9997.5, 9970.0},
+    {-10000.0, -9999.0, -9996.0, -10000.0},
+    {10000.0, -10000.0, 0.0, 9999.5},
+};
+
+static void test_softmax_f64_large_logits_match_long_double(void **state)
+{
+    (void)state;
+    double weights[3][4];
+    attn_softmax_rows_f64(&large_logits[0][0], &weights[0][0], 3, 4);
+    for (size_t q = 0; q < 3; q++) {
+        long double expected[4];
+        double sum = 0;
+        softmax_long_double(large_logits[q], 4, expected);
+        for (size_t k = 0; k < 4; k++) {
+            assert_true(isfinite(weights[q][k]));
+            assert_near(weights[q][k], expected[k], F64_TOLERANCE);
+            sum += weights[q][k];
+        }
+        assert_near(sum, 1.0, F64_TOLERANCE);
+    }
+    /* By hand: row 2 is dominated by e^0 and e^-0.5 over 1e4 vs -1e4. */
+    assert_near(weights[2][0], 1 / (1 + exp(-0.5)), F64_TOLERANCE);
+    assert_near(weights[2][1], 0.0, F64_TOLERANCE);
+}
+
+static void test_softmax_f32_large_logits_match_long_double(void **state)
+{
+    (void)state;
+    float scores[3][4], weights[3][4];
+    for (size_t q = 0; q < 3; q++)
+        for (size_t k = 0; k < 4; k++)
+            scores[q][k] = (float)large_logits[q][k];
+    attn_softmax_rows_f32(&scores[0][0], &weights[0][0], 3, 4);
+    for (size_t q = 0; q < 3; q++) {
+        long double expected[4];
+        double sum = 0;
+        softmax_long_double(large_logits[q], 4, expected);
+        for (size_t k = 0; k < 4; k++) {
+            assert_true(isfinite(weights[q][k]));
+            assert_float_equal(weights[q][k], (float)expected[k], F32_TOLERANCE);
+            assert_near(weights[q][k], expected[k], F32_TOLERANCE);
+            sum += weights[q][k];
+        }
+        assert_near(sum, 1.0, 4 * F32_TOLERANCE);
+    }
+}
+
+static void test_softmax_negative_infinity_gets_exactly_zero(void **state)
+{
+    (void)state;
+    /* row (4): keys 1 and 3 masked; the rest is softmax of (1, 2). */
+    double scores64[4] = {1.0, -INFINITY, 2.0, -INFINITY}, weights64[4];
+    float scores32[4] = {1.0f, -INFINITY, 2.0f, -INFINITY}, weights32[4];
+    double e = exp(1.0);   /* w0 = 1 / (1 + e), w2 = e / (1 + e) */
+
+    attn_softmax_rows_f64(scores64, weights64, 1, 4);
+    attn_softmax_rows_f32(scores32, weights32, 1, 4);
+    assert_true(weights64[1] == 0.0 && weights64[3] == 0.0);
+    assert_true(weights32[1] == 0.0f && weights32[3] == 0.0f);
+    assert_near(weights64[0], 1 / (1 + e), F64_TOLERANCE);
+    assert_near(weights64[2], e / (1 + e), F64_TOLERANCE);
+    assert_near(weights32[0], 1 / (1 + e), F32_TOLERANCE);
+    assert_near(weights32[2], e / (1 + e), F32_TOLERANCE);
+}
+
+static void test_softmax_single_key_gets_weight_one(void **state)
+{
+    (void)state;
+    /* scores (3, 1): whatever the value, one key takes all the weight. */
+    double scores64[3] = {-1e4, 0.0, 1e4}, weights64[3];
+    float scores32[3] = {-1e4f, 0.0f, 1e4f}, weights32[3];
+    attn_softmax_rows_f64(scores64, weights64, 3, 1);
+    attn_softmax_rows_f32(scores32, weights32, 3, 1);
+    for (size_t q = 0; q < 3; q++) {
+        assert_true(weights64[q] == 1.0);
+        assert_true(weights32[q] == 1.0f);
+    }
+}
+
+static void test_softmax_all_masked_row_is_zero_not_nan(void **state)
+{
+    (void)state;
+    /* scores (2, 3): row 0 fully masked, row 1 uniform. */
+    double scores64[6] = {-INFINITY, -INFINITY, -INFINITY, 5.0, 5.0, 5.0};
+    float scores32[6] = {-INFINITY, -INFINITY, -INFINITY, 5.0f, 5.0f, 5.0f};
+    double weights64[6];
+    float weights32[6];
+    memset(weights64, 0xff, sizeof weights64);   /* NaN garbage beforehand */
+    memset(weights32, 0xff, sizeof weights32);
+    attn_softmax_rows_f64(scores64, weights64, 2, 3);
+    attn_softmax_rows_f32(scores32, weights32, 2, 3);
+    for (size_t k = 0; k < 3; k++) {
+        assert_true(weights64[k] == 0.0);
+        assert_true(weights32[k] == 0.0f);
+        assert_near(weights64[3 + k], 1.0 / 3, F64_TOLERANCE);
+        assert_near(weights32[3 + k], 1.0 / 3, F32_TOLERANCE);
+    }
+}
+
+static void test_softmax_in_place(void **state)
+{
+    (void)state;
+    /* scores (1, 3) = (0, ln 2, ln 5): weights (1, 2, 5) / 8. */
+    double row64[3] = {0.0, log(2.0), log(5.0)};
+    float row32[3] = {0.0f, (float)log(2.0), (float)log(5.0)};
+    attn_softmax_rows_f64(row64, row64, 1, 3);
+    attn_softmax_rows_f32(row32, row32, 1, 3);
+    const double expected[3] = {1.0 / 8, 2.0 / 8, 5.0 / 8};
+    for (size_t k = 0; k < 3; k++) {
+        assert_near(row64[k], expected[k], F64_TOLERANCE);
+        assert_near(row32[k], expected[k], F32_TOLERANCE);
+    }
+}
+
+/* ---- masks ------------------------------------------------------------- */
+
+/* scores (n, m) filled with 1 + q*m + k, so untouched entries are known. */
+static void fill_scores_f64(double *scores, size_t n, size_t m)
+{
+    for (size_t i = 0; i < n * m; i++)
+        scores[i] = 1.0 + (double)i;
+}
+
+static void test_mask_causal_square(void **state)
+{
+    (void)state;
+    double scores[3 * 3];
+    float scores32[3 * 3];
+    fill_scores_f64(scores, 3, 3);
+    for (size_t i = 0; i < 9; i++)
+        scores32[i] = (float)scores[i];
+    attn_mask_f64(scores, 3, 3, true, NULL);
+    attn_mask_f32(scores32, 3, 3, true, NULL);
+    /* hidden where k > q: (0,1) (0,2) (1,2) */
+    const bool hidden[3][3] = {{0, 1, 1}, {0, 0, 1}, {0, 0, 0}};
+    for (size_t q = 0; q < 3; q++)
+        for (size_t k = 0; k < 3; k++) {
+            double expected = hidden[q][k] ? -INFINITY : 1.0 + (double)(q * 3 + k);
+            assert_near(scores[q * 3 + k], expected, 0.0);
+            assert_near(scores32[q * 3 + k], expected, 0.0);
+        }
+}
+
+static void test_mask_causal_more_keys_than_queries(void **state)
+{
+    (void)state;
+    double scores[2 * 4];   /* (n = 2, m = 4) */
+    fill_scores_f64(scores, 2, 4);
+    attn_mask_f64(scores, 2, 4, true, NULL);
+    const bool hidden[2][4] = {{0, 1, 1, 1}, {0, 0, 1, 1}};
+    for (size_t q = 0; q < 2; q++)
+        for (size_t k = 0; k < 4; k++)
+            assert_near(scores[q * 4 + k], hidden[q][k] ? -INFINITY : 1.0 + (double)(q * 4 + k), 0.0);
+}
+
+static void test_mask_causal_more_queries_than_keys(void **state)
+{
+    (void)state;
+    float scores[3 * 2];    /* (n = 3, m = 2): only (0, 1) is hidden */
+    for (size_t i = 0; i < 6; i++)
+        scores[i] = 1.0f + (float)i;
+    attn_mask_f32(scores, 3, 2, true, NULL);
+    const bool hidden[3][2] = {{0, 1}, {0, 0}, {0, 0}};
+    for (size_t q = 0; q < 3; q++)
+        for (size_t k = 0; k < 2; k++)
+            assert_near(scores[q * 2 + k], hidden[q][k] ? -INFINITY : 1.0 + (double)(q * 2 + k), 0.0);
+}
+
+static void test_mask_keep_hides_columns(void **state)
+{
+    (void)state;
+    const unsigned char keep[4] = {1, 0, 7, 0};    /* any nonzero keeps */
+    double scores[2 * 4];
+    float scores32[2 * 4];
+    fill_scores_f64(scores, 2, 4);
+    for (size_t i = 0; i < 8; i++)
+        scores32[i] = (float)scores[i];
+    attn_mask_f64(scores, 2, 4, false, keep);
+    attn_mask_f32(scores32, 2, 4, false, keep);
+    for (size_t q = 0; q < 2; q++)
+        for (size_t k = 0; k < 4; k++) {
+            double expected = (k == 1 || k == 3) ? -INFINITY : 1.0 + (double)(q * 4 + k);
+            assert_near(scores[q * 4 + k], expected, 0.0);
+            assert_near(scores32[q * 4 + k], expected, 0.0);
+        }
+}
+
+static void test_mask_causal_and_keep_combine(void **state)
+{
+    (void)state;
+    const unsigned char keep[3] = {0, 1, 1};
+    double scores[3 * 3];
+    fill_scores_f64(scores, 3, 3);
+    attn_mask_f64(scores, 3, 3, true, keep);
+    /* column 0 by keep, upper triangle by causality: row 0 fully hidden */
+    const bool hidden[3][3] = {{1, 1, 1}, {1, 0, 1}, {1, 0, 0}};
+    for (size_t q = 0; q < 3; q++)
+        for (size_t k = 0; k < 3; k++)
+            assert_near(scores[q * 3 + k], hidden[q][k] ? -INFINITY : 1.0 + (double)(q * 3 + k), 0.0);
+}
+
+static void test_mask_nothing_to_hide_changes_nothing(void **state)
+{
+    (void)state;
+    double scores[2 * 3];
+    fill_scores_f64(scores, 2, 3);
+    attn_mask_f64(scores, 2, 3, false, NULL);
+    for (size_t i = 0; i < 6; i++)
+        assert_near(scores[i], 1.0 + (double)i, 0.0);
+}
+
+/* ---- projections and head scores -------------------------------------- */
+
+/* in (2, 3) . w (3, 2):
+ *   [1 2 3]   [1 0]   [1+3  2+3]   [ 4  5]
+ *   [4 5 6] . [0 1] = [4+6  5+6] = [10 11]
+ *             [1 1]                          + bias (0.5, -1) */
+static const double project_in[6] = {1, 2, 3, 4, 5, 6};
+static const double project_w[6] = {1, 0, 0, 1, 1, 1};
+static const double project_bias[2] = {0.5, -1};
+static const double project_expected[4] = {4, 5, 10, 11};
+static const double project_expected_bias[4] = {4.5, 4, 10.5, 10};
+
+static void test_project_without_bias(void **state)
+{
+    (void)state;
+    double out64[4];
+    float in32[6], w32[6], out32[4];
+    for (size_t i = 0; i < 6; i++) {
+        in32[i] = (float)project_in[i];
+        w32[i] = (float)project_w[i];
+    }
+    memset(out64, 0xff, sizeof out64);   /* garbage must be overwritten */
+    memset(out32, 0xff, sizeof out32);
+    attn_project_f64(project_in, 2, 3, project_w, 2, NULL, out64);
+    attn_project_f32(in32, 2, 3, w32, 2, NULL, out32);
+    for (size_t i = 0; i < 4; i++) {
+        assert_near(out64[i], project_expected[i], F64_TOLERANCE);
+        assert_near(out32[i], project_expected[i], F32_TOLERANCE);
+    }
+}
+
+static void test_project_with_bias(void **state)
+{
+    (void)state;
+    double out64[4];
+    float in32[6], w32[6], bias32[2], out32[4];
+    for (size_t i = 0; i < 6; i++) {
+        in32[i] = (float)project_in[i];
+        w32[i] = (float)project_w[i];
+    }
+    bias32[0] = (float)project_bias[0];
+    bias32[1] = (float)project_bias[1];
+    memset(out64, 0xff, sizeof out64);
+    memset(out32, 0xff, sizeof out32);
+    attn_project_f64(project_in, 2, 3, project_w, 2, project_bias, out64);
+    attn_project_f32(in32, 2, 3, w32, 2, bias32, out32);
+    for (size_t i = 0; i < 4; i++) {
+        assert_near(out64[i], project_expected_bias[i], F64_TOLERANCE);
+        assert_near(out32[i], project_expected_bias[i], F32_TOLERANCE);
+    }
+}
+
+static void test_head_scores_strided_views(void **state)
+{
+    (void)state;
+    /* q (n = 2, d = 2) in columns 1..2 of a (2, 5) buffer;
+     * k (m = 3, d = 2) in columns 2..3 of a (3, 4) buffer; 99 is padding.
+     *   q = [1 2; 3 -1],  k = [1 0; 0 1; 2 2]
+     *   q k^T = [1 2 6; 3 -1 4],  times scale 0.5 */
+    const double q[2 * 5] = {99, 1, 2, 99, 99, 99, 3, -1, 99, 99};
+    const double k[3 * 4] = {99, 99, 1, 0, 99, 99, 0, 1, 99, 99, 2, 2};
+    const double expected[2 * 3] = {0.5, 1, 3, 1.5, -0.5, 2};
+    double scores64[6];
+    float q32[10], k32[12], scores32[6];
+    for (size_t i = 0; i < 10; i++)
+        q32[i] = (float)q[i];
+    for (size_t i = 0; i < 12; i++)
+        k32[i] = (float)k[i];
+    attn_head_scores_f64(q + 1, 5, k + 2, 4, 2, 3, 2, 0.5, scores64);
+    attn_head_scores_f32(q32 + 1, 5, k32 + 2, 4, 2, 3, 2, 0.5, scores32);
+    for (size_t i = 0; i < 6; i++) {
+        assert_near(scores64[i], expected[i], F64_TOLERANCE);
+        assert_near(scores32[i], expected[i], F32_TOLERANCE);
+    }
+}
+
+static void test_head_output_strided_views(void **state)
+{
+    (void)state;
+    /* weights (n = 2, m = 2) = [0.25 0.75; 1 0];
+     * v (m = 2, dv = 2) in columns 1..2 of a (2, 3) buffer: [2 4; 6 8];
+     * out (2, 2) into columns 0..1 of a (2, 3) buffer, column 2 untouched:
+     *   [0.5+4.5  1+6] = [5 7],  [2 4] */
+    const double weights[4] = {0.25, 0.75, 1, 0};
+    const double v[6] = {99, 2, 4, 99, 6, 8};
+    double out[6] = {0, 0, -7, 0, 0, -7};
+    attn_head_output_f64(weights, v + 1, 3, 2, 2, 2, out, 3);
+    const double expected[6] = {5, 7, -7, 2, 4, -7};
+    for (size_t i = 0; i < 6; i++)
+        assert_near(out[i], expected[i], F64_TOLERANCE);
+}
+
+static void test_split_heads_reorders_head_major(void **state)
+{
+    (void)state;
+    /* packed (rows = 2, H = 3, d = 2) holding 0..11:
+     *   row 0: h0 (0 1)  h1 (2 3)  h2 (4 5)
+     *   row 1: h0 (6 7)  h1 (8 9)  h2 (10 11)
+     * split (3, 2, 2): h0 rows (0 1) (6 7), h1 (2 3) (8 9), h2 (4 5) (10 11) */
+    const double expected[12] = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11};
+    double packed64[12], split64[12];
+    float packed32[12], split32[12];
+    for (size_t i = 0; i < 12; i++) {
+        packed64[i] = (double)i;
+        packed32[i] = (float)i;
+    }
+    attn_split_heads_f64(packed64, 2, 3, 2, split64);
+    attn_split_heads_f32(packed32, 2, 3, 2, split32);
+    for (size_t i = 0; i < 12; i++) {
+        assert_near(split64[i], expected[i], 0.0);
+        assert_near(split32[i], expected[i], 0.0);
+    }
+}
+
+static void test_find_nonfinite(void **state)
+{
+    (void)state;
+    const double finite64[4] = {0.0, -1e308, 1e308, 5e-324};
+    const float finite32[4] = {0.0f, -3.4e38f, 3.4e38f, 1e-45f};
+    const double nan_at_2[4] = {1, 2, NAN, INFINITY};
+    const float inf_at_0[3] = {INFINITY, 1, 2};
+    const float neg_inf_at_3[4] = {1, 2, 3, -INFINITY};
+    const double neg_inf_at_1[2] = {0, -INFINITY};
+
+    assert_int_equal(attn_find_nonfinite_f64(finite64, 4), 4);
+    assert_int_equal(attn_find_nonfinite_f32(finite32, 4), 4);
+    assert_int_equal(attn_find_nonfinite_f64(nan_at_2, 4), 2);
+    assert_int_equal(attn_find_nonfinite_f64(nan_at_2, 2), 2);   /* only the first 2 */
+    assert_int_equal(attn_find_nonfinite_f32(inf_at_0, 3), 0);
+    assert_int_equal(attn_find_nonfinite_f32(neg_inf_at_3, 4), 3);
+    assert_int_equal(attn_find_nonfinite_f64(neg_inf_at_1, 2), 1);
+    assert_int_equal(attn_find_nonfinite_f64(finite64, 0), 0);
+}
+
+/* ---- the whole forward pass against a reference ----------------------- */
+
+/* One attention problem, in double, with the sizes of attn_math.h. */
+typedef struct forward_case {
+    size_t c, n, m, D, H, dk, dv;
+    double scale;
+    bool causal;
+    bool shared_y;               /* y is one (m, D) block: y_stride 0      */
+    bool has_bias;
+    const unsigned char *keep;   /* (c, m), (m) when shared_keep, or NULL  */
+    bool shared_keep;
+    double *x;                   /* (c, n, D)                              */
+    double *y;                   /* (c, m, D), or (m, D) when shared_y     */
+    double *w_q, *w_k;           /* (D, H*dk)                              */
+    double *w_v;                 /* (D, H*dv)                              */
+    double *w_o;                 /* (H*dv, D)                              */
+    double *b_q, *b_k, *b_v, *b_o;   /* (H*dk) (H*dk) (H*dv) (D) or NULL   */
+} forward_case;
+
+/* What the reference computes, all in double. */
+typedef struct forward_result {
+    double *q;         /* (c, n, H*dk) */
+    double *k;         /* (c, m, H*dk) */
+    double *v;         /* (c, m, H*dv) */
+    double *scores;    /* (c, H, n, m) */
+    double *weights;   /* (c, H, n, m) */
+    double *heads;     /* (c, H, n, dv) */
+    double *output;    /* (c, n, D)    */
+} forward_result;
+
+static size_t y_rows(const forward_case *fc)
+{
+    return fc->shared_y ? fc->m : fc->c * fc->m;
+}
+
+static double *fill_values(size_t count, double seed)
+{
+    double *values = malloc(count * sizeof *values);
+    assert_non_null(values);
+    for (size_t i = 0; i < count; i++)
+        values[i] = sin(seed + 0.61 * (double)i) * cos(0.37 * seed * (double)(i + 1));
+    return values;
+}
+
+static void make_case(forward_case *fc)
+{
+    size_t hk = fc->H * fc->dk, hv = fc->H * fc->dv;
+    fc->x = fill_values(fc->c * fc->n * fc->D, 0.1);
+    fc->y = fill_values(y_rows(fc) * fc->D, 0.7);
+    fc->w_q = fill_values(fc->D * hk, 1.3);
+    fc->w_k = fill_values(fc->D * hk, 2.9);
+    fc->w_v = fill_values(fc->D * hv, 3.7);
+    fc->w_o = fill_values(hv * fc->D, 4.1);
+    if (fc->has_bias) {
+        fc->b_q = fill_values(hk, 5.3);
+        fc->b_k = fill_values(hk, 6.2);
+        fc->b_v = fill_values(hv, 7.9);
+        fc->b_o = fill_values(fc->D, 8.6);
+    }
+}
+
+static void free_case(forward_case *fc)
+{
+    double **all[] = {&fc->x, &fc->y, &fc->w_q, &fc->w_k, &fc->w_v, &fc->w_o,
+                      &fc->b_q, &fc->b_k, &fc->b_v, &fc->b_o};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        free(*all[i]);
+        *all[i] = NULL;
+    }
+}
+
+/* out (rows, cols) = in (rows, d) . w (d, cols) + bias, by the definition. */
+static void reference_project(const double *in, size_t rows, size_t d, const double *w,
+                              size_t cols, const double *bias, double *out)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) {
+            double sum = bias ? bias[j] : 0.0;
+            for (size_t i = 0; i < d; i++)
+                sum += in[r * d + i] * w[i * cols + j];
+            out[r * cols + j] = sum;
+        }
+}
+
+static void reference_forward(const forward_case *fc, forward_result *r)
+{
+    const size_t c = fc->c, n = fc->n, m = fc->m, D = fc->D, H = fc->H;
+    const size_t dk = fc->dk, dv = fc->dv, hk = H * dk, hv = H * dv;
+    r->q = calloc(c * n * hk, sizeof(double));
+    r->k = calloc(c * m * hk, sizeof(double));
+    r->v = calloc(c * m * hv, sizeof(double));
+    r->scores = calloc(c * H * n * m, sizeof(double));
+    r->weights = calloc(c * H * n * m, sizeof(double));
+    r->heads = calloc(c * H * n * dv, sizeof(double));
+    r->output = calloc(c * n * D, sizeof(double));
+    assert_true(r->q && r->k && r->v && r->scores && r->weights && r->heads && r->output);
+
+    for (size_t b = 0; b < c; b++) {
+        const double *y = fc->y + (fc->shared_y ? 0 : b * m * D);
+        const unsigned char *keep =
+            fc->keep == NULL ? NULL : fc->keep + (fc->shared_keep ? 0 : b * m);
+        double *q = r->q + b * n * hk, *k = r->k + b * m * hk, *v = r->v + b * m * hv;
+        reference_project(fc->x + b * n * D, n, D, fc->w_q, hk, fc->b_q, q);
+        reference_project(y, m, D, fc->w_k, hk, fc->b_k, k);
+        reference_project(y, m, D, fc->w_v, hv, fc->b_v, v);
+
+        for (size_t h = 0; h < H; h++) {
+            double *scores = r->scores + (b * H + h) * n * m;
+            double *weights = r->weights + (b * H + h) * n * m;
+            double *head = r->heads + (b * H + h) * n * dv;
+            for (size_t i = 0; i < n; i++) {
+                double max = -INFINITY;
+                for (size_t j = 0; j < m; j++) {
+                    double dot = 0;
+                    for (size_t t = 0; t < dk; t++)
+                        dot += q[i * hk + h * dk + t] * k[j * hk + h * dk + t];
+                    bool hidden = (fc->causal && j > i) || (keep != NULL && keep[j] == 0);
+                    scores[i * m + j] = hidden ? -INFINITY : fc->scale * dot;
+                    if (scores[i * m + j] > max)
+                        max = scores[i * m + j];
+                }
+                double sum = 0;
+                for (size_t j = 0; j < m; j++) {
+                    weights[i * m + j] = max == -INFINITY ? 0.0 : exp(scores[i * m + j] - max);
+                    sum += weights[i * m + j];
+                }
+                for (size_t j = 0; j < m; j++)
+                    weights[i * m + j] = sum > 0 ? weights[i * m + j] / sum : 0.0;
+                for (size_t t = 0; t < dv; t++) {
+                    double acc = 0;
+                    for (size_t j = 0; j < m; j++)
+                        acc += weights[i * m + j] * v[j * hv + h * dv + t];
+                    head[i * dv + t] = acc;
+                }
+            }
+        }
+        /* output (n, D) = sum over heads of head (n, dv) . W_O rows h*dv.. + b_O */
+        for (size_t i = 0; i < n; i++)
+            for (size_t o = 0; o < D; o++) {
+                double acc = fc->b_o ? fc->b_o[o] : 0.0;
+                for (size_t h = 0; h < H; h++)
+                    for (size_t t = 0; t < dv; t++)
+                        acc += r->heads[((b * H + h) * n + i) * dv + t] * fc->w_o[(h * dv + t) * D + o];
+                r->output[(b * n + i) * D + o] = acc;
+            }
+    }
+}
+
+static void free_result(forward_result *r)
+{
+    free(r->q);
+    free(r->k);
+    free(r->v);
+    free(r->scores);
+    free(r->weights);
+    free(r->heads);
+    free(r->output);
+}
+
+/* A copy of values (count) in the given precision (NULL stays NULL). */
+static void *converted(const double *values, size_t count, attn_precision precision)
+{
+    if (values == NULL)
+        return NULL;
+    void *out = malloc(count * attn_precision_size(precision));
+    assert_non_null(out);
+    for (size_t i = 0; i < count; i++) {
+        if (precision == ATTN_F64)
+            ((double *)out)[i] = values[i];
+        else
+            ((float *)out)[i] = (float)values[i];
+    }
+    return out;
+}
+
+static double element(const void *buf, size_t i, attn_precision precision)
+{
+    return precision == ATTN_F64 ? ((const double *)buf)[i] : (double)((const float *)buf)[i];
+}
+
+static void assert_buffer_near(const void *actual, const double *expected, size_t count,
+                               attn_precision precision, double tolerance, const char *what)
+{
+    for (size_t i = 0; i < count; i++) {
+        double a = element(actual, i, precision);
+        bool ok = isinf(expected[i]) ? a == expected[i] : fabs(a - expected[i]) <= tolerance;
+        if (!ok)
+            fail_msg("%s[%zu] is %.17g, expected %.17g (tolerance %g)", what, i, a, expected[i],
+                     tolerance);
+    }
+}
+
+/* Runs attn_forward on fc in `precision`, checks every buffer against
+ * reference r, and returns the library's output (c, n, D) in double
+ * (caller frees). */
+static double *run_forward_and_compare(const forward_case *fc, const forward_result *r,
+                                       attn_precision precision)
+{
+    const size_t c = fc->c, n = fc->n, m = fc->m, D = fc->D, H = fc->H;
+    const size_t hk = H * fc->dk, hv = H * fc->dv, es = attn_precision_size(precision);
+    const double tolerance = precision == ATTN_F64 ? F64_FORWARD_TOLERANCE : F32_FORWARD_TOLERANCE;
+    attn_config cfg = {
+        .dims = {.batch = c, .n = n, .m = m, .d_model = D, .heads = H, .d_k = fc->dk, .d_v = fc->dv},
+        .scale = fc->scale, .causal = fc->causal, .precision = precision,
+    };
+    void *x = converted(fc->x, c * n * D, precision);
+    void *y = converted(fc->y, y_rows(fc) * D, precision);
+    attn_weights w = {
+        .w_q = converted(fc->w_q, D * hk, precision), .w_k = converted(fc->w_k, D * hk, precision),
+        .w_v = converted(fc->w_v, D * hv, precision), .w_o = converted(fc->w_o, hv * D, precision),
+        .b_q = converted(fc->b_q, hk, precision), .b_k = converted(fc->b_k, hk, precision),
+        .b_v = converted(fc->b_v, hv, precision), .b_o = converted(fc->b_o, D, precision),
+    };
+    attn_slice s = {
+        .count = c, .x = x, .y = y, .y_stride = fc->shared_y ? 0 : m * D,
+        .keep = fc->keep, .keep_stride = fc->shared_keep ? 0 : m,
+        .q = calloc(c * n * hk, es), .k = calloc(c * m * hk, es), .v = calloc(c * m * hv, es),
+        .scores = calloc(c * H * n * m, es), .weights = calloc(c * H * n * m, es),
+        .heads = calloc(c * H * n * fc->dv, es), .concat = calloc(c * n * hv, es),
+        .output = calloc(c * n * D, es),
+    };
+    assert_true(x && y && s.q && s.k && s.v && s.scores && s.weights && s.heads && s.concat &&
+                s.output);
+
+    attn_forward(&cfg, &w, &s);
+
+    assert_buffer_near(s.q, r->q, c * n * hk, precision, tolerance, "q");
+    assert_buffer_near(s.k, r->k, c * m * hk, precision, tolerance, "k");
+    assert_buffer_near(s.v, r->v, c * m * hv, precision, tolerance, "v");
+    assert_buffer_near(s.scores, r->scores, c * H * n * m, precision, tolerance, "scores");
+    assert_buffer_near(s.weights, r->weights, c * H * n * m, precision, tolerance, "weights");
+    assert_buffer_near(s.heads, r->heads, c * H * n * fc->dv, precision, tolerance, "heads");
+    assert_buffer_near(s.output, r->output, c * n * D, precision, tolerance, "output");
+
+    double *output = malloc(c * n * D * sizeof *output);
+    assert_non_null(output);
+    for (size_t i = 0; i < c * n * D; i++)
+        output[i] = element(s.output, i, precision);
+
+    free(x);
+    free(y);
+    free((void *)w.w_q); free((void *)w.w_k); free((void *)w.w_v); free((void *)w.w_o);
+    free((void *)w.b_q); free((void *)w.b_k); free((void *)w.b_v); free((void *)w.b_o);
+    free(s.q); free(s.k); free(s.v); free(s.scores); free(s.weights);
+    free(s.heads); free(s.concat); free(s.output);
+    return output;
+}
+
+/* Reference once, then the library in both precisions against it. */
+static void check_forward_case(forward_case *fc)
+{
+    forward_result r = {0};
+    make_case(fc);
+    reference_forward(fc, &r);
+    free(run_forward_and_compare(fc, &r, ATTN_F64));
+    free(run_forward_and_compare(fc, &r, ATTN_F32));
+    free_result(&r);
+    free_case(fc);
+}
+
+static void test_forward_two_heads_matches_reference(void **state)
+{
+    (void)state;
+    /* d_k != d_v so that a mix-up of the two shows. */
+    forward_case fc = {.c = 2, .n = 3, .m = 3, .D = 4, .H = 2, .dk = 2, .dv = 3,
+                       .scale = 1 / sqrt(2.0), .has_bias = true};
+    check_forward_case(&fc);
+}
+
+static void test_forward_without_bias_matches_reference(void **state)
+{
+    (void)state;
+    forward_case fc = {.c = 1, .n = 3, .m = 3, .D = 4, .H = 2, .dk = 2, .dv = 2, .scale = 0.5};
+    check_forward_case(&fc);
+}
+
+static void test_forward_causal_matches_reference(void **state)
+{
+    (void)state;
+    forward_case fc = {.c = 2, .n = 3, .m = 3, .D = 4, .H = 2, .dk = 2, .dv = 3,
+                       .scale = 1 / sqrt(2.0), .causal = true, .has_bias = true};
+    forward_result r = {0};
+    make_case(&fc);
+    reference_forward(&fc, &r);
+    /* The reference itself: query 0 sees only key 0, whatever the scores. */
+    for (size_t bh = 0; bh < fc.c * fc.H; bh++) {
+        assert_near(r.weights[bh * 9 + 0], 1.0, 0.0);
+        assert_near(r.scores[bh * 9 + 1], -INFINITY, 0.0);
+    }
+    free(run_forward_and_compare(&fc, &r, ATTN_F64));
+    free(run_forward_and_compare(&fc, &r, ATTN_F32));
+    free_result(&r);
+    free_case(&fc);
+}
+
+static void test_forward_cross_shared_kv_and_keep(void **state)
+{
+    (void)state;
+    /* n = 2 queries, m = 4 keys from one shared (m, D) block and one shared
+     * keep row, causal with m != n. */
+    static const unsigned char keep[4] = {1, 1, 0, 1};
+    forward_case fc = {.c = 3, .n = 2, .m = 4, .D = 4, .H = 2, .dk = 3, .dv = 2,
+                       .scale = 0.4, .causal = true, .shared_y = true, .has_bias = true,
+                       .keep = keep, .shared_keep = true};
+    check_forward_case(&fc);
+}
+
+static void test_forward_item_with_every_key_masked_gives_bias(void **state)
+{
+    (void)state;
+    /* keep (c = 2, m = 3): item 0 keeps keys 0 and 2, item 1 keeps none. */
+    static const unsigned char keep[2 * 3] = {1, 0, 1, 0, 0, 0};
+    forward_case fc = {.c = 2, .n = 3, .m = 3, .D = 4, .H = 2, .dk = 2, .dv = 3,
+                       .scale = 1 / sqrt(2.0), .has_bias = true, .keep = keep};
+    forward_result r = {0};
+    make_case(&fc);
+    reference_forward(&fc, &r);
+    for (int p = 0; p < 2; p++) {
+        attn_precision precision = p == 0 ? ATTN_F64 : ATTN_F32;
+        double tolerance = p == 0 ? F64_FORWARD_TOLERANCE : F32_FORWARD_TOLERANCE;
+        double *output = run_forward_and_compare(&fc, &r, precision);
+        /* item 1: heads are 0, so output (n, D) is b_O on every row */
+        for (size_t i = 0; i < fc.n; i++)
+            for (size_t o = 0; o < fc.D; o++) {
+                double value = output[(1 * fc.n + i) * fc.D + o];
+                assert_true(isfinite(value));
+                assert_near(value, fc.b_o[o], tolerance);
+            }
+        /* item 0 attends, so its output is not just b_O */
+        double distance = 0;
+        for (size_t o = 0; o < fc.D; o++)
+            distance += fabs(output[o] - fc.b_o[o]);
+        assert_true(distance > 1e-3);
+        free(output);
+    }
+    /* the reference agrees, independently of the library */
+    for (size_t i = 0; i < fc.H * fc.n * fc.m; i++) {
+        assert_near(r.weights[fc.H * fc.n * fc.m + i], 0.0, 0.0);
+        assert_near(r.scores[fc.H * fc.n * fc.m + i], -INFINITY, 0.0);
+    }
+    free_result(&r);
+    free_case(&fc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_softmax_f64_large_logits_match_long_double),
+        cmocka_unit_test(test_softmax_f32_large_logits_match_long_double),
+        cmocka_unit_test(test_softmax_negative_infinity_gets_exactly_zero),
+        cmocka_unit_test(test_softmax_single_key_gets_weight_one),
+        cmocka_unit_test(test_softmax_all_masked_row_is_zero_not_nan),
+        cmocka_unit_test(test_softmax_in_place),
+        cmocka_unit_test(test_mask_causal_square),
+        cmocka_unit_test(test_mask_causal_more_keys_than_queries),
+        cmocka_unit_test(test_mask_causal_more_queries_than_keys),
+        cmocka_unit_test(test_mask_keep_hides_columns),
+        cmocka_unit_test(test_mask_causal_and_keep_combine),
+        cmocka_unit_test(test_mask_nothing_to_hide_changes_nothing),
+        cmocka_unit_test(test_project_without_bias),
+        cmocka_unit_test(test_project_with_bias),
+        cmocka_unit_test(test_head_scores_strided_views),
+        cmocka_unit_test(test_head_output_strided_views),
+        cmocka_unit_test(test_split_heads_reorders_head_major),
+        cmocka_unit_test(test_find_nonfinite),
+        cmocka_unit_test(test_forward_two_heads_matches_reference),
+        cmocka_unit_test(test_forward_without_bias_matches_reference),
+        cmocka_unit_test(test_forward_causal_matches_reference),
+        cmocka_unit_test(test_forward_cross_shared_kv_and_keep),
+        cmocka_unit_test(test_forward_item_with_every_key_masked_gives_bias),
+    };
+    attn_set_threads(1);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,958 @@
+/*
+ * test_plan.c - unit tests for attn_plan (shape validation, checked sizes,
+ * output shapes, --save lists, slice sizing, chunk shapes) and the checked
+ * size helpers of attn_common.
+ *
+ * Legend: B batch, H heads, n queries, m keys, D d_model, dk = d_k,
+ *         dv = d_v.  Expected values are worked out by hand in comments.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "attn_plan.h"
+
+#define FILE_NAME "in.h5"
+#define MIB ((size_t)1 << 20)
+
+/* Dataset names distinct enough that a message naming one is unambiguous. */
+static const char *const input_names[ATTN_IN_COUNT] = {
+    "/inputs/X", "/inputs/KV", "/inputs/MASK",
+    "/weights/W_Q", "/weights/W_K", "/weights/W_V", "/weights/W_O",
+    "/bias/b_Q", "/bias/b_K", "/bias/b_V", "/bias/b_O",
+};
+
+static void set_tensor(attn_tensor_info in[ATTN_IN_COUNT], attn_input which, size_t rank,
+                       const size_t *dims)
+{
+    in[which].present = true;
+    in[which].rank = rank;
+    memcpy(in[which].dims, dims, rank * sizeof *dims);
+}
+
+#define SET(in, which, ...)                                                   \
+    set_tensor((in), (which), sizeof((size_t[]){__VA_ARGS__}) / sizeof(size_t), \
+               (size_t[]){__VA_ARGS__})
+
+/*
+ * The packed layout every test starts from (--heads 2):
+ *   X (B = 2, n = 3, D = 8), W_Q W_K (8, 2*4), W_V (8, 2*6), W_O (2*6, 8)
+ * so H = 2, d_k = 4, d_v = 6; no KV, mask or biases.
+ */
+static void packed_inputs(attn_tensor_info in[ATTN_IN_COUNT])
+{
+    memset(in, 0, ATTN_IN_COUNT * sizeof *in);
+    for (int i = 0; i < ATTN_IN_COUNT; i++)
+        in[i].name = input_names[i];
+    SET(in, ATTN_IN_X, 2, 3, 8);
+    SET(in, ATTN_IN_WQ, 8, 8);
+    SET(in, ATTN_IN_WK, 8, 8);
+    SET(in, ATTN_IN_WV, 8, 12);
+    SET(in, ATTN_IN_WO, 12, 8);
+}
+
+/* The same layer with per-head weights (H, ., .). */
+static void per_head_inputs(attn_tensor_info in[ATTN_IN_COUNT])
+{
+    packed_inputs(in);
+    SET(in, ATTN_IN_WQ, 2, 8, 4);
+    SET(in, ATTN_IN_WK, 2, 8, 4);
+    SET(in, ATTN_IN_WV, 2, 8, 6);
+    SET(in, ATTN_IN_WO, 2, 6, 8);
+}
+
+/* Asserts that planning in[] fails with ATTN_EINPUT and a message naming
+ * the dataset `culprit`. */
+static void assert_rejected(const attn_tensor_info in[ATTN_IN_COUNT], size_t heads_flag,
+                            attn_input culprit)
+{
+    attn_layout layout;
+    attn_error err = {{0}};
+    int status = attn_plan_layout(in, FILE_NAME, heads_flag, &layout, &err);
+    if (status != ATTN_EINPUT)
+        fail_msg("status %d, expected ATTN_EINPUT for %s (message: '%s')", status,
+                 input_names[culprit], err.msg);
+    if (strstr(err.msg, input_names[culprit]) == NULL)
+        fail_msg("message '%s' does not name %s", err.msg, input_names[culprit]);
+    if (strstr(err.msg, FILE_NAME) == NULL)
+        fail_msg("message '%s' does not name the file", err.msg);
+}
+
+static void assert_accepted(const attn_tensor_info in[ATTN_IN_COUNT], size_t heads_flag,
+                            attn_layout *layout)
+{
+    attn_error err = {{0}};
+    int status = attn_plan_layout(in, FILE_NAME, heads_flag, layout, &err);
+    if (status != ATTN_OK)
+        fail_msg("status %d, message '%s'", status, err.msg);
+}
+
+/* ---- attn_plan_layout: accepted shapes -------------------------------- */
+
+static void test_layout_packed_weights_derive_sizes(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    packed_inputs(in);
+    assert_accepted(in, 2, &layout);
+    assert_int_equal(layout.dims.batch, 2);
+    assert_int_equal(layout.dims.n, 3);
+    assert_int_equal(layout.dims.m, 3);
+    assert_int_equal(layout.dims.d_model, 8);
+    assert_int_equal(layout.dims.heads, 2);
+    assert_int_equal(layout.dims.d_k, 4);
+    assert_int_equal(layout.dims.d_v, 6);
+    assert_true(layout.batched);
+    assert_false(layout.cross);
+    assert_false(layout.kv_shared);
+    assert_false(layout.mask_shared);
+    for (int i = 0; i < 4; i++)
+        assert_false(layout.per_head[i]);
+}
+
+static void test_layout_packed_weights_other_head_count(void **state)
+{
+    (void)state;
+    /* the same (8, 8) W_Q under --heads 4 gives d_k = 2; W_V (8, 12) d_v = 3 */
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    packed_inputs(in);
+    assert_accepted(in, 4, &layout);
+    assert_int_equal(layout.dims.heads, 4);
+    assert_int_equal(layout.dims.d_k, 2);
+    assert_int_equal(layout.dims.d_v, 3);
+}
+
+static void test_layout_per_head_weights_derive_heads(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    per_head_inputs(in);
+    assert_accepted(in, 0, &layout);
+    assert_int_equal(layout.dims.heads, 2);
+    assert_int_equal(layout.dims.d_k, 4);
+    assert_int_equal(layout.dims.d_v, 6);
+    for (int i = 0; i < 4; i++)
+        assert_true(layout.per_head[i]);
+    /* an agreeing --heads is fine too */
+    assert_accepted(in, 2, &layout);
+    assert_int_equal(layout.dims.heads, 2);
+}
+
+static void test_layout_mixed_packed_and_per_head_weights(void **state)
+{
+    (void)state;
+    /* W_Q per head (2, 8, 4), the rest packed: H comes from W_Q */
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    packed_inputs(in);
+    SET(in, ATTN_IN_WQ, 2, 8, 4);
+    assert_accepted(in, 0, &layout);
+    assert_int_equal(layout.dims.heads, 2);
+    assert_int_equal(layout.dims.d_k, 4);
+    assert_int_equal(layout.dims.d_v, 6);
+    assert_true(layout.per_head[0]);
+    assert_false(layout.per_head[1]);
+}
+
+static void test_layout_rank2_x_is_one_unbatched_item(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, 5, 8);
+    SET(in, ATTN_IN_MASK, 5);
+    assert_accepted(in, 2, &layout);
+    assert_false(layout.batched);
+    assert_int_equal(layout.dims.batch, 1);
+    assert_int_equal(layout.dims.n, 5);
+    assert_int_equal(layout.dims.m, 5);
+    assert_true(layout.mask_shared);
+}
+
+static void test_layout_cross_attention_and_biases(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    packed_inputs(in);
+    SET(in, ATTN_IN_KV, 2, 5, 8);      /* m = 5, per item */
+    SET(in, ATTN_IN_MASK, 2, 5);       /* (B, m) */
+    SET(in, ATTN_IN_BQ, 8);            /* (H*dk) */
+    SET(in, ATTN_IN_BK, 2, 4);         /* (H, dk) */
+    SET(in, ATTN_IN_BV, 2, 6);         /* (H, dv) */
+    SET(in, ATTN_IN_BO, 8);            /* (D) */
+    assert_accepted(in, 2, &layout);
+    assert_true(layout.cross);
+    assert_false(layout.kv_shared);
+    assert_false(layout.mask_shared);
+    assert_int_equal(layout.dims.n, 3);
+    assert_int_equal(layout.dims.m, 5);
+
+    SET(in, ATTN_IN_KV, 5, 8);         /* one (m, D) block for every item */
+    SET(in, ATTN_IN_MASK, 5);          /* one (m) row for every item */
+    SET(in, ATTN_IN_BV, 12);
+    assert_accepted(in, 2, &layout);
+    assert_true(layout.cross);
+    assert_true(layout.kv_shared);
+    assert_true(layout.mask_shared);
+    assert_int_equal(layout.dims.m, 5);
+}
+
+/* ---- attn_plan_layout: rejected shapes -------------------------------- */
+
+static void test_layout_rejects_rank4_x(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, 1, 2, 3, 8);
+    assert_rejected(in, 2, ATTN_IN_X);
+    SET(in, ATTN_IN_X, 8);             /* and rank 1 */
+    assert_rejected(in, 2, ATTN_IN_X);
+}
+
+static void test_layout_rejects_zero_length_axis(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, 2, 0, 8);
+    assert_rejected(in, 2, ATTN_IN_X);
+    packed_inputs(in);
+    SET(in, ATTN_IN_KV, 2, 0, 8);
+    assert_rejected(in, 2, ATTN_IN_KV);
+    packed_inputs(in);
+    SET(in, ATTN_IN_WV, 8, 0);
+    assert_rejected(in, 2, ATTN_IN_WV);
+}
+
+static void test_layout_rejects_d_model_mismatch(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_WQ, 7, 8);         /* rows must be D = 8 */
+    assert_rejected(in, 2, ATTN_IN_WQ);
+    packed_inputs(in);
+    SET(in, ATTN_IN_WV, 9, 12);
+    assert_rejected(in, 2, ATTN_IN_WV);
+    packed_inputs(in);
+    SET(in, ATTN_IN_KV, 2, 5, 7);      /* KV's D must be X's D */
+    assert_rejected(in, 2, ATTN_IN_KV);
+    per_head_inputs(in);
+    SET(in, ATTN_IN_WK, 2, 7, 4);      /* per head: axis 1 is D */
+    assert_rejected(in, 0, ATTN_IN_WK);
+}
+
+static void test_layout_rejects_columns_not_divisible_by_heads(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_WQ, 8, 9);
+    SET(in, ATTN_IN_WK, 8, 9);
+    assert_rejected(in, 2, ATTN_IN_WQ);
+    packed_inputs(in);
+    SET(in, ATTN_IN_WV, 8, 13);
+    assert_rejected(in, 2, ATTN_IN_WV);
+}
+
+static void test_layout_rejects_heads_flag_disagreeing_with_3d_weights(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    per_head_inputs(in);
+    assert_rejected(in, 3, ATTN_IN_WQ);
+}
+
+static void test_layout_rejects_3d_weights_disagreeing_on_heads(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    per_head_inputs(in);
+    SET(in, ATTN_IN_WV, 3, 8, 6);
+    assert_rejected(in, 0, ATTN_IN_WV);
+}
+
+static void test_layout_rejects_packed_weights_without_heads(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    assert_rejected(in, 0, ATTN_IN_WQ);
+}
+
+static void test_layout_rejects_w_k_d_k_different_from_w_q(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_WK, 8, 6);         /* d_k 3 against W_Q's 4 */
+    assert_rejected(in, 2, ATTN_IN_WK);
+    per_head_inputs(in);
+    SET(in, ATTN_IN_WK, 2, 8, 5);
+    assert_rejected(in, 0, ATTN_IN_WK);
+}
+
+static void test_layout_rejects_wrong_w_o_shape(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_WO, 8, 8);         /* rows must be H*dv = 12 */
+    assert_rejected(in, 2, ATTN_IN_WO);
+    packed_inputs(in);
+    SET(in, ATTN_IN_WO, 12, 7);        /* columns must be D = 8 */
+    assert_rejected(in, 2, ATTN_IN_WO);
+    per_head_inputs(in);
+    SET(in, ATTN_IN_WO, 2, 4, 8);      /* (H, dv = 6, D) expected */
+    assert_rejected(in, 0, ATTN_IN_WO);
+}
+
+static void test_layout_rejects_wrong_bias_shapes(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_BQ, 7);            /* (8) or (2, 4) */
+    assert_rejected(in, 2, ATTN_IN_BQ);
+    packed_inputs(in);
+    SET(in, ATTN_IN_BK, 4, 2);
+    assert_rejected(in, 2, ATTN_IN_BK);
+    packed_inputs(in);
+    SET(in, ATTN_IN_BV, 8);            /* (12) or (2, 6) */
+    assert_rejected(in, 2, ATTN_IN_BV);
+    packed_inputs(in);
+    SET(in, ATTN_IN_BO, 12);           /* (8) */
+    assert_rejected(in, 2, ATTN_IN_BO);
+    packed_inputs(in);
+    SET(in, ATTN_IN_BO, 1, 8);         /* b_O has no per-head form */
+    assert_rejected(in, 2, ATTN_IN_BO);
+    packed_inputs(in);
+    SET(in, ATTN_IN_BQ, 2, 4, 1);
+    assert_rejected(in, 2, ATTN_IN_BQ);
+}
+
+static void test_layout_rejects_wrong_mask_length(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_MASK, 4);          /* m = 3 */
+    assert_rejected(in, 2, ATTN_IN_MASK);
+    packed_inputs(in);
+    SET(in, ATTN_IN_MASK, 3, 3);       /* B = 2 */
+    assert_rejected(in, 2, ATTN_IN_MASK);
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, 3, 8);
+    SET(in, ATTN_IN_MASK, 1, 3);       /* rank-2 X takes only (m) */
+    assert_rejected(in, 2, ATTN_IN_MASK);
+}
+
+static void test_layout_rejects_kv_batch_mismatch(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    packed_inputs(in);
+    SET(in, ATTN_IN_KV, 3, 5, 8);      /* X has B = 2 */
+    assert_rejected(in, 2, ATTN_IN_KV);
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, 3, 8);
+    SET(in, ATTN_IN_KV, 1, 5, 8);      /* rank-2 X takes only (m, D) */
+    assert_rejected(in, 2, ATTN_IN_KV);
+}
+
+static void test_layout_rejects_overflowing_shapes(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    const size_t big = (size_t)1 << 40;
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, big, big);      /* 2^80 elements */
+    assert_rejected(in, 2, ATTN_IN_X);
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, (size_t)1 << 32, (size_t)1 << 32);   /* 2^64 wraps to 0 */
+    assert_rejected(in, 2, ATTN_IN_X);
+    packed_inputs(in);
+    SET(in, ATTN_IN_X, (size_t)1 << 22, (size_t)1 << 21, (size_t)1 << 21);
+    assert_rejected(in, 2, ATTN_IN_X);
+    packed_inputs(in);
+    SET(in, ATTN_IN_KV, 2, big, big);
+    assert_rejected(in, 2, ATTN_IN_KV);
+    packed_inputs(in);
+    SET(in, ATTN_IN_WV, big, big);
+    assert_rejected(in, 2, ATTN_IN_WV);
+}
+
+/* ---- checked sizes ------------------------------------------------------ */
+
+static void test_size_mul_edges(void **state)
+{
+    (void)state;
+    size_t out = 42;
+    assert_true(attn_size_mul(&out, 0, SIZE_MAX));
+    assert_int_equal(out, 0);
+    assert_true(attn_size_mul(&out, SIZE_MAX, 0));
+    assert_int_equal(out, 0);
+    assert_true(attn_size_mul(&out, SIZE_MAX, 1));
+    assert_true(out == SIZE_MAX);
+    assert_true(attn_size_mul(&out, SIZE_MAX / 2, 2));
+    assert_true(out == SIZE_MAX - 1);
+    assert_true(attn_size_mul(&out, 6, 7));
+    assert_int_equal(out, 42);
+
+    out = 42;
+    assert_false(attn_size_mul(&out, SIZE_MAX, 2));
+    assert_false(attn_size_mul(&out, SIZE_MAX / 2 + 1, 2));
+    assert_false(attn_size_mul(&out, (size_t)1 << 32, (size_t)1 << 32));   /* 0 mod 2^64 */
+    assert_false(attn_size_mul(&out, SIZE_MAX, SIZE_MAX));
+    assert_int_equal(out, 42);          /* untouched on overflow */
+}
+
+static void test_size_add_edges(void **state)
+{
+    (void)state;
+    size_t out = 42;
+    assert_true(attn_size_add(&out, SIZE_MAX, 0));
+    assert_true(out == SIZE_MAX);
+    assert_true(attn_size_add(&out, SIZE_MAX - 1, 1));
+    assert_true(out == SIZE_MAX);
+    out = 42;
+    assert_false(attn_size_add(&out, SIZE_MAX, 1));
+    assert_false(attn_size_add(&out, 1, SIZE_MAX));
+    assert_int_equal(out, 42);
+}
+
+static void test_size_product_edges(void **state)
+{
+    (void)state;
+    size_t out = 42;
+    assert_true(attn_size_product(&out, NULL, 0));
+    assert_int_equal(out, 1);           /* empty product */
+    assert_true(attn_size_product(&out, (size_t[]){0, SIZE_MAX}, 2));
+    assert_int_equal(out, 0);
+    assert_true(attn_size_product(&out, (size_t[]){SIZE_MAX, 1, 1}, 3));
+    assert_true(out == SIZE_MAX);
+    assert_true(attn_size_product(&out, (size_t[]){2, 3, 4, 5}, 4));
+    assert_int_equal(out, 120);
+
+    out = 42;
+    assert_false(attn_size_product(&out, (size_t[]){SIZE_MAX, 2}, 2));
+    assert_false(attn_size_product(&out, (size_t[]){(size_t)1 << 16, (size_t)1 << 16,
+                                                    (size_t)1 << 16, (size_t)1 << 16}, 4));
+    assert_int_equal(out, 42);
+}
+
+static void test_format_shape(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_string_equal(attn_format_shape(buf, sizeof buf, (size_t[]){4, 6}, 2), "(4, 6)");
+    assert_string_equal(attn_format_shape(buf, sizeof buf, (size_t[]){5}, 1), "(5,)");
+    assert_string_equal(attn_format_shape(buf, sizeof buf, NULL, 0), "()");
+}
+
+/* ---- output shapes and bytes ------------------------------------------ */
+
+/* B = 2, H = 3, n = 4, m = 5, d_k = 6, d_v = 7, D = 8 */
+static attn_layout shape_layout(bool batched)
+{
+    attn_layout layout = {
+        .dims = {.batch = batched ? 2 : 1, .n = 4, .m = 5, .d_model = 8, .heads = 3,
+                 .d_k = 6, .d_v = 7},
+        .batched = batched,
+    };
+    return layout;
+}
+
+typedef struct expected_shape {
+    attn_output which;
+    size_t rank;
+    size_t dims[4];
+    const char *labels[4];
+} expected_shape;
+
+static const expected_shape batched_shapes[] = {
+    {ATTN_OUT_SCORES, 4, {2, 3, 4, 5}, {"batch", "head", "query", "key"}},
+    {ATTN_OUT_WEIGHTS, 4, {2, 3, 4, 5}, {"batch", "head", "query", "key"}},
+    {ATTN_OUT_HEADS, 4, {2, 3, 4, 7}, {"batch", "head", "query", "d_v"}},
+    {ATTN_OUT_OUTPUT, 3, {2, 4, 8}, {"batch", "query", "d_model"}},
+    {ATTN_OUT_Q, 4, {2, 3, 4, 6}, {"batch", "head", "query", "d_k"}},
+    {ATTN_OUT_K, 4, {2, 3, 5, 6}, {"batch", "head", "key", "d_k"}},
+    {ATTN_OUT_V, 4, {2, 3, 5, 7}, {"batch", "head", "key", "d_v"}},
+};
+
+static void check_output_shape(const attn_layout *layout, const expected_shape *e,
+                               size_t skip)
+{
+    size_t dims[4];
+    const char *labels[4];
+    size_t rank = attn_output_shape(layout, e->which, dims, labels);
+    assert_int_equal(rank, e->rank - skip);
+    for (size_t i = 0; i < rank; i++) {
+        assert_int_equal(dims[i], e->dims[i + skip]);
+        assert_string_equal(labels[i], e->labels[i + skip]);
+    }
+}
+
+static void test_output_shape_with_batch_axis(void **state)
+{
+    (void)state;
+    attn_layout layout = shape_layout(true);
+    for (size_t i = 0; i < sizeof batched_shapes / sizeof batched_shapes[0]; i++)
+        check_output_shape(&layout, &batched_shapes[i], 0);
+}
+
+static void test_output_shape_without_batch_axis(void **state)
+{
+    (void)state;
+    attn_layout layout = shape_layout(false);
+    for (size_t i = 0; i < sizeof batched_shapes / sizeof batched_shapes[0]; i++)
+        check_output_shape(&layout, &batched_shapes[i], 1);
+}
+
+static void test_output_names(void **state)
+{
+    (void)state;
+    const char *names[ATTN_OUT_COUNT] = {"scores", "weights", "heads", "output", "q", "k", "v"};
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        assert_string_equal(attn_output_name((attn_output)i), names[i]);
+        assert_non_null(attn_output_description((attn_output)i));
+    }
+}
+
+static void test_output_bytes(void **state)
+{
+    (void)state;
+    attn_layout layout = shape_layout(true);
+    attn_error err = {{0}};
+    size_t bytes = 0;
+    /* scores (2, 3, 4, 5) = 120 elements; output (2, 4, 8) = 64 */
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_SCORES, ATTN_F32, &bytes, &err), ATTN_OK);
+    assert_int_equal(bytes, 480);
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_SCORES, ATTN_F64, &bytes, &err), ATTN_OK);
+    assert_int_equal(bytes, 960);
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_OUTPUT, ATTN_F64, &bytes, &err), ATTN_OK);
+    assert_int_equal(bytes, 512);
+}
+
+static void test_output_bytes_overflow_is_rejected(void **state)
+{
+    (void)state;
+    /* scores (2^21, 4, 2^21, 2^21) = 2^65 elements */
+    attn_layout layout = {
+        .dims = {.batch = (size_t)1 << 21, .n = (size_t)1 << 21, .m = (size_t)1 << 21,
+                 .d_model = 1, .heads = 4, .d_k = 1, .d_v = 1},
+        .batched = true,
+    };
+    attn_error err = {{0}};
+    size_t bytes = 42;
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_SCORES, ATTN_F32, &bytes, &err),
+                     ATTN_EINPUT);
+    assert_non_null(strstr(err.msg, "scores"));
+    /* output (2^21, 2^21, 1) = 2^42 elements fits */
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_OUTPUT, ATTN_F64, &bytes, &err), ATTN_OK);
+    assert_true(bytes == ((size_t)1 << 45));
+}
+
+/* ---- --save lists ------------------------------------------------------- */
+
+static void test_parse_save_list_good(void **state)
+{
+    (void)state;
+    attn_error err = {{0}};
+    unsigned save = 0;
+    assert_int_equal(attn_parse_save_list("weights,output", &save, &err), ATTN_OK);
+    assert_int_equal(save, (1u << ATTN_OUT_WEIGHTS) | (1u << ATTN_OUT_OUTPUT));
+    assert_int_equal(attn_parse_save_list("q", &save, &err), ATTN_OK);
+    assert_int_equal(save, 1u << ATTN_OUT_Q);
+    assert_int_equal(attn_parse_save_list("scores,weights,heads,output,q,k,v", &save, &err), ATTN_OK);
+    assert_int_equal(save, 0x7fu);
+    assert_int_equal(attn_parse_save_list("v,v,k", &save, &err), ATTN_OK);
+    assert_int_equal(save, (1u << ATTN_OUT_V) | (1u << ATTN_OUT_K));
+    assert_int_equal(attn_parse_save_list("scores,weights,heads,output", &save, &err), ATTN_OK);
+    assert_int_equal(save, ATTN_SAVE_DEFAULT);
+}
+
+static void test_parse_save_list_unknown_name(void **state)
+{
+    (void)state;
+    attn_error err = {{0}};
+    unsigned save = 0;
+    assert_int_equal(attn_parse_save_list("weights,attention", &save, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "attention"));
+    assert_int_equal(attn_parse_save_list("weight", &save, &err), ATTN_EUSAGE);   /* prefix */
+    assert_int_equal(attn_parse_save_list("outputs", &save, &err), ATTN_EUSAGE); /* longer */
+    assert_int_equal(attn_parse_save_list("Q", &save, &err), ATTN_EUSAGE);
+}
+
+static void test_parse_save_list_empty_item(void **state)
+{
+    (void)state;
+    attn_error err = {{0}};
+    unsigned save = 0;
+    assert_int_equal(attn_parse_save_list("", &save, &err), ATTN_EUSAGE);
+    assert_int_equal(attn_parse_save_list("weights,,output", &save, &err), ATTN_EUSAGE);
+    assert_int_equal(attn_parse_save_list("weights,", &save, &err), ATTN_EUSAGE);
+    assert_int_equal(attn_parse_save_list(",weights", &save, &err), ATTN_EUSAGE);
+}
+
+/* ---- slices of the batch ----------------------------------------------- */
+
+/* B = 10, n = m = 3, D = 8, H = 2, d_k = 4, d_v = 6 (self-attention) */
+static attn_layout slice_layout(void)
+{
+    attn_layout layout = {
+        .dims = {.batch = 10, .n = 3, .m = 3, .d_model = 8, .heads = 2, .d_k = 4, .d_v = 6},
+        .batched = true,
+    };
+    return layout;
+}
+
+static void test_plan_slice_buffer_sizes(void **state)
+{
+    (void)state;
+    attn_layout layout = slice_layout();
+    attn_slice_sizes sizes;
+    attn_error err = {{0}};
+    size_t items = 0;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(sizes.x, 3 * 8);          /* n * D        */
+    assert_int_equal(sizes.y, 0);              /* no --kv      */
+    assert_int_equal(sizes.q, 3 * 8);          /* n * H*dk     */
+    assert_int_equal(sizes.k, 3 * 8);          /* m * H*dk     */
+    assert_int_equal(sizes.v, 3 * 12);         /* m * H*dv     */
+    assert_int_equal(sizes.maps, 2 * 3 * 3);   /* H * n * m    */
+    assert_int_equal(sizes.heads, 3 * 12);     /* H * n * dv   */
+    assert_int_equal(sizes.concat, 3 * 12);
+    assert_int_equal(sizes.output, 3 * 8);
+    assert_int_equal(sizes.keep, 3);
+    /* at least every buffer once, scores and weights twice, in float */
+    size_t floor = (24 + 24 + 24 + 36 + 2 * 18 + 36 + 36 + 24) * 4 + 3;
+    assert_true(sizes.bytes_per_item >= floor);
+
+    layout.cross = true;
+    layout.dims.m = 5;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F64, 0, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(sizes.y, 5 * 8);          /* m * D        */
+    assert_int_equal(sizes.k, 5 * 8);
+    assert_int_equal(sizes.maps, 2 * 3 * 5);
+    assert_int_equal(sizes.keep, 5);
+}
+
+static void test_plan_slice_budget_picks_item_count(void **state)
+{
+    (void)state;
+    attn_layout layout = slice_layout();
+    attn_slice_sizes sizes;
+    attn_error err = {{0}};
+    size_t items = 0;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 0, &sizes, &items, &err), ATTN_OK);
+    size_t per_item = sizes.bytes_per_item;
+    assert_true(per_item > 0);
+
+    /* Below the batch (10): the largest power of two of items that fits. */
+    const struct { size_t budget, items; } cases[] = {
+        {2 * per_item - 1, 1}, {2 * per_item, 2}, {4 * per_item - 1, 2},
+        {4 * per_item, 4}, {7 * per_item, 4}, {8 * per_item, 8}, {9 * per_item + 5, 8},
+        {10 * per_item, 10},   /* the whole batch fits: all of it */
+        {64 * per_item, 10},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(attn_plan_slice(&layout, ATTN_F32, cases[i].budget, 0, &sizes, &items,
+                                         &err), ATTN_OK);
+        if (items != cases[i].items)
+            fail_msg("budget %zu bytes (%zu per item): %zu items, expected %zu", cases[i].budget,
+                     per_item, items, cases[i].items);
+        assert_int_equal(sizes.bytes_per_item, per_item);
+    }
+
+    /* double takes more bytes per item than float */
+    attn_slice_sizes sizes64;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F64, 4 * per_item, 0, &sizes64, &items, &err),
+                     ATTN_OK);
+    assert_true(sizes64.bytes_per_item > per_item);
+    assert_true(items < 4);
+}
+
+static void test_plan_slice_at_least_one_never_above_batch(void **state)
+{
+    (void)state;
+    attn_layout layout = slice_layout();
+    attn_slice_sizes sizes;
+    attn_error err = {{0}};
+    size_t items = 0;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 1);        /* nothing fits: still one item */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 1, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 1);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, SIZE_MAX, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 10);       /* everything fits: the batch */
+}
+
+static void test_plan_slice_forced_count(void **state)
+{
+    (void)state;
+    attn_layout layout = slice_layout();
+    attn_slice_sizes sizes;
+    attn_error err = {{0}};
+    size_t items = 0;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 4, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 4);        /* forced wins over a budget of 0 */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, SIZE_MAX, 2, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 2);        /* and over a huge budget */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 3, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 3);        /* forced need not be a power of two */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 50, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 10);       /* never above the batch */
+}
+
+static void test_plan_slice_overflow_is_rejected(void **state)
+{
+    (void)state;
+    /* scores per item: H * n * m = 2 * 2^32 * 2^32 */
+    attn_layout layout = slice_layout();
+    layout.dims.n = (size_t)1 << 32;
+    layout.dims.m = (size_t)1 << 32;
+    attn_slice_sizes sizes;
+    attn_error err = {{0}};
+    size_t items = 0;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, MIB, 0, &sizes, &items, &err), ATTN_EINPUT);
+    assert_true(strlen(err.msg) > 0);
+}
+
+/* ---- chunks ------------------------------------------------------------- */
+
+static size_t chunk_bytes(const size_t *chunk, size_t rank, size_t elem_size)
+{
+    size_t bytes = elem_size;
+    for (size_t i = 0; i < rank; i++)
+        bytes *= chunk[i];
+    return bytes;
+}
+
+static void assert_chunk_within(const size_t *chunk, const size_t *dims, size_t rank)
+{
+    for (size_t i = 0; i < rank; i++) {
+        assert_true(chunk[i] >= 1);
+        assert_true(chunk[i] <= dims[i]);
+    }
+}
+
+static void test_chunk_shape_near_one_mib(void **state)
+{
+    (void)state;
+    /* (64, 512, 1024) float: one (512, 1024) plane is 2 MiB, so the chunk
+     * is (1, 256, 1024) = exactly 1 MiB. */
+    const size_t dims[3] = {64, 512, 1024};
+    size_t chunk[3];
+    attn_chunk_shape(3, dims, 4, MIB, 0, chunk);
+    assert_int_equal(chunk[0], 1);
+    assert_int_equal(chunk[1], 256);
+    assert_int_equal(chunk[2], 1024);
+
+    /* (8, 12, 1000, 1000) double: 131072 elements allowed; a 1000 row
+     * fits, leaving room for 131 rows, of which a power of two: 128 rows,
+     * then 1 elsewhere: 1024000 bytes. */
+    const size_t dims4[4] = {8, 12, 1000, 1000};
+    size_t chunk4[4];
+    attn_chunk_shape(4, dims4, 8, MIB, 0, chunk4);
+    assert_chunk_within(chunk4, dims4, 4);
+    assert_int_equal(chunk4[3], 1000);
+    assert_int_equal(chunk4[2], 128);
+    assert_int_equal(chunk4[1], 1);
+    assert_int_equal(chunk4[0], 1);
+    size_t bytes = chunk_bytes(chunk4, 4, 8);
+    assert_true(bytes <= MIB && bytes > MIB / 2);
+}
+
+static void test_chunk_shape_whole_trailing_axes(void **state)
+{
+    (void)state;
+    /* (100, 3, 4, 5) float: a (3, 4, 5) block is 240 bytes, so 4369
+     * blocks would fit and the 100 are taken whole. */
+    const size_t dims[4] = {100, 3, 4, 5};
+    size_t chunk[4];
+    attn_chunk_shape(4, dims, 4, MIB, 0, chunk);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(chunk[i], dims[i]);
+
+    /* (50000, 2, 16) double: (2, 16) is 256 bytes; 4096 of them fit */
+    const size_t dims3[3] = {50000, 2, 16};
+    size_t chunk3[3];
+    attn_chunk_shape(3, dims3, 8, MIB, 0, chunk3);
+    assert_int_equal(chunk3[2], 16);
+    assert_int_equal(chunk3[1], 2);
+    assert_int_equal(chunk3[0], 4096);
+}
+
+static void test_chunk_shape_first_axis_cap(void **state)
+{
+    (void)state;
+    const size_t dims[2] = {100, 10};
+    size_t chunk[2];
+    attn_chunk_shape(2, dims, 4, MIB, 7, chunk);
+    assert_int_equal(chunk[0], 7);
+    assert_int_equal(chunk[1], 10);
+    attn_chunk_shape(2, dims, 4, MIB, 1000, chunk);    /* a cap above the axis */
+    assert_int_equal(chunk[0], 100);
+    /* the cap applies to axis 0 only: (4, 100000) with cap 2 */
+    const size_t wide[2] = {4, 100000};
+    attn_chunk_shape(2, wide, 4, MIB, 2, chunk);
+    assert_int_equal(chunk[0], 2);
+    assert_int_equal(chunk[1], 100000);
+}
+
+static void test_chunk_shape_never_zero_never_above_dims(void **state)
+{
+    (void)state;
+    size_t chunk[3];
+    const size_t dims[3] = {10, 10, 10};
+    attn_chunk_shape(3, dims, 8, 4, 0, chunk);          /* target below one element */
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(chunk[i], 1);
+    attn_chunk_shape(3, dims, 8, 0, 0, chunk);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(chunk[i], 1);
+    attn_chunk_shape(3, dims, 4, SIZE_MAX, 0, chunk);   /* no limit: the dims */
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(chunk[i], 10);
+
+    /* an axis longer than the target alone: (3, 10^7) float */
+    const size_t long_row[2] = {3, 10000000};
+    attn_chunk_shape(2, long_row, 4, MIB, 0, chunk);
+    assert_int_equal(chunk[0], 1);
+    assert_int_equal(chunk[1], 262144);
+
+    /* a spread of shapes: always within [1, dims] and at most the target
+     * unless a single element is larger */
+    const size_t shapes[][4] = {{1, 1, 1, 1}, {7, 300, 1, 4096}, {2, 12, 1024, 1024},
+                                {100000, 1, 3, 1}, {5, 5, 5, 5}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t c4[4];
+        attn_chunk_shape(4, shapes[s], 8, MIB, 3, c4);
+        assert_chunk_within(c4, shapes[s], 4);
+        assert_true(c4[0] <= 3);
+        assert_true(chunk_bytes(c4, 4, 8) <= MIB);
+    }
+}
+
+static void test_chunk_shape_holds_half_to_all_of_target(void **state)
+{
+    (void)state;
+    /* datasets larger than the target, no cap: a chunk holds between half
+     * of the target and all of it */
+    const size_t shapes[][4] = {{7, 300, 3, 4096}, {2, 12, 1024, 1000}, {9, 999, 997, 3},
+                                {3, 5, 7, 1 << 22}, {1 << 20, 1, 1, 3}};
+    const size_t targets[] = {MIB, 3 * MIB / 2, 4096};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (size_t t = 0; t < sizeof targets / sizeof targets[0]; t++) {
+            size_t chunk[4];
+            attn_chunk_shape(4, shapes[s], 4, targets[t], 0, chunk);
+            assert_chunk_within(chunk, shapes[s], 4);
+            size_t bytes = chunk_bytes(chunk, 4, 4);
+            if (bytes > targets[t] || 2 * bytes < targets[t])
+                fail_msg("shape %zu target %zu: chunk (%zu, %zu, %zu, %zu) holds %zu bytes", s,
+                         targets[t], chunk[0], chunk[1], chunk[2], chunk[3], bytes);
+        }
+}
+
+static void test_chunk_shape_zero_length_axis_gets_one(void **state)
+{
+    (void)state;
+    /* A zero-length axis still needs a chunk extent of at least 1 (HDF5
+     * refuses 0), and must not stop the other axes being sized. */
+    const size_t dims[2] = {0, 5};
+    size_t chunk[2] = {99, 99};
+    attn_chunk_shape(2, dims, 4, MIB, 0, chunk);
+    assert_int_equal(chunk[0], 1);
+    assert_int_equal(chunk[1], 5);
+}
+
+/* ---- unravel ------------------------------------------------------------ */
+
+static void test_unravel_index(void **state)
+{
+    (void)state;
+    const size_t dims[3] = {2, 3, 4};
+    size_t idx[3];
+    attn_unravel_index(0, dims, 3, idx);
+    assert_int_equal(idx[0], 0);
+    assert_int_equal(idx[1], 0);
+    assert_int_equal(idx[2], 0);
+    attn_unravel_index(13, dims, 3, idx);      /* 13 = 1*12 + 0*4 + 1 */
+    assert_int_equal(idx[0], 1);
+    assert_int_equal(idx[1], 0);
+    assert_int_equal(idx[2], 1);
+    attn_unravel_index(23, dims, 3, idx);      /* the last element */
+    assert_int_equal(idx[0], 1);
+    assert_int_equal(idx[1], 2);
+    assert_int_equal(idx[2], 3);
+    /* every index once: ravelling back gives the flat index */
+    for (size_t flat = 0; flat < 24; flat++) {
+        attn_unravel_index(flat, dims, 3, idx);
+        assert_true(idx[0] < 2 && idx[1] < 3 && idx[2] < 4);
+        assert_int_equal((idx[0] * 3 + idx[1]) * 4 + idx[2], flat);
+    }
+    const size_t one[1] = {7};
+    attn_unravel_index(5, one, 1, idx);
+    assert_int_equal(idx[0], 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_packed_weights_derive_sizes),
+        cmocka_unit_test(test_layout_packed_weights_other_head_count),
+        cmocka_unit_test(test_layout_per_head_weights_derive_heads),
+        cmocka_unit_test(test_layout_mixed_packed_and_per_head_weights),
+        cmocka_unit_test(test_layout_rank2_x_is_one_unbatched_item),
+        cmocka_unit_test(test_layout_cross_attention_and_biases),
+        cmocka_unit_test(test_layout_rejects_rank4_x),
+        cmocka_unit_test(test_layout_rejects_zero_length_axis),
+        cmocka_unit_test(test_layout_rejects_d_model_mismatch),
+        cmocka_unit_test(test_layout_rejects_columns_not_divisible_by_heads),
+        cmocka_unit_test(test_layout_rejects_heads_flag_disagreeing_with_3d_weights),
+        cmocka_unit_test(test_layout_rejects_3d_weights_disagreeing_on_heads),
+        cmocka_unit_test(test_layout_rejects_packed_weights_without_heads),
+        cmocka_unit_test(test_layout_rejects_w_k_d_k_different_from_w_q),
+        cmocka_unit_test(test_layout_rejects_wrong_w_o_shape),
+        cmocka_unit_test(test_layout_rejects_wrong_bias_shapes),
+        cmocka_unit_test(test_layout_rejects_wrong_mask_length),
+        cmocka_unit_test(test_layout_rejects_kv_batch_mismatch),
+        cmocka_unit_test(test_layout_rejects_overflowing_shapes),
+        cmocka_unit_test(test_size_mul_edges),
+        cmocka_unit_test(test_size_add_edges),
+        cmocka_unit_test(test_size_product_edges),
+        cmocka_unit_test(test_format_shape),
+        cmocka_unit_test(test_output_shape_with_batch_axis),
+        cmocka_unit_test(test_output_shape_without_batch_axis),
+        cmocka_unit_test(test_output_names),
+        cmocka_unit_test(test_output_bytes),
+        cmocka_unit_test(test_output_bytes_overflow_is_rejected),
+        cmocka_unit_test(test_parse_save_list_good),
+        cmocka_unit_test(test_parse_save_list_unknown_name),
+        cmocka_unit_test(test_parse_save_list_empty_item),
+        cmocka_unit_test(test_plan_slice_buffer_sizes),
+        cmocka_unit_test(test_plan_slice_budget_picks_item_count),
+        cmocka_unit_test(test_plan_slice_at_least_one_never_above_batch),
+        cmocka_unit_test(test_plan_slice_forced_count),
+        cmocka_unit_test(test_plan_slice_overflow_is_rejected),
+        cmocka_unit_test(test_chunk_shape_near_one_mib),
+        cmocka_unit_test(test_chunk_shape_whole_trailing_axes),
+        cmocka_unit_test(test_chunk_shape_first_axis_cap),
+        cmocka_unit_test(test_chunk_shape_never_zero_never_above_dims),
+        cmocka_unit_test(test_chunk_shape_holds_half_to_all_of_target),
+        cmocka_unit_test(test_chunk_shape_zero_length_axis_gets_one),
+        cmocka_unit_test(test_unravel_index),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
