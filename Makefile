@@ -48,7 +48,7 @@ $(LIB): $(LIB_OBJ)
 $(BIN): cmd/attnrun.c $(LIB) lib/*.h
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB) lib/*.h | $(BUILD)/tests
+$(BUILD)/tests/%: tests/%.c tests/test_support.h $(LIB) lib/*.h | $(BUILD)/tests
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
 
 $(BUILD)/lib $(BUILD)/tests:

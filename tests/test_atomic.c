@@ -18,11 +18,12 @@
 #include <cmocka.h>
 
 #include "attn_atomic.h"
+#include "test_support.h"
 
 /* A per-test temporary directory holding plain files only. */
 typedef struct atomic_fixture {
-    char dir[64];
-    char final_path[128];   /* dir/out.h5, not created by setup */
+    char dir[128];
+    char final_path[256];   /* dir/out.h5, not created by setup */
 } atomic_fixture;
 
 static int setup(void **state)
@@ -30,8 +31,7 @@ static int setup(void **state)
     atomic_fixture *f = calloc(1, sizeof *f);
     if (f == NULL)
         return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_atomic.XXXXXX");
-    if (mkdtemp(f->dir) == NULL) {
+    if (test_make_dir(f->dir, sizeof f->dir, "test_atomic") != 0) {
         free(f);
         return -1;
     }
@@ -43,22 +43,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     atomic_fixture *f = *state;
-    int result = 0;
-    DIR *dir = opendir(f->dir);
-    if (dir == NULL)
-        result = -1;
-    for (struct dirent *e; dir != NULL && (e = readdir(dir)) != NULL;) {
-        char path[512];
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", f->dir, e->d_name);
-        if (unlink(path) != 0)
-            result = -1;
-    }
-    if (dir != NULL)
-        closedir(dir);
-    if (rmdir(f->dir) != 0)
-        result = -1;
+    int result = test_remove_dir(f->dir);
     free(f);
     return result;
 }

@@ -23,10 +23,11 @@
 #include <hdf5_hl.h>
 
 #include "attn_h5.h"
+#include "test_support.h"
 
 /* A per-test temporary directory holding plain files only. */
 typedef struct h5_fixture {
-    char dir[64];
+    char dir[128];
     char path[256];   /* scratch for fixture_path */
 } h5_fixture;
 
@@ -41,8 +42,7 @@ static int setup(void **state)
     h5_fixture *f = calloc(1, sizeof *f);
     if (f == NULL)
         return -1;
-    snprintf(f->dir, sizeof f->dir, "/tmp/test_h5.XXXXXX");
-    if (mkdtemp(f->dir) == NULL) {
+    if (test_make_dir(f->dir, sizeof f->dir, "test_h5") != 0) {
         free(f);
         return -1;
     }
@@ -54,22 +54,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     h5_fixture *f = *state;
-    int result = 0;
-    DIR *dir = opendir(f->dir);
-    if (dir == NULL)
-        result = -1;
-    for (struct dirent *e; dir != NULL && (e = readdir(dir)) != NULL;) {
-        char path[512];
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", f->dir, e->d_name);
-        if (unlink(path) != 0)
-            result = -1;
-    }
-    if (dir != NULL)
-        closedir(dir);
-    if (rmdir(f->dir) != 0)
-        result = -1;
+    int result = test_remove_dir(f->dir);
     free(f);
     return result;
 }

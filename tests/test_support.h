@@ -1,0 +1,53 @@
+/*
+ * test_support.h - scratch directories for the cmocka tests.
+ *
+ *     char dir[256];
+ *     if (test_make_dir(dir, sizeof dir, "test_h5") != 0) return -1;  // setup
+ *     ...
+ *     return test_remove_dir(dir);                                     // teardown
+ */
+#ifndef TEST_SUPPORT_H
+#define TEST_SUPPORT_H
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Makes a new directory "$TMPDIR/<prefix>.XXXXXX" (TMPDIR defaults to /tmp)
+ * and writes its path into dir.  Returns 0, or -1 on failure. */
+static inline int test_make_dir(char *dir, size_t len, const char *prefix)
+{
+    const char *base = getenv("TMPDIR");
+    if (base == NULL || base[0] == '\0')
+        base = "/tmp";
+    int n = snprintf(dir, len, "%s/%s.XXXXXX", base, prefix);
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    return mkdtemp(dir) == NULL ? -1 : 0;
+}
+
+/* Removes dir and the plain files in it.  Returns 0, or -1 when anything
+ * could not be removed. */
+static inline int test_remove_dir(const char *dir)
+{
+    int result = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[1024];
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) != 0)
+            result = -1;
+    }
+    closedir(d);
+    if (rmdir(dir) != 0)
+        result = -1;
+    return result;
+}
+
+#endif
