@@ -141,6 +141,9 @@ static void install_signal_handlers(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    /* Past `ulimit -f`, a write fails with EFBIG and is reported, instead
+     * of the process being killed with its temporary left behind. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

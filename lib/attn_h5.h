@@ -116,6 +116,13 @@ int attn_h5out_attr_int(attn_h5out *out, const char *name, long long value, attn
 int attn_h5out_close(attn_h5out *out, attn_error *err);
 
 /*
+ * Sets HDF5 up for libattn: no printed error stacks (errors come back as
+ * values) and no clean-up at exit.  Called by the open functions; call it
+ * first when using HDF5 directly before them.
+ */
+void attn_h5_prepare(void);
+
+/*
  * Copies the most specific message on HDF5's error stack into buf (empty
  * when the stack holds none); for a system error, the system's words
  * ("No space left on device").  Returns buf.

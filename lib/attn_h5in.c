@@ -31,6 +31,20 @@ static herr_t keep_innermost(unsigned depth, const H5E_error2_t *e, void *data)
     return 0;
 }
 
+void attn_h5_prepare(void)
+{
+    /* Before HDF5 initialises: no exit-time clean-up.  After an output
+     * file failed to flush (disk full), HDF5 1.10 keeps it half-closed and
+     * its atexit handler crashes closing it again; the process is ending
+     * anyway, and the operating system reclaims the memory. */
+    static bool prepared;
+    if (prepared)
+        return;
+    prepared = true;
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* errors come back as values */
+}
+
 char *attn_h5_error_detail(char *buf, size_t len)
 {
     void *data[2] = {buf, (void *)len};
@@ -45,7 +59,7 @@ int attn_h5in_open(const char *path, attn_h5in **out, attn_error *err)
 {
     struct stat st;
     char detail[256];
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    attn_h5_prepare();
     *out = NULL;
     if (stat(path, &st) != 0)
         return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", path, strerror(errno));

@@ -79,7 +79,7 @@ static int start(const char *path, const char *label, const char *group, bool cr
                  attn_h5out **result, attn_error *err)
 {
     attn_h5out *out = calloc(1, sizeof *out);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    attn_h5_prepare();
     *result = NULL;
     if (out == NULL || (out->path = strdup(label)) == NULL) {
         free(out);

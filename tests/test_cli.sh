@@ -874,6 +874,40 @@ EOF
     fi
 }
 
+# ------------------------------------------------------- write failures
+
+# A write that fails (full disk, file size limit) ends with exit 1, one
+# message naming the cause, and nothing left behind - never a crash.
+expect_write_failure() {
+    local name=$1 want=$2 dir=$3
+    if [ $rc -ne 1 ] || [ "$(wc -l <"$T/stderr")" -ne 1 ] || ! grep -q "$want" "$T/stderr"; then
+        bad "$name" "exit $rc, expected 1 with '$want': $(err1)"
+    elif [ -n "$(ls -A "$dir")" ]; then
+        bad "$name" "left behind: $(ls -A "$dir" | tr '\n' ' ')"
+    else
+        ok "$name"
+    fi
+}
+
+check_write_failures() {
+    local d small
+    d=$(workdir writefail)
+    gen "$d/in.h5" 256 32 64
+    small=$d/small
+    mkdir "$small"
+    if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=1m tmpfs "$small" 2>/dev/null; then
+        run "$d/in.h5" -o "$small/out.h5" --heads 4
+        expect_write_failure disk_full "No space left" "$small"
+        umount "$small"
+    else
+        skip disk_full "needs root and a tmpfs mount"
+    fi
+    mkdir -p "$d/limited"
+    (ulimit -f 512; "$ATTNRUN" "$d/in.h5" -o "$d/limited/out.h5" --heads 4 >"$T/stdout" 2>"$T/stderr")
+    rc=$?
+    expect_write_failure file_size_limit "File too large" "$d/limited"
+}
+
 # ---------------------------------------------------------------- main
 
 if [ ! -x "$ATTNRUN" ]; then
@@ -898,6 +932,7 @@ else
     check_threads
     check_nonfinite
     check_input_types
+    check_write_failures
 fi
 
 echo "cli: $pass passed, $fail failed"
