@@ -4,7 +4,7 @@
 set -eu
 
 packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev
-zlib1g-dev python3-numpy python3-h5py time"
+zlib1g-dev python3-numpy python3-h5py python3-h5netcdf python3-xarray time"
 
 missing=""
 for p in $packages; do

@@ -874,6 +874,34 @@ EOF
     fi
 }
 
+# ------------------------------------------------------------ xarray
+
+# xarray (through h5netcdf) sees the dimension scales as named dimensions
+# with coordinates, and the values equal h5py's.
+check_xarray() {
+    local d
+    d=$(workdir xarray)
+    if ! "$PY" -c 'import xarray, h5netcdf' 2>/dev/null; then
+        skip xarray_opens "python3-xarray and python3-h5netcdf are not installed"
+        return
+    fi
+    run "$FIX/batch_bias.h5" -o "$d/out.h5" --heads 4
+    if [ $rc -ne 0 ]; then
+        bad xarray_opens "exit $rc: $(err1)"
+        return
+    fi
+    expect_py xarray_opens "$d/out.h5" <<'EOF'
+import sys, numpy as np, h5py, xarray as xr
+ds = xr.open_dataset(sys.argv[1], engine="h5netcdf")
+assert ds["weights"].dims == ("batch", "head", "query", "key"), ds["weights"].dims
+assert ds["output"].dims == ("batch", "query", "d_model"), ds["output"].dims
+assert list(ds["head"].values) == [0, 1, 2, 3], ds["head"].values
+with h5py.File(sys.argv[1], "r") as f:
+    assert np.array_equal(ds["weights"].sel(batch=1, head=2).values, f["weights"][1, 2])
+assert int(ds.attrs["heads"]) == 4
+EOF
+}
+
 # ------------------------------------------------------- write failures
 
 # A write that fails (full disk, file size limit) ends with exit 1, one
@@ -933,6 +961,7 @@ else
     check_nonfinite
     check_input_types
     check_write_failures
+    check_xarray
 fi
 
 echo "cli: $pass passed, $fail failed"
