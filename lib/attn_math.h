@@ -101,7 +101,8 @@ void attn_mask_f32(float *scores, size_t n, size_t m, bool causal, const unsigne
 void attn_mask_f64(double *scores, size_t n, size_t m, bool causal, const unsigned char *keep);
 
 /* weights (n, m) = softmax of each row of scores (n, m), stable (the row
- * max is subtracted first).  A row of nothing but -inf gives a row of 0.
+ * max is subtracted first).  A row of nothing but -inf gives a row of 0;
+ * a row holding a NaN gives a row of NaN.
  * scores and weights may be the same buffer. */
 void attn_softmax_rows_f32(const float *scores, float *weights, size_t n, size_t m);
 void attn_softmax_rows_f64(const double *scores, double *weights, size_t n, size_t m);

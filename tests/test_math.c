@@ -165,6 +165,25 @@ static void test_softmax_all_masked_row_is_zero_not_nan(void **state)
     }
 }
 
+static void test_softmax_nan_row_stays_nan(void **state)
+{
+    (void)state;
+    /* scores (2, 3): a NaN among -inf in row 0 (as --allow-nonfinite can
+     * give) must not pass for a fully masked row; row 1 is unaffected. */
+    double scores64[6] = {-INFINITY, NAN, -INFINITY, 0.0, 0.0, 0.0};
+    float scores32[6] = {-INFINITY, NAN, -INFINITY, 0.0f, 0.0f, 0.0f};
+    double weights64[6];
+    float weights32[6];
+    attn_softmax_rows_f64(scores64, weights64, 2, 3);
+    attn_softmax_rows_f32(scores32, weights32, 2, 3);
+    for (size_t k = 0; k < 3; k++) {
+        assert_true(isnan(weights64[k]));
+        assert_true(isnan(weights32[k]));
+        assert_near(weights64[3 + k], 1.0 / 3, F64_TOLERANCE);
+        assert_near(weights32[3 + k], 1.0 / 3, F32_TOLERANCE);
+    }
+}
+
 static void test_softmax_in_place(void **state)
 {
     (void)state;
@@ -763,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_softmax_negative_infinity_gets_exactly_zero),
         cmocka_unit_test(test_softmax_single_key_gets_weight_one),
         cmocka_unit_test(test_softmax_all_masked_row_is_zero_not_nan),
+        cmocka_unit_test(test_softmax_nan_row_stays_nan),
         cmocka_unit_test(test_softmax_in_place),
         cmocka_unit_test(test_mask_causal_square),
         cmocka_unit_test(test_mask_causal_more_keys_than_queries),
