@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,25 +59,25 @@ int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, att
     int status = start(tx, final_path, replace, err);
     if (status != ATTN_OK)
         return status;
-    if (!replace && lstat(final_path, &st) == 0)
-        return attn_fail(err, ATTN_EUSAGE, "%s: output exists; use --force to replace it", final_path);
-    if (replace && lstat(final_path, &st) == 0 && S_ISDIR(st.st_mode))
-        return attn_fail(err, ATTN_EUSAGE, "%s: output is a directory", final_path);
+    if (lstat(final_path, &st) == 0) {
+        if (!replace)
+            return attn_fail(err, ATTN_EUSAGE, "%s: output exists; use --force to replace it", final_path);
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            return attn_fail(err, ATTN_EUSAGE, "%s: output exists and is not a regular file", final_path);
+    }
     int fd = make_temp(tx, err);
     if (fd < 0)
         return ATTN_EIO;
     /* mkstemp makes the file 0600; a new output gets the usual 0666 & ~umask */
     mode_t mask = umask(0);
     umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0) {
-        status = attn_fail(err, ATTN_EIO, "%s: cannot set the permissions of %s: %s",
-                           final_path, tx->temp_path, strerror(errno));
-        close(fd);
-        attn_atomic_abort(tx);
-        return status;
-    }
+    if (fchmod(fd, 0666 & ~mask) != 0)
+        status = attn_fail(err, ATTN_EIO, "%s: cannot set the permissions of %s: %s", final_path,
+                           tx->temp_path, strerror(errno));
     close(fd);
-    return ATTN_OK;
+    if (status != ATTN_OK)
+        attn_atomic_abort(tx);
+    return status;
 }
 
 /* Copies every byte of `from` to `to`; returns 0 or an errno value. */
@@ -102,36 +103,64 @@ static int copy_bytes(int from, int to)
     }
 }
 
+/*
+ * Whether the copy may stand in for the file `st` describes: the caller can
+ * write that file, and the copy keeps its owner, group and permission bits.
+ */
+static int check_replaceable(const char *path, const struct stat *st, attn_error *err)
+{
+    if (!S_ISREG(st->st_mode))
+        return attn_fail(err, ATTN_EUSAGE, "%s: --in-place needs a regular file", path);
+    if (faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0)
+        return attn_fail(err, ATTN_EIO, "%s: cannot write the input: %s", path, strerror(errno));
+    if (st->st_nlink > 1)
+        return attn_fail(err, ATTN_EUSAGE,
+                         "%s: the input has %ju hard links; --in-place replaces the file and would separate them",
+                         path, (uintmax_t)st->st_nlink);
+    return ATTN_OK;
+}
+
 int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *err)
 {
     struct stat st;
-    int status = start(tx, final_path, true, err);
+    int from = -1, to = -1, failure = 0;
+    /* A symbolic link stays; the file it names is the one replaced. */
+    char *real = realpath(final_path, NULL);
+    int status = real == NULL ? attn_fail(err, ATTN_EIO, "%s: cannot read: %s", final_path, strerror(errno))
+                              : start(tx, real, true, err);
+    free(real);
     if (status != ATTN_OK)
         return status;
-    int from = open(final_path, O_RDONLY | O_CLOEXEC);
+    from = open(tx->final_path, O_RDONLY | O_CLOEXEC);
     if (from < 0 || fstat(from, &st) != 0) {
         status = attn_fail(err, ATTN_EIO, "%s: cannot read: %s", final_path, strerror(errno));
-        if (from >= 0)
-            close(from);
-        return status;
+        goto out;
     }
-    int to = make_temp(tx, err);
-    if (to < 0) {
-        close(from);
-        return ATTN_EIO;
+    if ((status = check_replaceable(final_path, &st, err)) != ATTN_OK)
+        goto out;
+    if ((to = make_temp(tx, err)) < 0) {
+        status = ATTN_EIO;
+        goto out;
     }
-    int failure = copy_bytes(from, to);
+    failure = copy_bytes(from, to);
+    if (failure == 0 && fchown(to, st.st_uid, st.st_gid) != 0 && st.st_uid != geteuid())
+        failure = errno;
     if (failure == 0 && fchmod(to, st.st_mode & 07777) != 0)
         failure = errno;
-    close(from);
     if (close(to) != 0 && failure == 0)
         failure = errno;
-    if (failure != 0) {
+    to = -1;
+    if (failure != 0)
+        status = attn_fail(err, ATTN_EIO, "%s: cannot copy into a temporary file with the same owner and permissions: %s",
+                           final_path, strerror(failure));
+out:
+    if (to >= 0)
+        close(to);
+    if (from >= 0)
+        close(from);
+    if (status != ATTN_OK)
         attn_atomic_abort(tx);
-        return attn_fail(err, ATTN_EIO, "%s: cannot copy into a temporary file: %s", final_path,
-                         strerror(failure));
-    }
-    return ATTN_OK;
+    return status;
 }
 
 /* fsync a path opened with `flags`; returns 0 or an errno value. */

@@ -34,16 +34,19 @@ typedef struct attn_atomic {
 
 /*
  * Creates an empty temporary file for final_path, with the permission bits
- * a new file gets (0666 less the umask).  Unless `replace`, an
- * existing final_path is refused with ATTN_EUSAGE.  ATTN_EIO when the
- * directory cannot take a new file.
+ * a new file gets (0666 less the umask).  An existing final_path is refused
+ * with ATTN_EUSAGE unless `replace`, and even then when it is neither a
+ * regular file nor a symbolic link (which is itself replaced).  ATTN_EIO
+ * when the directory cannot take a new file.
  */
 int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, attn_error *err);
 
 /*
  * Creates the temporary as a copy of final_path (which must exist), with
- * its permission bits.  The commit replaces final_path.  ATTN_EIO on
- * failure.
+ * its owner, group and permission bits; a symbolic link is followed, so
+ * the commit replaces the file it names.  ATTN_EIO when the caller cannot
+ * write final_path or the copy fails; ATTN_EUSAGE when final_path is not a
+ * regular file or has other hard links (replacing it would separate them).
  */
 int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *err);
 
