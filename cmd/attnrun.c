@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "attn_run.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -174,9 +175,13 @@ static bool parse_count(const char *text, unsigned long long min, unsigned long 
     return true;
 }
 
+/* Strict decimal parsing: digits, sign, point and exponent only (no
+ * spaces, hex, inf or nan), all of text used, finite. */
 static bool parse_real(const char *text, double *value)
 {
     char *end;
+    if (text[0] == '\0' || strspn(text, "0123456789+-.eE") != strlen(text))
+        return false;
     errno = 0;
     double v = strtod(text, &end);
     if (text[0] == '\0' || errno != 0 || *end != '\0' || !isfinite(v))
@@ -301,90 +306,120 @@ typedef struct cli {
     bool progress, quiet, help, version;
 } cli;
 
-/* Parses argv into cli; returns EXIT_OK or EXIT_USAGE (message printed). */
-static int parse_arguments(int argc, char **argv, cli *c)
+/* The input slot each dataset-name option fills. */
+static int name_slot(int opt)
+{
+    switch (opt) {
+    case OPT_X:  return ATTN_IN_X;
+    case OPT_WQ: return ATTN_IN_WQ;
+    case OPT_WK: return ATTN_IN_WK;
+    case OPT_WV: return ATTN_IN_WV;
+    case OPT_WO: return ATTN_IN_WO;
+    case OPT_BQ: return ATTN_IN_BQ;
+    case OPT_BK: return ATTN_IN_BK;
+    case OPT_BV: return ATTN_IN_BV;
+    case OPT_BO: return ATTN_IN_BO;
+    case OPT_KV: return ATTN_IN_KV;
+    default:     return ATTN_IN_MASK;
+    }
+}
+
+/* Applies one option with its value (NULL for flags); `name` is how the
+ * user wrote it ("--heads", "-H").  Returns EXIT_OK or EXIT_USAGE. */
+static int apply_option(cli *c, int opt, const char *name, const char *value)
 {
     unsigned long long count;
     attn_error err;
-    static const int name_slot[] = {
-        [OPT_X - OPT_X] = ATTN_IN_X, [OPT_WQ - OPT_X] = ATTN_IN_WQ, [OPT_WK - OPT_X] = ATTN_IN_WK,
-        [OPT_WV - OPT_X] = ATTN_IN_WV, [OPT_WO - OPT_X] = ATTN_IN_WO, [OPT_BQ - OPT_X] = ATTN_IN_BQ,
-        [OPT_BK - OPT_X] = ATTN_IN_BK, [OPT_BV - OPT_X] = ATTN_IN_BV, [OPT_BO - OPT_X] = ATTN_IN_BO,
-    };
+    switch (opt) {
+    case 'o': c->run.output = value; break;
+    case OPT_IN_PLACE: c->run.in_place = true; break;
+    case 'H':
+        if (!parse_count(value, 1, 1u << 20, &count))
+            return usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
+        c->run.heads = (size_t)count;
+        break;
+    case 'c': c->run.causal = true; break;
+    case OPT_SCALE:
+        if (!parse_real(value, &c->run.scale) || c->run.scale <= 0)
+            return usage_error("%s '%s': expected a finite positive number", name, value);
+        c->run.has_scale = true;
+        break;
+    case OPT_KV: case OPT_MASK:
+    case OPT_X: case OPT_WQ: case OPT_WK: case OPT_WV: case OPT_WO:
+    case OPT_BQ: case OPT_BK: case OPT_BV: case OPT_BO:
+        if (value[0] == '\0')
+            return usage_error("%s '': expected a dataset name", name);
+        if (strcmp(value, "none") == 0 && !(opt >= OPT_BQ && opt <= OPT_BO))
+            return usage_error("%s none: only a bias can be left out", name);
+        c->run.names[name_slot(opt)] = value;
+        break;
+    case OPT_GROUP: c->run.group = value; break;
+    case OPT_SAVE:
+        if (attn_parse_save_list(value, &c->run.save, &err) != ATTN_OK)
+            return usage_error("%s", err.msg);
+        break;
+    case OPT_PRECISION:
+        if (strcmp(value, "f32") == 0)
+            c->run.precision = ATTN_F32;
+        else if (strcmp(value, "f64") == 0)
+            c->run.precision = ATTN_F64;
+        else
+            return usage_error("%s '%s': expected f32 or f64", name, value);
+        break;
+    case OPT_COMPRESS:
+        if (!parse_count(value, 0, 9, &count))
+            return usage_error("%s '%s': expected a level from 0 to 9", name, value);
+        c->run.compress = (int)count;
+        break;
+    case OPT_THREADS:
+        if (!parse_count(value, 1, 4096, &count))
+            return usage_error("%s '%s': expected a whole number from 1 to 4096", name, value);
+        c->run.threads = (int)count;
+        break;
+    case OPT_BATCH_SLICE:
+        if (!parse_count(value, 1, SIZE_MAX, &count))
+            return usage_error("%s '%s': expected a whole number from 1", name, value);
+        c->run.slice_items = (size_t)count;
+        break;
+    case OPT_DRY_RUN: c->run.dry_run = true; break;
+    case OPT_PROGRESS: c->progress = true; break;
+    case 'q': c->quiet = true; break;
+    case OPT_FORCE: c->run.force = true; break;
+    case OPT_ALLOW_NONFINITE: c->run.allow_nonfinite = true; break;
+    case 'h': c->help = true; break;
+    case 'V': c->version = true; break;
+    default: assert(!"an option without a case"); break;
+    }
+    return EXIT_OK;
+}
+
+/* Parses argv into cli; returns EXIT_OK or EXIT_USAGE (message printed). */
+static int parse_arguments(int argc, char **argv, cli *c)
+{
     opterr = 0;
     for (;;) {
-        int opt = getopt_long(argc, argv, ":o:H:cqhV", long_options, NULL);
+        int longindex = -1;
+        int opt = getopt_long(argc, argv, ":o:H:cqhV", long_options, &longindex);
         if (opt == -1)
             break;
-        switch (opt) {
-        case 'o': c->run.output = optarg; break;
-        case OPT_IN_PLACE: c->run.in_place = true; break;
-        case 'H':
-            if (!parse_count(optarg, 1, 1u << 20, &count))
-                return usage_error("--heads '%s': expected a whole number from 1 to 1048576", optarg);
-            c->run.heads = (size_t)count;
-            break;
-        case 'c': c->run.causal = true; break;
-        case OPT_SCALE:
-            if (!parse_real(optarg, &c->run.scale) || c->run.scale <= 0)
-                return usage_error("--scale '%s': expected a finite positive number", optarg);
-            c->run.has_scale = true;
-            break;
-        case OPT_KV: c->run.names[ATTN_IN_KV] = optarg; break;
-        case OPT_MASK: c->run.names[ATTN_IN_MASK] = optarg; break;
-        case OPT_X: case OPT_WQ: case OPT_WK: case OPT_WV: case OPT_WO:
-        case OPT_BQ: case OPT_BK: case OPT_BV: case OPT_BO:
-            if (optarg[0] == '\0')
-                return usage_error("%s: expected a dataset name", argv[optind - 1]);
-            if (opt < OPT_BQ && strcmp(optarg, "none") == 0)
-                return usage_error("%s none: only a bias can be left out", argv[optind - 1]);
-            c->run.names[name_slot[opt - OPT_X]] = optarg;
-            break;
-        case OPT_GROUP:
-            if (optarg[0] != '/')
-                return usage_error("--group '%s': expected an absolute path such as /results", optarg);
-            c->run.group = optarg;
-            break;
-        case OPT_SAVE:
-            if (attn_parse_save_list(optarg, &c->run.save, &err) != ATTN_OK)
-                return usage_error("%s", err.msg);
-            break;
-        case OPT_PRECISION:
-            if (strcmp(optarg, "f32") == 0)
-                c->run.precision = ATTN_F32;
-            else if (strcmp(optarg, "f64") == 0)
-                c->run.precision = ATTN_F64;
-            else
-                return usage_error("--precision '%s': expected f32 or f64", optarg);
-            break;
-        case OPT_COMPRESS:
-            if (!parse_count(optarg, 0, 9, &count))
-                return usage_error("--compress '%s': expected a level from 0 to 9", optarg);
-            c->run.compress = (int)count;
-            break;
-        case OPT_THREADS:
-            if (!parse_count(optarg, 1, 4096, &count))
-                return usage_error("--threads '%s': expected a whole number from 1 to 4096", optarg);
-            c->run.threads = (int)count;
-            break;
-        case OPT_BATCH_SLICE:
-            if (!parse_count(optarg, 1, SIZE_MAX, &count))
-                return usage_error("--batch-slice '%s': expected a whole number from 1", optarg);
-            c->run.slice_items = (size_t)count;
-            break;
-        case OPT_DRY_RUN: c->run.dry_run = true; break;
-        case OPT_PROGRESS: c->progress = true; break;
-        case 'q': c->quiet = true; break;
-        case OPT_FORCE: c->run.force = true; break;
-        case OPT_ALLOW_NONFINITE: c->run.allow_nonfinite = true; break;
-        case 'h': c->help = true; break;
-        case 'V': c->version = true; break;
-        case ':': return usage_error("%s: missing its value", argv[optind - 1]);
-        default:
+        if (opt == '?') {
             if (optopt != 0 && optopt < 256)
                 return usage_error("unknown option '-%c'", optopt);
             return usage_error("unknown option '%s'", argv[optind - 1]);
         }
+        if (opt == ':') {
+            if (optopt != 0 && optopt < 256)
+                return usage_error("-%c: missing its value", optopt);
+            return usage_error("%s: missing its value", argv[optind - 1]);
+        }
+        char name[64];
+        if (longindex >= 0)
+            snprintf(name, sizeof name, "--%s", long_options[longindex].name);
+        else
+            snprintf(name, sizeof name, "-%c", opt);
+        int code = apply_option(c, opt, name, optarg);
+        if (code != EXIT_OK)
+            return code;
     }
     if (c->help || c->version)
         return EXIT_OK;

@@ -37,6 +37,16 @@ typedef struct attn_error {
 /* Which floating type the computation uses and the output stores. */
 typedef enum attn_precision { ATTN_F32 = 0, ATTN_F64 = 1 } attn_precision;
 
+#define ATTN_MAX_RANK 32   /* HDF5's own limit on dataset rank */
+
+/* What a file says of one dataset: its name, whether it is there, its shape. */
+typedef struct attn_tensor_info {
+    const char *name;               /* dataset path, for messages   */
+    bool present;                   /* false: absent or not wanted  */
+    size_t rank;
+    size_t dims[ATTN_MAX_RANK];
+} attn_tensor_info;
+
 /* Size in bytes of one element of the given precision (4 or 8). */
 size_t attn_precision_size(attn_precision precision);
 

@@ -28,7 +28,6 @@
 #define ATTN_H5_H
 
 #include "attn_common.h"
-#include "attn_plan.h"
 
 /* What an input dataset must hold. */
 typedef enum attn_data_kind {
@@ -58,6 +57,11 @@ int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
  */
 int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
                           size_t first, size_t count, void *buf, attn_error *err);
+
+/* Reads the one value at index (rank) of a floating dataset as a double:
+ * what the file holds, before any narrowing to float. */
+int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
+                         double *value, attn_error *err);
 
 /* Reads rows [first, first + count) of an integer or boolean dataset as
  * keep flags: keep[i] = 1 where the value is nonzero, else 0. */

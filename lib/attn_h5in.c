@@ -1,4 +1,8 @@
 /* attn_h5in.c - reading input datasets from an HDF5 file (attn_h5.h). */
+/*
+ * Shapes are what the file holds; a "row" is one index along axis 0, so a
+ * batch slice of X (B, n, D) is rows [first, first + c): (c, n, D).
+ */
 #include "attn_h5.h"
 
 #include <hdf5.h>
@@ -6,27 +10,40 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct attn_h5in {
     hid_t file;
     char *path;
 };
 
-/* Walked by attn_h5_error_detail: keeps the innermost description. */
-static herr_t keep_innermost(unsigned depth, const H5E_error2_t *e, void *data)
+/* What attn_h5_error_detail collects while walking HDF5's error stack. */
+typedef struct error_detail {
+    char *buf;
+    size_t len;
+    bool system;        /* buf holds the system's words: stop looking */
+} error_detail;
+
+/* Walked from the innermost error outwards: keeps the system's message
+ * ("No space left on device") when one is there, else the innermost
+ * non-empty description. */
+static herr_t keep_detail(unsigned depth, const H5E_error2_t *e, void *data)
 {
-    char *buf = ((char **)data)[0];
-    size_t len = (size_t)((char **)data)[1];
-    if (depth == 0 && e->desc != NULL) {
-        const char *sys = strstr(e->desc, "error message = '");
-        if (sys != NULL) {
-            sys += strlen("error message = '");
-            size_t n = strcspn(sys, "'");
-            snprintf(buf, len, "%.*s", (int)n, sys);
-        } else {
-            snprintf(buf, len, "%s", e->desc);
-        }
+    error_detail *d = data;
+    const char *marker = "error message = '";
+    (void)depth;
+    if (d->system || e->desc == NULL || e->desc[0] == '\0')
+        return 0;
+    const char *sys = strstr(e->desc, marker);
+    if (sys != NULL) {
+        sys += strlen(marker);
+        snprintf(d->buf, d->len, "%.*s", (int)strcspn(sys, "'"), sys);
+        d->system = true;
+    } else if (d->buf[0] == '\0') {
+        snprintf(d->buf, d->len, "%s", e->desc);
     }
     return 0;
 }
@@ -47,11 +64,13 @@ void attn_h5_prepare(void)
 
 char *attn_h5_error_detail(char *buf, size_t len)
 {
-    void *data[2] = {buf, (void *)len};
+    error_detail detail = {.buf = buf, .len = len};
     if (len == 0)
         return buf;
     buf[0] = '\0';
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, data);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_detail, &detail);
+    if (buf[0] == '\0')
+        snprintf(buf, len, "HDF5 gave no reason");
     return buf;
 }
 
@@ -65,6 +84,10 @@ int attn_h5in_open(const char *path, attn_h5in **out, attn_error *err)
         return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
         return attn_fail(err, ATTN_EINPUT, "%s: input is a directory, not an HDF5 file", path);
+    int probe = open(path, O_RDONLY | O_CLOEXEC);
+    if (probe < 0)
+        return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", path, strerror(errno));
+    close(probe);
     if (H5Fis_hdf5(path) <= 0)
         return attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
 
@@ -278,6 +301,31 @@ out:
         H5Tclose(mem_type);
     if (file_type >= 0)
         H5Tclose(file_type);
+    if (dset >= 0)
+        H5Dclose(dset);
+    return status;
+}
+
+int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
+                         double *value, attn_error *err)
+{
+    hid_t dset = H5I_INVALID_HID, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
+    hsize_t point[ATTN_MAX_RANK], one = 1;
+    char detail[256];
+    int status = ATTN_OK;
+    for (size_t i = 0; i < rank && i < ATTN_MAX_RANK; i++)
+        point[i] = index[i];
+    if ((dset = H5Dopen2(in->file, name, H5P_DEFAULT)) < 0 ||
+        (file_space = H5Dget_space(dset)) < 0 ||
+        (rank > 0 && H5Sselect_elements(file_space, H5S_SELECT_SET, 1, point) < 0) ||
+        (mem_space = H5Screate_simple(1, &one, NULL)) < 0 ||
+        H5Dread(dset, H5T_NATIVE_DOUBLE, mem_space, file_space, H5P_DEFAULT, value) < 0)
+        status = attn_fail(err, ATTN_EIO, "%s: cannot read one value of %s: %s", in->path, name,
+                           attn_h5_error_detail(detail, sizeof detail));
+    if (mem_space >= 0)
+        H5Sclose(mem_space);
+    if (file_space >= 0)
+        H5Sclose(file_space);
     if (dset >= 0)
         H5Dclose(dset);
     return status;

@@ -1,9 +1,15 @@
 /* attn_h5out.c - writing output datasets, labels and attributes (attn_h5.h). */
+/*
+ * Shapes are what the file holds; a "row" is one index along axis 0, so a
+ * batch slice of X (B, n, D) is rows [first, first + c): (c, n, D).
+ */
 #include "attn_h5.h"
 
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
+#include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,12 +17,14 @@
 #define MAX_SCALES 16
 #define SCALE_BLOCK 65536               /* indices written per call       */
 #define CHUNK_CACHE_BYTES (4u << 20)    /* per dataset: a few 1 MiB chunks */
+#define CHUNK_CACHE_SLOTS 12421         /* a prime, well above the chunks
+                                           CHUNK_CACHE_BYTES can hold      */
 
 typedef struct output_dataset {
     hid_t id;
     attn_precision precision;
     size_t rank;
-    hsize_t dims[4];
+    hsize_t dims[4];              /* (rank): the dataset's whole shape */
 } output_dataset;
 
 typedef struct scale_dataset {
@@ -88,7 +96,8 @@ static int start(const char *path, const char *label, const char *group, bool cr
     out->group = H5I_INVALID_HID;
     out->file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
                        : H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    int status = out->file < 0 ? h5_failure(out, err, "create HDF5 file", "for output")
+    int status = out->file < 0 ? h5_failure(out, err, create ? "create" : "open",
+                                            "the HDF5 file for writing")
                                : open_group(out, group, err);
     if (status != ATTN_OK) {
         attn_h5out_close(out, NULL);
@@ -156,6 +165,8 @@ static herr_t write_indices(hid_t scale, hsize_t length)
     return result;
 }
 
+static herr_t put_string(hid_t object, const char *name, const char *value);
+
 /* The dimension scale called `label`, of `length`, made on first use. */
 static int scale_for(attn_h5out *out, const char *label, hsize_t length, hid_t *id,
                      attn_error *err)
@@ -174,7 +185,11 @@ static int scale_for(attn_h5out *out, const char *label, hsize_t length, hid_t *
     hid_t scale = H5Dcreate2(out->group, label, H5T_STD_I64LE, space, H5P_DEFAULT,
                              H5P_DEFAULT, H5P_DEFAULT);
     H5Sclose(space);
-    if (scale < 0 || write_indices(scale, length) < 0 || H5DSset_scale(scale, label) < 0) {
+    char description[96];
+    snprintf(description, sizeof description,
+             "index 0, 1, ... along the %s axis (dimension scale)", label);
+    if (scale < 0 || write_indices(scale, length) < 0 || H5DSset_scale(scale, label) < 0 ||
+        put_string(scale, "description", description) < 0) {
         if (scale >= 0)
             H5Dclose(scale);
         return h5_failure(out, err, "write the dimension scale", label);
@@ -245,7 +260,7 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
         d->dims[i] = spec->dims[i];
     hid_t file_type = spec->precision == ATTN_F64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
     if ((dcpl = creation_properties(spec)) < 0 || (dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0 ||
-        H5Pset_chunk_cache(dapl, 12421, CHUNK_CACHE_BYTES, 1.0) < 0 ||
+        H5Pset_chunk_cache(dapl, CHUNK_CACHE_SLOTS, CHUNK_CACHE_BYTES, 1.0) < 0 ||
         (space = H5Screate_simple((int)spec->rank, d->dims, NULL)) < 0 ||
         (d->id = H5Dcreate2(out->group, spec->name, file_type, space, H5P_DEFAULT, dcpl, dapl)) < 0) {
         status = h5_failure(out, err, "create dataset", spec->name);
@@ -280,6 +295,7 @@ out:
 int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
                      attn_error *err)
 {
+    assert(handle >= 0 && (size_t)handle < out->dataset_count);
     const output_dataset *d = &out->datasets[handle];
     hsize_t start[4] = {0}, dims[4];
     hid_t file_space = H5Dget_space(d->id), mem_space = H5I_INVALID_HID;

@@ -1,6 +1,11 @@
-/* attn_plan.c - shape validation, slice sizing and output shapes (attn_plan.h). */
+/*
+ * attn_plan.c - shape validation, slice sizing and output shapes (attn_plan.h).
+ *
+ * Legend: B batch, H heads, n queries, m keys, D d_model, d_k, d_v.
+ */
 #include "attn_plan.h"
 
+#include <limits.h>
 #include <string.h>
 
 static const char *const output_names[ATTN_OUT_COUNT] = {
@@ -205,9 +210,21 @@ static int plan_mask(const attn_tensor_info *mask, const char *file, attn_layout
     layout->mask_shared = mask->rank == 1;
     bool ok = mask->dims[mask->rank - 1] == d->m && (mask->rank == 1 || mask->dims[0] == d->batch);
     if (!ok)
-        return attn_fail(err, ATTN_EINPUT, "%s: mask %s has shape %s; expected (%zu, %zu) or (%zu,) for B = %zu keys m = %zu",
-                         file, mask->name, shape_of(mask, s, sizeof s), d->batch, d->m, d->m,
-                         d->batch, d->m);
+        return attn_fail(err, ATTN_EINPUT, "%s: mask %s has shape %s; expected (B, m) = (%zu, %zu) or (m,) = (%zu,)",
+                         file, mask->name, shape_of(mask, s, sizeof s), d->batch, d->m, d->m);
+    return ATTN_OK;
+}
+
+/* CBLAS takes sizes as int: every matrix side must fit in one. */
+static int check_blas_sizes(const attn_dims *d, const char *file, attn_error *err)
+{
+    const size_t sides[] = {d->n, d->m, d->d_model, d->heads * d->d_k, d->heads * d->d_v};
+    for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++)
+        if (sides[i] > INT_MAX)
+            return attn_fail(err, ATTN_EINPUT,
+                             "%s: a matrix side of %zu (n = %zu, m = %zu, d_model = %zu, H*d_k = %zu, H*d_v = %zu) exceeds what CBLAS can address (%d)",
+                             file, sides[i], d->n, d->m, d->d_model, d->heads * d->d_k,
+                             d->heads * d->d_v, INT_MAX);
     return ATTN_OK;
 }
 
@@ -239,7 +256,9 @@ int attn_plan_layout(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
         (status = plan_bias(&in[ATTN_IN_BV], file, d->heads, d->d_v, true, err)) != ATTN_OK ||
         (status = plan_bias(&in[ATTN_IN_BO], file, 1, d->d_model, false, err)) != ATTN_OK)
         return status;
-    return plan_mask(&in[ATTN_IN_MASK], file, layout, err);
+    if ((status = plan_mask(&in[ATTN_IN_MASK], file, layout, err)) != ATTN_OK)
+        return status;
+    return check_blas_sizes(d, file, err);
 }
 
 int attn_parse_save_list(const char *list, unsigned *save, attn_error *err)
@@ -371,6 +390,10 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, size_t 
      * so that every slice writes whole chunks. */
     if (forced == 0 && fit < d->batch)
         fit = floor_pow2(fit);
+    /* The projections treat a slice as one (items * rows) matrix for CBLAS. */
+    size_t rows = d->n > d->m ? d->n : d->m;
+    if (fit > (size_t)INT_MAX / rows)
+        fit = floor_pow2((size_t)INT_MAX / rows);
     *items = fit < d->batch ? fit : d->batch;
     return ATTN_OK;
 }

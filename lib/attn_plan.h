@@ -19,8 +19,6 @@
 #include "attn_common.h"
 #include "attn_math.h"
 
-#define ATTN_MAX_RANK 32
-
 /* The input datasets, in the order the pipeline looks them up. */
 typedef enum attn_input {
     ATTN_IN_X, ATTN_IN_KV, ATTN_IN_MASK,
@@ -28,14 +26,6 @@ typedef enum attn_input {
     ATTN_IN_BQ, ATTN_IN_BK, ATTN_IN_BV, ATTN_IN_BO,
     ATTN_IN_COUNT
 } attn_input;
-
-/* What the file says of one input dataset. */
-typedef struct attn_tensor_info {
-    const char *name;               /* dataset path, for messages   */
-    bool present;                   /* false: absent or not wanted  */
-    size_t rank;
-    size_t dims[ATTN_MAX_RANK];
-} attn_tensor_info;
 
 /* The validated sizes and how each input is laid out. */
 typedef struct attn_layout {
@@ -64,7 +54,7 @@ typedef enum attn_output {
  * mask, biases) have present == false; X and the four weights must be
  * present.  file names the input in messages.
  * Returns ATTN_OK, or ATTN_EINPUT with a message naming the dataset and
- * the shapes involved.
+ * the shapes involved (also when a matrix side exceeds CBLAS's int).
  */
 int attn_plan_layout(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
                      size_t heads_flag, attn_layout *layout, attn_error *err);
@@ -109,7 +99,7 @@ typedef struct attn_slice_sizes {
  * Sizes the per-item buffers and picks how many batch items a slice holds:
  * `forced` when not 0 (--batch-slice), otherwise the whole batch when it
  * fits in budget_bytes, else the largest power of two of items that fits
- * (at least 1).
+ * (at least 1); never so many that items * max(n, m) exceeds INT_MAX.
  * Returns ATTN_OK, or ATTN_EINPUT when one item's buffers overflow size_t.
  */
 int attn_plan_slice(const attn_layout *layout, attn_precision precision,

@@ -70,14 +70,17 @@ static bool saved(const run_state *st, attn_output which)
 }
 
 /* malloc of count * size bytes, checked, or NULL with err filled. */
-static void *alloc_array(size_t count, size_t size, const char *what, attn_error *err)
+static void *alloc_array(const run_state *st, size_t count, size_t size, const char *what,
+                         attn_error *err)
 {
     size_t bytes;
     void *p = NULL;
     if (!attn_size_mul(&bytes, count, size))
-        attn_fail(err, ATTN_ENOMEM, "%s: %zu x %zu bytes overflow", what, count, size);
+        attn_fail(err, ATTN_ENOMEM, "%s: %s: %zu x %zu bytes overflow", st->opt->input, what,
+                  count, size);
     else if ((p = malloc(bytes ? bytes : 1)) == NULL)
-        attn_fail(err, ATTN_ENOMEM, "out of memory: %s needs %zu bytes", what, bytes);
+        attn_fail(err, ATTN_ENOMEM, "%s: out of memory: %zu bytes for %s", st->opt->input, bytes,
+                  what);
     return p;
 }
 
@@ -105,32 +108,32 @@ static int describe_inputs(run_state *st, attn_error *err)
 static int plan(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
-    attn_run_report *rep = st->report;
-    int status = attn_plan_layout(st->info, opt->input, opt->heads, &rep->layout, err);
+    attn_run_report *report = st->report;
+    int status = attn_plan_layout(st->info, opt->input, opt->heads, &report->layout, err);
     if (status != ATTN_OK)
         return status;
-    const attn_dims *d = &rep->layout.dims;
-    rep->scale = opt->has_scale ? opt->scale : 1.0 / sqrt((double)d->d_k);
-    rep->save = opt->save;
-    rep->flops = attn_plan_flops(d);
-    status = attn_plan_slice(&rep->layout, opt->precision, opt->memory_budget, opt->slice_items,
-                             &st->sizes, &rep->slice_items, err);
+    const attn_dims *d = &report->layout.dims;
+    report->scale = opt->has_scale ? opt->scale : 1.0 / sqrt((double)d->d_k);
+    report->save = opt->save;
+    report->flops = attn_plan_flops(d);
+    status = attn_plan_slice(&report->layout, opt->precision, opt->memory_budget, opt->slice_items,
+                             &st->sizes, &report->slice_items, err);
     if (status != ATTN_OK)
         return status;
-    if (!attn_size_mul(&rep->slice_bytes, rep->slice_items, st->sizes.bytes_per_item))
+    if (!attn_size_mul(&report->slice_bytes, report->slice_items, st->sizes.bytes_per_item))
         return attn_fail(err, ATTN_EINPUT, "%s: a slice of %zu batch items is too large",
-                         opt->input, rep->slice_items);
+                         opt->input, report->slice_items);
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
-        status = attn_output_bytes(&rep->layout, (attn_output)i, opt->precision,
-                                   &rep->output_bytes[i], err);
+        status = attn_output_bytes(&report->layout, (attn_output)i, opt->precision,
+                                   &report->output_bytes[i], err);
         if (status != ATTN_OK)
             return status;
         if (((opt->save >> i) & 1u) &&
-            !attn_size_add(&rep->total_bytes, rep->total_bytes, rep->output_bytes[i]))
+            !attn_size_add(&report->total_bytes, report->total_bytes, report->output_bytes[i]))
             return attn_fail(err, ATTN_EINPUT, "%s: the outputs are too large to address", opt->input);
     }
     st->cfg.dims = *d;
-    st->cfg.scale = rep->scale;
+    st->cfg.scale = report->scale;
     st->cfg.causal = opt->causal;
     st->cfg.precision = opt->precision;
     return ATTN_OK;
@@ -167,6 +170,13 @@ static int check_finite(const run_state *st, const attn_tensor_info *t, const vo
         snprintf(where + used, sizeof where - used, "]");
     double value = st->opt->precision == ATTN_F64 ? ((const double *)buf)[at]
                                                   : (double)((const float *)buf)[at];
+    double stored;
+    if (st->opt->precision == ATTN_F32 && isinf(value) &&
+        attn_h5in_read_value(st->in, t->name, idx, t->rank, &stored, NULL) == ATTN_OK &&
+        isfinite(stored))
+        return attn_fail(err, ATTN_EINPUT,
+                         "%s: dataset %s holds %g at %s, too large for float32; use --precision f64",
+                         st->opt->input, t->name, stored, where);
     return attn_fail(err, ATTN_EINPUT,
                      "%s: dataset %s has a non-finite value (%s) at %s; use --allow-nonfinite to accept it",
                      st->opt->input, t->name, isnan(value) ? "nan" : value > 0 ? "inf" : "-inf", where);
@@ -178,38 +188,38 @@ static int load_parameter(run_state *st, attn_input which, void **packed, attn_e
 {
     const attn_tensor_info *t = &st->info[which];
     const size_t elem = attn_precision_size(st->opt->precision);
+    char *raw = NULL, *repacked = NULL;
     size_t count;
+    int status = ATTN_OK;
     *packed = NULL;
     if (!t->present)
         return ATTN_OK;
     attn_size_product(&count, t->dims, t->rank);       /* checked by the plan */
-    void *raw = alloc_array(count, elem, t->name, err);
-    if (raw == NULL)
-        return ATTN_ENOMEM;
-    int status = attn_h5in_read_floats(st->in, t->name, st->opt->precision, 0, t->dims[0], raw, err);
-    if (status == ATTN_OK)
-        status = check_finite(st, t, raw, 0, count, err);
-    bool repack = t->rank == 3 && which != ATTN_IN_WO;   /* (H, d_v, D) is packed already */
-    if (status != ATTN_OK || !repack) {
-        if (status != ATTN_OK)
-            free(raw);
-        else
-            *packed = raw;
-        return status;
+    if ((raw = alloc_array(st, count, elem, t->name, err)) == NULL) {
+        status = ATTN_ENOMEM;
+        goto out;
+    }
+    if ((status = attn_h5in_read_floats(st->in, t->name, st->opt->precision, 0, t->dims[0], raw, err)) != ATTN_OK ||
+        (status = check_finite(st, t, raw, 0, count, err)) != ATTN_OK)
+        goto out;
+    if (t->rank != 3 || which == ATTN_IN_WO) {    /* (H, d_v, D) is packed already */
+        *packed = raw;
+        raw = NULL;
+        goto out;
+    }
+    if ((repacked = alloc_array(st, count, elem, t->name, err)) == NULL) {
+        status = ATTN_ENOMEM;
+        goto out;
     }
     size_t heads = t->dims[0], rows = t->dims[1], width = t->dims[2];
-    char *out = alloc_array(count, elem, t->name, err);
-    if (out == NULL) {
-        free(raw);
-        return ATTN_ENOMEM;
-    }
-    for (size_t h = 0; h < heads; h++)             /* (H, D, d) -> (D, H*d) */
+    for (size_t h = 0; h < heads; h++)            /* (H, D, d) -> (D, H*d) */
         for (size_t r = 0; r < rows; r++)
-            memcpy(out + (r * heads + h) * width * elem,
-                   (const char *)raw + (h * rows + r) * width * elem, width * elem);
+            memcpy(repacked + (r * heads + h) * width * elem, raw + (h * rows + r) * width * elem,
+                   width * elem);
+    *packed = repacked;
+out:
     free(raw);
-    *packed = out;
-    return ATTN_OK;
+    return status;
 }
 
 static int load_parameters(run_state *st, attn_error *err)
@@ -232,32 +242,32 @@ static int load_parameters(run_state *st, attn_error *err)
 /* Carves one allocation into the slice buffers of attn_slice. */
 static int allocate_slice(run_state *st, attn_error *err)
 {
-    const attn_slice_sizes *z = &st->sizes;
+    const attn_slice_sizes *sizes = &st->sizes;
     const size_t c = st->report->slice_items, elem = attn_precision_size(st->opt->precision);
-    const attn_layout *lay = &st->report->layout;
-    st->slice_memory = alloc_array(c, z->bytes_per_item, "the slice buffers", err);
+    const attn_layout *layout = &st->report->layout;
+    st->slice_memory = alloc_array(st, c, sizes->bytes_per_item, "the buffers of one slice (see --batch-slice)", err);
     if (st->slice_memory == NULL)
         return ATTN_ENOMEM;
     char *p = st->slice_memory;
     void **targets[] = {(void **)&st->slice.x, (void **)&st->slice.y, &st->slice.q, &st->slice.k,
                         &st->slice.v, &st->slice.scores, &st->slice.weights, &st->slice.heads,
                         &st->slice.concat, &st->slice.output, &st->split};
-    size_t split = z->q > z->k ? z->q : z->k;
-    split = split > z->v ? split : z->v;
-    const size_t lengths[] = {z->x, z->y, z->q, z->k, z->v, z->maps, z->maps,
-                              z->heads, z->concat, z->output, split};
+    size_t split = sizes->q > sizes->k ? sizes->q : sizes->k;
+    split = split > sizes->v ? split : sizes->v;
+    const size_t lengths[] = {sizes->x, sizes->y, sizes->q, sizes->k, sizes->v, sizes->maps, sizes->maps,
+                              sizes->heads, sizes->concat, sizes->output, split};
     for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
         *targets[i] = p;
         p += c * lengths[i] * elem;
     }
-    st->slice.keep = lay->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL
+    st->slice.keep = layout->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL
                                                                           : (unsigned char *)p;
-    st->slice.keep_stride = lay->mask_shared ? 0 : lay->dims.m;
-    if (!lay->cross) {
+    st->slice.keep_stride = layout->mask_shared ? 0 : layout->dims.m;
+    if (!layout->cross) {
         st->slice.y = st->slice.x;
-        st->slice.y_stride = lay->dims.n * lay->dims.d_model;
+        st->slice.y_stride = layout->dims.n * layout->dims.d_model;
     } else {
-        st->slice.y_stride = lay->kv_shared ? 0 : lay->dims.m * lay->dims.d_model;
+        st->slice.y_stride = layout->kv_shared ? 0 : layout->dims.m * layout->dims.d_model;
     }
     return ATTN_OK;
 }
@@ -265,25 +275,25 @@ static int allocate_slice(run_state *st, attn_error *err)
 /* --kv (m, D) and --mask (m) shared by every item: read once. */
 static int load_shared(run_state *st, attn_error *err)
 {
-    const attn_layout *lay = &st->report->layout;
+    const attn_layout *layout = &st->report->layout;
     const attn_tensor_info *kv = &st->info[ATTN_IN_KV], *mask = &st->info[ATTN_IN_MASK];
     int status;
-    if (lay->kv_shared) {
-        size_t count = lay->dims.m * lay->dims.d_model;
-        st->y_shared = alloc_array(count, attn_precision_size(st->opt->precision), kv->name, err);
+    if (layout->kv_shared) {
+        size_t count = layout->dims.m * layout->dims.d_model;
+        st->y_shared = alloc_array(st, count, attn_precision_size(st->opt->precision), kv->name, err);
         if (st->y_shared == NULL)
             return ATTN_ENOMEM;
-        if ((status = attn_h5in_read_floats(st->in, kv->name, st->opt->precision, 0, lay->dims.m,
+        if ((status = attn_h5in_read_floats(st->in, kv->name, st->opt->precision, 0, layout->dims.m,
                                             st->y_shared, err)) != ATTN_OK ||
             (status = check_finite(st, kv, st->y_shared, 0, count, err)) != ATTN_OK)
             return status;
         st->slice.y = st->y_shared;
     }
-    if (mask->present && lay->mask_shared) {
-        st->keep_shared = alloc_array(lay->dims.m, 1, mask->name, err);
+    if (mask->present && layout->mask_shared) {
+        st->keep_shared = alloc_array(st, layout->dims.m, 1, mask->name, err);
         if (st->keep_shared == NULL)
             return ATTN_ENOMEM;
-        if ((status = attn_h5in_read_mask(st->in, mask->name, 0, lay->dims.m, st->keep_shared, err)) != ATTN_OK)
+        if ((status = attn_h5in_read_mask(st->in, mask->name, 0, layout->dims.m, st->keep_shared, err)) != ATTN_OK)
             return status;
         st->slice.keep = st->keep_shared;
     }
@@ -392,21 +402,21 @@ static int open_output(run_state *st, attn_error *err)
 /* Reads X, the keys/values and the mask of items [first, first + c). */
 static int read_slice(run_state *st, size_t first, size_t c, attn_error *err)
 {
-    const attn_layout *lay = &st->report->layout;
-    const attn_dims *d = &lay->dims;
+    const attn_layout *layout = &st->report->layout;
+    const attn_dims *d = &layout->dims;
     const attn_tensor_info *x = &st->info[ATTN_IN_X], *kv = &st->info[ATTN_IN_KV];
     const attn_precision p = st->opt->precision;
-    size_t rows_first = lay->batched ? first : 0, rows = lay->batched ? c : d->n;
+    size_t rows_first = layout->batched ? first : 0, rows = layout->batched ? c : d->n;
     int status = attn_h5in_read_floats(st->in, x->name, p, rows_first, rows, (void *)st->slice.x, err);
     if (status == ATTN_OK)
         status = check_finite(st, x, st->slice.x, rows_first, c * d->n * d->d_model, err);
-    if (status == ATTN_OK && lay->cross && !lay->kv_shared) {
-        rows = lay->batched ? c : d->m;
+    if (status == ATTN_OK && layout->cross && !layout->kv_shared) {
+        rows = layout->batched ? c : d->m;
         status = attn_h5in_read_floats(st->in, kv->name, p, rows_first, rows, (void *)st->slice.y, err);
         if (status == ATTN_OK)
             status = check_finite(st, kv, st->slice.y, rows_first, c * d->m * d->d_model, err);
     }
-    if (status == ATTN_OK && st->info[ATTN_IN_MASK].present && !lay->mask_shared)
+    if (status == ATTN_OK && st->info[ATTN_IN_MASK].present && !layout->mask_shared)
         status = attn_h5in_read_mask(st->in, st->info[ATTN_IN_MASK].name, first, c,
                                      (unsigned char *)st->slice.keep, err);
     return status;
@@ -443,15 +453,15 @@ static const void *output_buffer(run_state *st, attn_output which, size_t c)
 
 static int write_slice(run_state *st, size_t first, size_t c, attn_error *err)
 {
-    const attn_layout *lay = &st->report->layout;
+    const attn_layout *layout = &st->report->layout;
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
         size_t dims[4];
         const char *labels[4];
         if (!saved(st, (attn_output)i))
             continue;
-        attn_output_shape(lay, (attn_output)i, dims, labels);
+        attn_output_shape(layout, (attn_output)i, dims, labels);
         const void *buf = output_buffer(st, (attn_output)i, c);
-        int status = lay->batched ? attn_h5out_write(st->out, st->handles[i], first, c, buf, err)
+        int status = layout->batched ? attn_h5out_write(st->out, st->handles[i], first, c, buf, err)
                                   : attn_h5out_write(st->out, st->handles[i], 0, dims[0], buf, err);
         if (status != ATTN_OK)
             return status;
@@ -466,7 +476,8 @@ static int compute(run_state *st, attn_error *err)
     for (size_t first = 0; first < batch; first += step) {
         size_t c = batch - first < step ? batch - first : step;
         if (opt->cancel != NULL && *opt->cancel)
-            return attn_fail(err, ATTN_EINTR, "interrupted; no output was written");
+            return attn_fail(err, ATTN_EINTR, "%s: interrupted; no output was written",
+                             opt->in_place ? opt->input : opt->output);
         int status = read_slice(st, first, c, err);
         if (status != ATTN_OK)
             return status;
@@ -477,9 +488,24 @@ static int compute(run_state *st, attn_error *err)
         if (opt->progress != NULL)
             opt->progress(first + c, batch, opt->progress_context);
     }
-    if (opt->cancel != NULL && *opt->cancel)
-        return attn_fail(err, ATTN_EINTR, "interrupted; no output was written");
     return ATTN_OK;
+}
+
+/* "/" or "/a/b": absolute, no empty, "." or ".." parts, no trailing "/". */
+static bool group_path_valid(const char *group)
+{
+    if (group == NULL || group[0] != '/')
+        return false;
+    if (group[1] == '\0')
+        return true;
+    for (const char *part = group + 1;;) {
+        size_t len = strcspn(part, "/");
+        if (len == 0 || (len == 1 && part[0] == '.') || (len == 2 && strncmp(part, "..", 2) == 0))
+            return false;
+        if (part[len] == '\0')
+            return true;
+        part += len + 1;
+    }
 }
 
 static int check_options(const attn_run_options *opt, attn_error *err)
@@ -491,8 +517,9 @@ static int check_options(const attn_run_options *opt, attn_error *err)
                          opt->output);
     if (opt->compress < 0 || opt->compress > 9)
         return attn_fail(err, ATTN_EUSAGE, "--compress %d: expected 0 to 9", opt->compress);
-    if (opt->group == NULL || opt->group[0] != '/')
-        return attn_fail(err, ATTN_EUSAGE, "--group '%s': expected an absolute path such as /results",
+    if (!group_path_valid(opt->group))
+        return attn_fail(err, ATTN_EUSAGE,
+                         "--group '%s': expected / or an absolute path of names such as /results/run1",
                          opt->group ? opt->group : "");
     if (opt->save == 0)
         return attn_fail(err, ATTN_EUSAGE, "--save: nothing to save");
@@ -545,6 +572,9 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         *err = close_err;
     }
     release(&st);
+    if (status == ATTN_OK && options->cancel != NULL && *options->cancel)
+        status = attn_fail(err, ATTN_EINTR, "%s: interrupted; no output was written",
+                           options->in_place ? options->input : options->output);
     if (status == ATTN_OK)
         status = attn_atomic_commit(options->transaction, err);
     else

@@ -874,6 +874,72 @@ EOF
     fi
 }
 
+# ------------------------------------------------------------ refusals
+
+# Expects the last run to have failed with CODE and a stderr line holding TEXT.
+expect_refusal() {
+    local name=$1 code=$2 text=$3
+    if [ $rc -ne "$code" ] || [ "$(wc -l <"$T/stderr")" -ne 1 ] || ! grep -q -- "$text" "$T/stderr"; then
+        bad "$name" "exit $rc, expected $code with '$text': $(err1)"
+    else
+        ok "$name"
+    fi
+}
+
+check_refusals() {
+    local d before
+    d=$(workdir refusals)
+    cp "$FIX/causal.h5" "$d/in.h5"
+
+    mkfifo "$d/fifo.h5"
+    run "$d/in.h5" -o "$d/fifo.h5" --force --heads 2
+    if [ -p "$d/fifo.h5" ]; then
+        expect_refusal force_refuses_non_regular_out 2 "not a regular file"
+    else
+        bad force_refuses_non_regular_out "the FIFO was replaced"
+    fi
+
+    ln "$d/in.h5" "$d/link.h5"
+    before=$(sha "$d/in.h5")
+    run "$d/in.h5" --in-place --heads 2
+    expect_refusal in_place_refuses_hard_links 2 "hard links"
+    [ "$(sha "$d/in.h5")" = "$before" ] || bad in_place_refuses_hard_links "IN changed"
+    rm "$d/link.h5"
+
+    ln -s in.h5 "$d/sym.h5"
+    run "$d/sym.h5" --in-place --heads 2 --group /viasym
+    if [ $rc -ne 0 ] || [ ! -L "$d/sym.h5" ]; then
+        bad in_place_through_symlink "exit $rc, link kept: $([ -L "$d/sym.h5" ] && echo yes || echo no): $(err1)"
+    else
+        expect_py in_place_through_symlink "$d/in.h5" <<'EOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    assert "viasym/weights" in f, list(f)
+EOF
+    fi
+
+    run "$d/in.h5" -o "$d/g.h5" --heads 2 --group //
+    expect_refusal group_path_checked 2 "--group"
+
+    run "$d/in.h5" -o "$d/g.h5" --wq none
+    expect_refusal option_named_in_message 2 "^attnrun: --wq none"
+
+    PYTHONPATH=$T "$PY" - "$d/wide.h5" <<'EOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    x = np.ones((2, 3, 4)); x[1, 2, 3] = 1e300
+    f["X"] = x
+    for w in ("W_Q", "W_K", "W_V", "W_O"):
+        f[w] = np.eye(4, dtype=np.float32)
+EOF
+    run "$d/wide.h5" -o "$d/w.h5" --heads 2
+    expect_refusal float32_overflow_explained 3 "1e+300 at \\[1, 2, 3\\], too large for float32"
+    run "$d/wide.h5" -o "$d/w.h5" --heads 2 --precision f64
+    [ $rc -eq 0 ] && ok float64_keeps_large_values || bad float64_keeps_large_values "exit $rc: $(err1)"
+
+    [ -z "$(temps_in "$d")" ] || bad refusals_leave_no_temporary "$(temps_in "$d")"
+}
+
 # ------------------------------------------------------------ xarray
 
 # xarray (through h5netcdf) sees the dimension scales as named dimensions
@@ -962,6 +1028,7 @@ else
     check_input_types
     check_write_failures
     check_xarray
+    check_refusals
 fi
 
 echo "cli: $pass passed, $fail failed"
