@@ -462,8 +462,6 @@ int main(int argc, char **argv)
     c.run.progress = show_progress;
     c.run.progress_context = &progress;
     c.run.transaction = &transaction;
-    if (c.run.dry_run && c.run.output == NULL && !c.run.in_place)
-        c.run.output = "/dev/null";          /* never opened by a dry run */
     install_signal_handlers();
 
     attn_error err = {{0}};

@@ -510,9 +510,11 @@ static bool group_path_valid(const char *group)
 
 static int check_options(const attn_run_options *opt, attn_error *err)
 {
-    if (opt->input == NULL || (!opt->in_place && opt->output == NULL) || opt->transaction == NULL)
+    bool writes = !opt->dry_run;
+    if (opt->input == NULL ||
+        (writes && ((!opt->in_place && opt->output == NULL) || opt->transaction == NULL)))
         return attn_fail(err, ATTN_EUSAGE, "an input and an output (or --in-place) are required");
-    if (!opt->in_place && attn_same_file(opt->input, opt->output))
+    if (!opt->in_place && opt->output != NULL && attn_same_file(opt->input, opt->output))
         return attn_fail(err, ATTN_EUSAGE, "%s: the output is the input; use --in-place to add results to it",
                          opt->output);
     if (opt->compress < 0 || opt->compress > 9)

@@ -25,7 +25,7 @@
 
 typedef struct attn_run_options {
     const char *input;                  /* IN.h5                               */
-    const char *output;                 /* OUT.h5; NULL with in_place          */
+    const char *output;                 /* OUT.h5; NULL with in_place or dry_run */
     bool in_place;                      /* write into IN under `group`         */
     bool force;                         /* replace OUT / existing target names */
     bool dry_run;                       /* plan only: fill the report, write nothing */
@@ -49,7 +49,8 @@ typedef struct attn_run_options {
     void (*progress)(size_t done, size_t total, void *context);
     void *progress_context;
     attn_atomic *transaction;           /* caller-owned, so a signal handler
-                                           can remove its temp_path           */
+                                           can remove its temp_path; may be
+                                           NULL for a dry run                 */
 } attn_run_options;
 
 /* What the run planned (and, unless dry_run, did). */
