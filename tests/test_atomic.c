@@ -90,18 +90,8 @@ static bool exists(const char *path)
  * ATTN_TEMP_MARKER. */
 static size_t count_entries(const char *path, size_t *temps)
 {
-    size_t count = 0;
-    DIR *dir = opendir(path);
-    assert_non_null(dir);
-    *temps = 0;
-    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        count++;
-        if (strstr(e->d_name, ATTN_TEMP_MARKER) != NULL)
-            (*temps)++;
-    }
-    closedir(dir);
+    size_t count = test_count_entries(path, ATTN_TEMP_MARKER, temps);
+    assert_true(count != (size_t)-1);
     return count;
 }
 

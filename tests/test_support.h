@@ -50,4 +50,24 @@ static inline int test_remove_dir(const char *dir)
     return result;
 }
 
+/* Counts the entries of dir other than . and ..; *marked counts those whose
+ * name contains `marker`.  Returns (size_t)-1 when dir cannot be read. */
+static inline size_t test_count_entries(const char *dir, const char *marker, size_t *marked)
+{
+    size_t count = 0;
+    DIR *d = opendir(dir);
+    *marked = 0;
+    if (d == NULL)
+        return (size_t)-1;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        count++;
+        if (strstr(e->d_name, marker) != NULL)
+            (*marked)++;
+    }
+    closedir(d);
+    return count;
+}
+
 #endif
