@@ -63,23 +63,18 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BIN)
 
+CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh
+
+# Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)
-	@failed=0; for t in $(UNIT_BIN); do $$t || failed=1; done; exit $$failed
+	@sh tests/run_suites.sh $(UNIT_BIN)
 
 cli: $(BIN)
-	@failed=0; \
-	ATTNRUN=$(BIN) bash tests/test_fixtures.sh || failed=1; \
-	ATTNRUN=$(BIN) bash tests/test_errors.sh || failed=1; \
-	ATTNRUN=$(BIN) bash tests/test_cli.sh || failed=1; \
-	exit $$failed
+	@ATTNRUN=$(BIN) sh tests/run_suites.sh $(addprefix bash$(comma),$(CLI_TESTS))
 
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
-	@failed=0; \
-	$(MAKE) --no-print-directory unit || failed=1; \
-	$(MAKE) --no-print-directory cli || failed=1; \
-	if [ $$failed = 0 ]; then echo "all tests passed"; else echo "SOME TESTS FAILED"; fi; \
-	exit $$failed
+	@ATTNRUN=$(BIN) sh tests/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
 
 check: test
 
