@@ -4,7 +4,8 @@
  * A result is written to a temporary file beside its destination and
  * renamed onto it only after everything was written and flushed, so a
  * reader of the destination sees the old file or the whole new one, never
- * part of one.  Temporaries are named ".NAME.attnrun-tmp-XXXXXX".
+ * part of one.  Temporaries are named ".NAME.attnrun-tmp-" and six random
+ * characters.
  *
  *     attn_atomic tx;
  *     attn_atomic_begin(&tx, "out.h5", false, &err);     // new file

@@ -19,32 +19,13 @@
 #include <cmocka.h>
 
 #include "attn_math.h"
+#include "test_support.h"
 
 #define F32_TOLERANCE 2e-6    /* one float rounding on values of order 1  */
 #define F64_TOLERANCE 1e-13   /* one double rounding on values of order 1 */
 #define F32_FORWARD_TOLERANCE 2e-5   /* a few float sums of order-1 terms */
 #define F64_FORWARD_TOLERANCE 1e-12
 
-/*
- * cmocka 1.1.5's assert_float_equal rounds to float and lets NaN (and an
- * infinity against a finite value) pass, so values are compared in double
- * here: an infinite expectation must match exactly, a finite one within
- * tolerance, and NaN never matches.
- */
-#define assert_near(actual, expected, tolerance)                                \
-    assert_near_at((double)(actual), (double)(expected), (tolerance), #actual, \
-                   __FILE__, __LINE__)
-
-static void assert_near_at(double actual, double expected, double tolerance, const char *what,
-                           const char *file, int line)
-{
-    bool ok = isinf(expected) ? actual == expected : fabs(actual - expected) <= tolerance;
-    if (!ok) {
-        print_error("%s is %.17g, expected %.17g (tolerance %g)\n", what, actual, expected,
-                    tolerance);
-        _fail(file, line);
-    }
-}
 
 /* ---- softmax ----------------------------------------------------------- */
 

@@ -39,26 +39,6 @@ enum { B = 3, N = 4, D = 4, H = 2, DK = 2, DV = 2 };
 
 #define REFERENCE_TOLERANCE 1e-5   /* float32 pipeline against a double loop */
 
-/*
- * cmocka 1.1.5's assert_float_equal rounds to float and lets NaN (and an
- * infinity against a finite value) pass, so values are compared in double
- * here: an infinite expectation must match exactly, a finite one within
- * tolerance, and NaN never matches.
- */
-#define assert_near(actual, expected, tolerance)                                \
-    assert_near_at((double)(actual), (double)(expected), (tolerance), #actual, \
-                   __FILE__, __LINE__)
-
-static void assert_near_at(double actual, double expected, double tolerance, const char *what,
-                           const char *file, int line)
-{
-    bool ok = isinf(expected) ? actual == expected : fabs(actual - expected) <= tolerance;
-    if (!ok) {
-        print_error("%s is %.17g, expected %.17g (tolerance %g)\n", what, actual, expected,
-                    tolerance);
-        _fail(file, line);
-    }
-}
 
 /* A per-test temporary directory holding in.h5 and whatever a run leaves. */
 typedef struct run_fixture {

@@ -1,5 +1,6 @@
 /*
- * test_support.h - scratch directories for the cmocka tests.
+ * test_support.h - scratch directories and a NaN-strict float comparison
+ * for the cmocka tests.  Include it after <cmocka.h>.
  *
  *     char dir[256];
  *     if (test_make_dir(dir, sizeof dir, "test_h5") != 0) return -1;  // setup
@@ -10,6 +11,8 @@
 #define TEST_SUPPORT_H
 
 #include <dirent.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +71,27 @@ static inline size_t test_count_entries(const char *dir, const char *marker, siz
     }
     closedir(d);
     return count;
+}
+
+/*
+ * cmocka 1.1.5's assert_float_equal rounds to float and lets NaN (and an
+ * infinity against a finite value) pass, so values are compared in double
+ * here: an infinite expectation must match exactly, a finite one within
+ * tolerance, and NaN never matches.
+ */
+#define assert_near(actual, expected, tolerance)                                \
+    assert_near_at((double)(actual), (double)(expected), (tolerance), #actual, \
+                   __FILE__, __LINE__)
+
+static inline void assert_near_at(double actual, double expected, double tolerance,
+                                  const char *what, const char *file, int line)
+{
+    bool ok = isinf(expected) ? actual == expected : fabs(actual - expected) <= tolerance;
+    if (!ok) {
+        print_error("%s is %.17g, expected %.17g (tolerance %g)\n", what, actual, expected,
+                    tolerance);
+        _fail(file, line);
+    }
 }
 
 #endif
