@@ -10,7 +10,8 @@ PKGS      = hdf5 openblas
 WARNINGS  = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-ALL_CFLAGS = -std=c11 $(WARNINGS) $(CFLAGS)
+ALL_CFLAGS = -std=c11 -fopenmp -fno-math-errno $(WARNINGS) $(CFLAGS)
+LDFLAGS  += -fopenmp
 LDLIBS   += -lhdf5_hl $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 
 comma   := ,
@@ -36,7 +37,7 @@ BIN      = $(BUILD)/attnrun
 UNIT_SRC = $(wildcard tests/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo test check unit cli install clean
+.PHONY: all deps demo test check unit cli install clean bench
 all: $(BIN)
 
 $(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
@@ -63,7 +64,7 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BIN)
 
-CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh
+CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)
@@ -84,3 +85,6 @@ install: $(BIN)
 
 clean:
 	rm -rf build
+
+# make bench: the benchmark of bench/ (see README.md, Performance).
+include bench/bench.mk

@@ -30,7 +30,7 @@ enum exit_code {
 enum {
     OPT_IN_PLACE = 256, OPT_SCALE, OPT_KV, OPT_MASK, OPT_X, OPT_WQ, OPT_WK, OPT_WV, OPT_WO,
     OPT_BQ, OPT_BK, OPT_BV, OPT_BO, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_COMPRESS,
-    OPT_THREADS, OPT_BATCH_SLICE, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE
+    OPT_THREADS, OPT_BATCH_SLICE, OPT_MEMORY, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE
 };
 
 static const struct option long_options[] = {
@@ -56,6 +56,7 @@ static const struct option long_options[] = {
     {"compress", required_argument, NULL, OPT_COMPRESS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"batch-slice", required_argument, NULL, OPT_BATCH_SLICE},
+    {"memory", required_argument, NULL, OPT_MEMORY},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
     {"progress", no_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, 'q'},
@@ -98,8 +99,11 @@ static const char usage_text[] =
     "\n"
     "Running:\n"
     "      --dry-run        print shapes, FLOPs and output bytes; write nothing\n"
-    "      --threads N      threads for the matrix products (default: all cores)\n"
-    "      --batch-slice N  batch items per slice (default: as many as fit in 32 MiB)\n"
+    "      --threads N      compute threads (default: all cores); the results are the\n"
+    "                       same for every N\n"
+    "      --batch-slice N  batch items per slice (default: as many as fit in --memory)\n"
+    "      --memory SIZE    buffer budget of one slice, e.g. 256M or 2G (default 32M;\n"
+    "                       two slices are in memory, one computed, one written)\n"
     "      --allow-nonfinite  accept NaN and infinities in the inputs\n"
     "      --progress       report progress on stderr (default: when it is a terminal)\n"
     "  -q, --quiet          no progress\n"
@@ -172,6 +176,26 @@ static bool parse_count(const char *text, unsigned long long min, unsigned long 
     if (errno != 0 || *end != '\0' || v < min || v > max)
         return false;
     *value = v;
+    return true;
+}
+
+/* A byte count: digits with an optional K, M or G (powers of 1024). */
+static bool parse_size(const char *text, size_t *value)
+{
+    char digits[32];
+    size_t len = strlen(text), shift = 0;
+    if (len == 0 || len >= sizeof digits)
+        return false;
+    memcpy(digits, text, len + 1);
+    const char *units = "KMG", *unit = strchr(units, digits[len - 1]);
+    if (unit != NULL && *unit != '\0') {
+        shift = 10 * (size_t)(unit - units + 1);
+        digits[len - 1] = '\0';
+    }
+    unsigned long long v;
+    if (!parse_count(digits, 1, SIZE_MAX >> shift, &v))
+        return false;
+    *value = (size_t)v << shift;
     return true;
 }
 
@@ -260,8 +284,14 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
     printf("scale      %.9g\ncausal     %s\nprecision  %s\n", rep->scale, opt->causal ? "yes" : "no",
            opt->precision == ATTN_F64 ? "f64" : "f32");
     printf("FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
-    printf("slice      %zu batch items, %s of buffers\n", rep->slice_items,
+    printf("slice      %zu batch items, %s of buffers (two slices in flight)\n", rep->slice_items,
            human_bytes((double)rep->slice_bytes, h, sizeof h));
+    if (rep->slice_rows < d->n)
+        printf("rows       query rows in blocks of %zu (one item's maps exceed --memory)\n",
+               rep->slice_rows);
+    printf("softmax    %s\n", rep->online ? "online, no maps kept (scores and weights not saved)"
+                                            : "full rows (scores or weights saved)");
+    printf("threads    %d\n", attn_threads());
     printf("outputs in group %s:\n", opt->group);
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
         size_t dims[4];
@@ -380,6 +410,10 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
         if (!parse_count(value, 1, SIZE_MAX, &count))
             return usage_error("%s '%s': expected a whole number from 1", name, value);
         c->run.slice_items = (size_t)count;
+        break;
+    case OPT_MEMORY:
+        if (!parse_size(value, &c->run.memory_budget))
+            return usage_error("%s '%s': expected a size such as 512K, 256M or 2G", name, value);
         break;
     case OPT_DRY_RUN: c->run.dry_run = true; break;
     case OPT_PROGRESS: c->progress = true; break;

@@ -107,6 +107,11 @@ typedef struct attn_dataset_spec {
 int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *handle,
                            attn_error *err);
 
+/* Writes the block buf (count[0], count[1], ...) at first[] (one index per
+ * axis of the dataset). */
+int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
+                           const size_t *count, const void *buf, attn_error *err);
+
 /* Writes buf (count, ...) to rows [first, first + count) along axis 0. */
 int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
                      attn_error *err);

@@ -16,7 +16,12 @@
 #define MAX_DATASETS 16
 #define MAX_SCALES 16
 #define SCALE_BLOCK 65536               /* indices written per call       */
-#define CHUNK_CACHE_BYTES (4u << 20)    /* per dataset: a few 1 MiB chunks */
+/* Chunk cache per dataset.  The pipeline writes every chunk whole, in one
+ * call, so an uncompressed dataset needs no cache: with none (and no fill
+ * value) HDF5 writes each chunk straight from our buffer, with no copy.
+ * A compressed chunk must pass through the cache to be filtered; a few
+ * chunks are enough, since each is complete before the next one starts. */
+#define CHUNK_CACHE_BYTES (4u << 20)
 #define CHUNK_CACHE_SLOTS 12421         /* a prime, well above the chunks
                                            CHUNK_CACHE_BYTES can hold      */
 
@@ -25,6 +30,9 @@ typedef struct output_dataset {
     attn_precision precision;
     size_t rank;
     hsize_t dims[4];              /* (rank): the dataset's whole shape */
+    char name[256];               /* its path, for messages (H5Iget_name
+                                     after a failure would clear the
+                                     error stack being reported)         */
 } output_dataset;
 
 typedef struct scale_dataset {
@@ -256,17 +264,21 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
         return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
     d->rank = spec->rank;
     d->precision = spec->precision;
+    snprintf(d->name, sizeof d->name, "%s", spec->name);
     for (size_t i = 0; i < spec->rank; i++)
         d->dims[i] = spec->dims[i];
     hid_t file_type = spec->precision == ATTN_F64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
     if ((dcpl = creation_properties(spec)) < 0 || (dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0 ||
-        H5Pset_chunk_cache(dapl, CHUNK_CACHE_SLOTS, CHUNK_CACHE_BYTES, 1.0) < 0 ||
+        H5Pset_chunk_cache(dapl, CHUNK_CACHE_SLOTS, spec->compress > 0 ? CHUNK_CACHE_BYTES : 0,
+                           1.0) < 0 ||
         (space = H5Screate_simple((int)spec->rank, d->dims, NULL)) < 0 ||
         (d->id = H5Dcreate2(out->group, spec->name, file_type, space, H5P_DEFAULT, dcpl, dapl)) < 0) {
         status = h5_failure(out, err, "create dataset", spec->name);
         goto out;
     }
     out->dataset_count++;
+    if (H5Iget_name(d->id, d->name, sizeof d->name) <= 0)
+        snprintf(d->name, sizeof d->name, "%s", spec->name);
     if (put_string(d->id, "description", spec->description) < 0) {
         status = h5_failure(out, err, "describe dataset", spec->name);
         goto out;
@@ -292,31 +304,41 @@ out:
     return status;
 }
 
-int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
-                     attn_error *err)
+int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
+                           const size_t *count, const void *buf, attn_error *err)
 {
     assert(handle >= 0 && (size_t)handle < out->dataset_count);
     const output_dataset *d = &out->datasets[handle];
-    hsize_t start[4] = {0}, dims[4];
+    hsize_t start[4] = {0}, dims[4] = {0};
     hid_t file_space = H5Dget_space(d->id), mem_space = H5I_INVALID_HID;
     hid_t mem_type = d->precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
     int status = ATTN_OK;
-    memcpy(dims, d->dims, sizeof dims);
-    start[0] = first;
-    dims[0] = count;
+    for (size_t i = 0; i < d->rank; i++) {
+        start[i] = first[i];
+        dims[i] = count[i];
+    }
     if (file_space < 0 ||
         H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL) < 0 ||
         (mem_space = H5Screate_simple((int)d->rank, dims, NULL)) < 0 ||
-        H5Dwrite(d->id, mem_type, mem_space, file_space, H5P_DEFAULT, buf) < 0) {
-        char name[256] = "";
-        H5Iget_name(d->id, name, sizeof name);
-        status = h5_failure(out, err, "write", name);
-    }
+        H5Dwrite(d->id, mem_type, mem_space, file_space, H5P_DEFAULT, buf) < 0)
+        status = h5_failure(out, err, "write", d->name);
     if (mem_space >= 0)
         H5Sclose(mem_space);
     if (file_space >= 0)
         H5Sclose(file_space);
     return status;
+}
+
+int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
+                     attn_error *err)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count);
+    const output_dataset *d = &out->datasets[handle];
+    size_t start[4] = {first, 0, 0, 0}, dims[4];
+    for (size_t i = 0; i < d->rank; i++)
+        dims[i] = (size_t)d->dims[i];
+    dims[0] = count;
+    return attn_h5out_write_block(out, handle, start, dims, buf, err);
 }
 
 int attn_h5out_attr_string(attn_h5out *out, const char *name, const char *value, attn_error *err)

@@ -3,7 +3,37 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
+
+/*
+ * Vector versions of exp from glibc's libmvec: with these declarations the
+ * compiler turns the exp loops (omp simd) into calls of _ZGV*_expf/_exp,
+ * for the instruction set of each target clone.
+ */
+#pragma omp declare simd notinbranch
+extern float expf(float);
+#pragma omp declare simd notinbranch
+extern double exp(double);
+
+#if defined(__x86_64__) && !defined(__clang__)
+#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ATTN_VECTOR_CLONES
+#endif
+
+/* Work blocks (see attn_kernels.inc): fixed, so that results do not depend
+ * on the thread count. */
+#define PROJECT_ROWS ((size_t)128)
+#define QUERY_BLOCK ((size_t)64)
+#define KEY_BLOCK ((size_t)256)
+
+/* Parallelism comes from OpenMP over blocks; BLAS runs one thread in each. */
+static void attn_blas_single(void)
+{
+    if (openblas_get_num_threads() != 1)
+        openblas_set_num_threads(1);
+}
 
 #define REAL float
 #define SUFFIX f32
@@ -27,13 +57,46 @@
 
 void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s)
 {
+    attn_blas_single();
     if (cfg->precision == ATTN_F64)
         forward_f64(cfg, w, s);
     else
         forward_f32(cfg, w, s);
 }
 
+void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_slice *s)
+{
+    attn_blas_single();
+    if (cfg->precision == ATTN_F64)
+        project_inputs_f64(cfg, w, s);
+    else
+        project_inputs_f32(cfg, w, s);
+}
+
+void attn_attend(const attn_config *cfg, attn_slice *s, size_t row_first, size_t rows)
+{
+    attn_blas_single();
+    if (cfg->precision == ATTN_F64)
+        attend_f64(cfg, s, row_first, rows);
+    else
+        attend_f32(cfg, s, row_first, rows);
+}
+
+void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_slice *s)
+{
+    attn_blas_single();
+    if (cfg->precision == ATTN_F64)
+        project_output_f64(cfg, w, s);
+    else
+        project_output_f32(cfg, w, s);
+}
+
 void attn_set_threads(int threads)
 {
-    openblas_set_num_threads(threads < 1 ? 1 : threads);
+    omp_set_num_threads(threads < 1 ? 1 : threads);
+}
+
+int attn_threads(void)
+{
+    return omp_get_max_threads();
 }

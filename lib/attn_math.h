@@ -51,6 +51,11 @@ typedef struct attn_weights {
     const void *b_k;  /* (H*dk) or NULL                                  */
     const void *b_v;  /* (H*dv) or NULL                                  */
     const void *b_o;  /* (D) or NULL                                     */
+    /* Optional fused form of the first three: when w_qkv is not NULL it is
+     * (D, H*(2dk+dv)) = [W_Q | W_K | W_V] and b_qkv is NULL or the three
+     * biases end to end; w_q, w_k, w_v, b_q, b_k, b_v are then ignored. */
+    const void *w_qkv;
+    const void *b_qkv;
 } attn_weights;
 
 /* One slice of the batch: inputs, then every buffer attn_forward fills. */
@@ -63,19 +68,45 @@ typedef struct attn_slice {
     const unsigned char *keep;   /* (c, m): nonzero = key may be attended;
                                     NULL = every key                        */
     size_t keep_stride;          /* m, or 0 when one row serves every item  */
-    void *q;                     /* (c, n, H*dk) packed projections         */
-    void *k;                     /* (c, m, H*dk)                            */
-    void *v;                     /* (c, m, H*dv)                            */
-    void *scores;                /* (c, H, n, m) scaled, masked = -inf      */
-    void *weights;               /* (c, H, n, m) softmax of scores          */
-    void *heads;                 /* (c, H, n, dv) per-head outputs          */
-    void *concat;                /* (c, n, H*dv) scratch: heads side by side */
+    void *q;                     /* (c, n, H*dk | ldq) packed projections   */
+    void *k;                     /* (c, m, H*dk | ldk)                      */
+    void *v;                     /* (c, m, H*dv | ldv)                      */
+    size_t ldq, ldk, ldv;        /* row strides; 0 = the packed width. With
+                                    fused weights, q k v side by side in one
+                                    (c, n, H*(2dk+dv)) buffer (k = q + H*dk,
+                                    v = k + H*dk, ld = H*(2dk+dv)) take one
+                                    GEMM for self-attention, and k v side by
+                                    side one GEMM for cross-attention      */
+    void *scores;                /* (c, H, rows, m) scaled, masked = -inf;
+                                    NULL = not kept (softmax in place)     */
+    void *weights;               /* (c, H, rows, m) softmax of scores; NULL
+                                    with scores NULL = online softmax, no maps */
+    void *heads;                 /* (c, H, n, dv) per-head outputs, filled
+                                    by attn_forward only; may be NULL      */
+    void *concat;                /* (c, n, H*dv) heads side by side         */
     void *output;                /* (c, n, D) projected output              */
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
- * head outputs and the output projection (DESIGN §2). */
+ * head outputs and the output projection (DESIGN §2); the maps cover all
+ * n query rows.  Equivalent to the three calls below. */
 void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
+
+/* Step 1: q, k and v of every item (one GEMM when fused, see attn_slice). */
+void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_slice *s);
+
+/*
+ * Step 2, for query rows [row_first, row_first + rows) of every head and
+ * item: the maps (c, H, rows, m) into s->scores / s->weights, and those
+ * rows of every head into s->concat.  Calls covering all n rows, in any
+ * blocks, make the complete concat.  Causal blocks above the diagonal are
+ * skipped.  With scores and weights NULL it keeps no maps: an online
+ * softmax over blocks of keys (flash attention), O(rows) extra memory.
+ */
+void attn_attend(const attn_config *cfg, attn_slice *s, size_t row_first, size_t rows);
+
+/* Step 3: output (c, n, D) = concat . W_O + b_O. */
+void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /*
  * The kernels attn_forward is made of, for float and for double.
@@ -118,12 +149,26 @@ void attn_head_output_f64(const double *weights, const double *v, size_t ldv, si
 void attn_split_heads_f32(const float *packed, size_t rows, size_t heads, size_t d, float *split);
 void attn_split_heads_f64(const double *packed, size_t rows, size_t heads, size_t d, double *split);
 
+/* The same from packed rows with a row stride of ld elements (>= H*d). */
+void attn_split_heads_ld_f32(const float *packed, size_t ld, size_t rows, size_t heads, size_t d,
+                             float *split);
+void attn_split_heads_ld_f64(const double *packed, size_t ld, size_t rows, size_t heads, size_t d,
+                             double *split);
+
 /* Index of the first NaN or infinity among values (count), or count when
  * every value is finite. */
 size_t attn_find_nonfinite_f32(const float *values, size_t count);
 size_t attn_find_nonfinite_f64(const double *values, size_t count);
 
-/* Sets the number of threads the matrix products may use (>= 1). */
+/*
+ * Sets the number of threads the kernels use (>= 1; default: all cores, or
+ * OMP_NUM_THREADS).  The work is split into fixed blocks, each computed by
+ * one thread with single-threaded BLAS, so the results are the same for
+ * every thread count.
+ */
 void attn_set_threads(int threads);
+
+/* Threads the kernels will use. */
+int attn_threads(void);
 
 #endif

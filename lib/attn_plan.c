@@ -354,38 +354,64 @@ static bool add_product(size_t *total, size_t a, size_t b)
     return attn_size_mul(&p, a, b) && attn_size_add(total, *total, p);
 }
 
-int attn_plan_slice(const attn_layout *layout, attn_precision precision, size_t budget_bytes,
-                    size_t forced, attn_slice_sizes *sizes, size_t *items, attn_error *err)
+/* Query rows of one chunk of a map (B, H, n, m): see attn_chunk_shape. */
+static size_t map_chunk_rows(const attn_dims *d, size_t elem)
+{
+    size_t dims[4] = {1, d->heads, d->n, d->m}, chunk[4];
+    attn_chunk_shape(4, dims, elem, ATTN_CHUNK_BYTES, 1, chunk);
+    return chunk[2];
+}
+
+int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigned save,
+                    size_t budget_bytes, size_t forced, attn_slice_sizes *sizes, size_t *items,
+                    attn_error *err)
 {
     const attn_dims *d = &layout->dims;
-    size_t hk, hv, elems = 0, bytes;
+    const size_t elem = attn_precision_size(precision);
+    size_t hk, hv, elems = 0, bytes, row_elems;
     memset(sizes, 0, sizeof *sizes);
+    sizes->map_count = (save >> ATTN_OUT_SCORES) & 1u ? 2 : (save >> ATTN_OUT_WEIGHTS) & 1u ? 1 : 0;
     bool ok = attn_size_mul(&hk, d->heads, d->d_k) && attn_size_mul(&hv, d->heads, d->d_v) &&
               attn_size_mul(&sizes->x, d->n, d->d_model) &&
               attn_size_mul(&sizes->y, layout->cross ? d->m : 0, d->d_model) &&
               attn_size_mul(&sizes->q, d->n, hk) && attn_size_mul(&sizes->k, d->m, hk) &&
               attn_size_mul(&sizes->v, d->m, hv) &&
+              attn_size_add(&sizes->projections, sizes->q, sizes->k) &&
+              attn_size_add(&sizes->projections, sizes->projections, sizes->v) &&
               attn_size_product(&sizes->maps, (size_t[]){d->heads, d->n, d->m}, 3) &&
               attn_size_mul(&sizes->heads, d->n, hv) && attn_size_mul(&sizes->concat, d->n, hv) &&
-              attn_size_mul(&sizes->output, d->n, d->d_model);
+              attn_size_mul(&sizes->output, d->n, d->d_model) &&
+              attn_size_mul(&row_elems, d->heads, d->m) &&
+              attn_size_mul(&row_elems, row_elems, sizes->map_count) &&
+              attn_size_mul(&sizes->bytes_per_row, row_elems, elem);
     sizes->keep = d->m;
-    /* x y q k v, scores and weights, heads concat output, and room to
-     * reorder q, k and v head-major when they are saved. */
+    sizes->reorder = sizes->q > sizes->k ? sizes->q : sizes->k;
+    sizes->reorder = sizes->reorder > sizes->v ? sizes->reorder : sizes->v;
+    sizes->reorder = sizes->reorder > sizes->heads ? sizes->reorder : sizes->heads;
+    /* Everything but the maps; then the maps whole. */
     ok = ok && add_product(&elems, 1, sizes->x) && add_product(&elems, 1, sizes->y) &&
-         add_product(&elems, 2, sizes->q) && add_product(&elems, 2, sizes->k) &&
-         add_product(&elems, 2, sizes->v) && add_product(&elems, 2, sizes->maps) &&
-         add_product(&elems, 1, sizes->heads) && add_product(&elems, 1, sizes->concat) &&
-         add_product(&elems, 1, sizes->output) &&
-         attn_size_mul(&bytes, elems, attn_precision_size(precision)) &&
-         attn_size_add(&bytes, bytes, sizes->keep);
+         add_product(&elems, 1, sizes->projections) && add_product(&elems, 1, sizes->concat) &&
+         add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->reorder) &&
+         attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep);
+    size_t base = bytes;
+    ok = ok && add_product(&bytes, sizes->bytes_per_row, d->n);
     if (!ok)
         return attn_fail(err, ATTN_EINPUT,
                          "one batch item (n = %zu, m = %zu, d_model = %zu, H = %zu, d_k = %zu, d_v = %zu) is too large to address",
                          d->n, d->m, d->d_model, d->heads, d->d_k, d->d_v);
     sizes->bytes_per_item = bytes;
+    sizes->rows = d->n;
     size_t fit = forced != 0 ? forced : budget_bytes / bytes;
-    if (fit == 0)
+    if (fit == 0) {
         fit = 1;
+        /* Not even one item: its query rows in blocks that fit. */
+        size_t room = budget_bytes > base ? budget_bytes - base : 0;
+        size_t rows = sizes->bytes_per_row ? room / sizes->bytes_per_row : d->n;
+        size_t least = map_chunk_rows(d, elem);
+        rows = rows > least ? floor_pow2(rows) : least;
+        if (forced == 0 && rows < d->n)
+            sizes->rows = rows;
+    }
     /* A power of two, like the batch extent of the chunks (attn_chunk_shape),
      * so that every slice writes whole chunks. */
     if (forced == 0 && fit < d->batch)

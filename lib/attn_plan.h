@@ -90,21 +90,37 @@ double attn_plan_flops(const attn_dims *dims);
 
 /* The buffers the pipeline needs for one slice, in elements per item. */
 typedef struct attn_slice_sizes {
-    size_t x, y, q, k, v, maps, heads, concat, output;   /* elements per item */
-    size_t keep;                                          /* bytes per item    */
-    size_t bytes_per_item;                                /* all of the above  */
+    size_t x, y;             /* inputs: n*D, and m*D with --kv              */
+    size_t q, k, v;          /* each projection: n*H*dk, m*H*dk, m*H*dv     */
+    size_t projections;      /* q + k + v, side by side in one buffer       */
+    size_t maps;             /* one (H, n, m) map                           */
+    size_t map_count;        /* maps kept in memory: 2 with scores saved, 1
+                                with weights only, 0 for neither (online)  */
+    size_t heads, concat, output;
+    size_t reorder;          /* room to store q, k, v or heads head-major   */
+    size_t keep;             /* bytes per item                              */
+    size_t bytes_per_item;   /* all of the above, with the maps whole       */
+    size_t bytes_per_row;    /* the maps' bytes per query row (all heads)   */
+    size_t rows;             /* query rows per block: n, or fewer when one
+                                item's maps do not fit (a power of two)     */
 } attn_slice_sizes;
 
 /*
- * Sizes the per-item buffers and picks how many batch items a slice holds:
- * `forced` when not 0 (--batch-slice), otherwise the whole batch when it
- * fits in budget_bytes, else the largest power of two of items that fits
- * (at least 1); never so many that items * max(n, m) exceeds INT_MAX.
+ * Sizes the per-item buffers for the outputs in `save` and picks how many
+ * batch items a slice holds: `forced` when not 0 (--batch-slice), otherwise
+ * the whole batch when it fits in budget_bytes, else the largest power of
+ * two of items that fits (at least 1); never so many that items * max(n, m)
+ * exceeds INT_MAX.  When not even one item fits, its query rows are taken
+ * in blocks (sizes->rows < n): a power of two that fits, never below the
+ * rows of one chunk of the maps, so each block writes whole chunks.
  * Returns ATTN_OK, or ATTN_EINPUT when one item's buffers overflow size_t.
  */
-int attn_plan_slice(const attn_layout *layout, attn_precision precision,
+int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigned save,
                     size_t budget_bytes, size_t forced, attn_slice_sizes *sizes,
                     size_t *items, attn_error *err);
+
+/* Target bytes of one chunk of an output dataset. */
+#define ATTN_CHUNK_BYTES ((size_t)1 << 20)
 
 /*
  * Chunk shape for a dataset of the given dims: whole trailing axes while

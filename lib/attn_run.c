@@ -10,12 +10,11 @@
 #include "attn_math.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define CHUNK_TARGET_BYTES ((size_t)1 << 20)
 
 static const char *const default_names[ATTN_IN_COUNT] = {
     [ATTN_IN_X] = "X",     [ATTN_IN_WQ] = "W_Q", [ATTN_IN_WK] = "W_K",
@@ -30,6 +29,14 @@ static const char *const provenance_names[] = {
 };
 #define PROVENANCE_COUNT (sizeof provenance_names / sizeof provenance_names[0])
 
+struct step {
+    size_t first, count;         /* batch items [first, first + count)    */
+    size_t row, rows;            /* query rows [row, row + rows)          */
+    attn_slice *slice;           /* its slot                              */
+    void *maps[2];               /* scores, weights: the set of its parity */
+    bool starts, ends;           /* first / last block of its slice       */
+};
+
 typedef struct run_state {
     const attn_run_options *opt;
     attn_run_report *report;
@@ -38,14 +45,23 @@ typedef struct run_state {
     attn_h5out *out;
     attn_config cfg;
     void *parameters[8];          /* packed W_Q W_K W_V W_O b_Q b_K b_V b_O */
+    void *fused;                  /* (D, H*(2dk+dv)) = [W_Q | W_K | W_V]    */
+    void *fused_bias;             /* (H*(2dk+dv)), zeros for absent biases  */
     attn_weights weights;
     attn_slice_sizes sizes;
     void *slice_memory;           /* every per-slice buffer, carved below   */
-    void *split;                  /* (c, H, rows, d) scratch for q, k, v    */
+    void *split;                  /* (c, H, rows, d): q, k, v or heads
+                                     reordered head-major for writing     */
     void *y_shared;               /* (m, D) when --kv is shared by all items */
     unsigned char *keep_shared;   /* (m) when --mask is shared               */
-    attn_slice slice;
+    attn_slice slots[2];          /* the slice computed and the one written */
+    void *maps[2][2];             /* [step parity][scores, weights]         */
     int handles[ATTN_OUT_COUNT];
+    /* The compute thread (see run_steps). */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    struct step job;
+    bool job_ready, job_done, in_flight, quit;
 } run_state;
 
 attn_run_options attn_run_defaults(void)
@@ -116,11 +132,16 @@ static int plan(run_state *st, attn_error *err)
     report->scale = opt->has_scale ? opt->scale : 1.0 / sqrt((double)d->d_k);
     report->save = opt->save;
     report->flops = attn_plan_flops(d);
-    status = attn_plan_slice(&report->layout, opt->precision, opt->memory_budget, opt->slice_items,
-                             &st->sizes, &report->slice_items, err);
+    status = attn_plan_slice(&report->layout, opt->precision, opt->save, opt->memory_budget,
+                             opt->slice_items, &st->sizes, &report->slice_items, err);
     if (status != ATTN_OK)
         return status;
-    if (!attn_size_mul(&report->slice_bytes, report->slice_items, st->sizes.bytes_per_item))
+    report->slice_rows = st->sizes.rows;
+    report->online = st->sizes.map_count == 0;
+    size_t per_item = st->sizes.bytes_per_item;
+    if (st->sizes.rows < d->n)     /* the maps of one block of rows only */
+        per_item -= st->sizes.bytes_per_row * (d->n - st->sizes.rows);
+    if (!attn_size_mul(&report->slice_bytes, report->slice_items, per_item))
         return attn_fail(err, ATTN_EINPUT, "%s: a slice of %zu batch items is too large",
                          opt->input, report->slice_items);
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
@@ -222,6 +243,45 @@ out:
     return status;
 }
 
+/*
+ * [W_Q | W_K | W_V] as one (D, H*(2dk+dv)) matrix, and the three biases end
+ * to end (zeros for an absent one), so that one GEMM projects all three.
+ */
+static int fuse_parameters(run_state *st, attn_error *err)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    const size_t elem = attn_precision_size(st->opt->precision);
+    const size_t qk = d->heads * d->d_k, widths[3] = {qk, qk, d->heads * d->d_v};
+    const size_t all = widths[0] + widths[1] + widths[2];
+    char *fused = alloc_array(st, d->d_model * all, elem, "the fused projection weights", err);
+    if (fused == NULL)
+        return ATTN_ENOMEM;
+    st->fused = fused;
+    size_t column = 0;
+    for (int i = 0; i < 3; i++) {
+        const char *part = st->parameters[i];
+        for (size_t r = 0; r < d->d_model; r++)
+            memcpy(fused + (r * all + column) * elem, part + r * widths[i] * elem, widths[i] * elem);
+        column += widths[i];
+    }
+    st->weights.w_qkv = fused;
+    if (st->parameters[4] == NULL && st->parameters[5] == NULL && st->parameters[6] == NULL)
+        return ATTN_OK;
+    char *bias = alloc_array(st, all, elem, "the fused biases", err);
+    if (bias == NULL)
+        return ATTN_ENOMEM;
+    memset(bias, 0, all * elem);
+    st->fused_bias = bias;
+    column = 0;
+    for (int i = 0; i < 3; i++) {
+        if (st->parameters[4 + i] != NULL)
+            memcpy(bias + column * elem, st->parameters[4 + i], widths[i] * elem);
+        column += widths[i];
+    }
+    st->weights.b_qkv = bias;
+    return ATTN_OK;
+}
+
 static int load_parameters(run_state *st, attn_error *err)
 {
     static const attn_input order[8] = {ATTN_IN_WQ, ATTN_IN_WK, ATTN_IN_WV, ATTN_IN_WO,
@@ -236,40 +296,71 @@ static int load_parameters(run_state *st, attn_error *err)
         .w_o = st->parameters[3], .b_q = st->parameters[4], .b_k = st->parameters[5],
         .b_v = st->parameters[6], .b_o = st->parameters[7],
     };
-    return ATTN_OK;
+    return fuse_parameters(st, err);
 }
 
-/* Carves one allocation into the slice buffers of attn_slice. */
-static int allocate_slice(run_state *st, attn_error *err)
+/*
+ * Carves one allocation into the buffers of two slices (the pipeline
+ * computes one while it writes the other, see compute) and two sets of
+ * maps (one block of rows each).
+ */
+static int allocate_slices(run_state *st, attn_error *err)
 {
     const attn_slice_sizes *sizes = &st->sizes;
     const size_t c = st->report->slice_items, elem = attn_precision_size(st->opt->precision);
     const attn_layout *layout = &st->report->layout;
-    st->slice_memory = alloc_array(st, c, sizes->bytes_per_item, "the buffers of one slice (see --batch-slice)", err);
+    const attn_dims *d = &layout->dims;
+    const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
+    const size_t qk = d->heads * d->d_k, vc = d->heads * d->d_v;
+    size_t total;
+    if (!attn_size_mul(&total, 2, st->report->slice_bytes))
+        return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
+    st->slice_memory = alloc_array(st, 1, total, "the buffers of two slices (see --batch-slice)", err);
     if (st->slice_memory == NULL)
         return ATTN_ENOMEM;
     char *p = st->slice_memory;
-    void **targets[] = {(void **)&st->slice.x, (void **)&st->slice.y, &st->slice.q, &st->slice.k,
-                        &st->slice.v, &st->slice.scores, &st->slice.weights, &st->slice.heads,
-                        &st->slice.concat, &st->slice.output, &st->split};
-    size_t split = sizes->q > sizes->k ? sizes->q : sizes->k;
-    split = split > sizes->v ? split : sizes->v;
-    const size_t lengths[] = {sizes->x, sizes->y, sizes->q, sizes->k, sizes->v, sizes->maps, sizes->maps,
-                              sizes->heads, sizes->concat, sizes->output, split};
-    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
-        *targets[i] = p;
-        p += c * lengths[i] * elem;
+    for (int i = 0; i < 2; i++) {
+        attn_slice *slice = &st->slots[i];
+        void *projections = NULL;
+        void **targets[] = {(void **)&slice->x, (void **)&slice->y, &projections,
+                            &st->maps[i][0], &st->maps[i][1], &slice->concat, &slice->output};
+        const size_t lengths[] = {sizes->x, sizes->y, sizes->projections,
+                                  sizes->map_count == 2 ? map : 0, sizes->map_count >= 1 ? map : 0,
+                                  sizes->concat, sizes->output};
+        for (size_t j = 0; j < sizeof lengths / sizeof lengths[0]; j++) {
+            *targets[j] = p;
+            p += c * lengths[j] * elem;
+        }
+        if (sizes->map_count < 2)
+            st->maps[i][0] = NULL;
+        if (sizes->map_count < 1)
+            st->maps[i][1] = NULL;
+        /* Projections side by side, for one GEMM: (c, n, q|k|v) for
+         * self-attention, (c, n, q) then (c, m, k|v) for --kv. */
+        slice->q = projections;
+        if (!layout->cross) {
+            slice->ldq = slice->ldk = slice->ldv = 2 * qk + vc;
+            slice->k = (char *)projections + qk * elem;
+        } else {
+            slice->ldq = qk;
+            slice->ldk = slice->ldv = qk + vc;
+            slice->k = (char *)projections + c * d->n * qk * elem;
+        }
+        slice->v = (char *)slice->k + qk * elem;
+        slice->keep = layout->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL
+                                                                            : (unsigned char *)p;
+        p += c * sizes->keep;
+        slice->keep_stride = layout->mask_shared ? 0 : d->m;
+        if (!layout->cross) {
+            slice->y = slice->x;
+            slice->y_stride = d->n * d->d_model;
+        } else {
+            slice->y_stride = layout->kv_shared ? 0 : d->m * d->d_model;
+        }
     }
-    st->slice.keep = layout->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL
-                                                                          : (unsigned char *)p;
-    st->slice.keep_stride = layout->mask_shared ? 0 : layout->dims.m;
-    if (!layout->cross) {
-        st->slice.y = st->slice.x;
-        st->slice.y_stride = layout->dims.n * layout->dims.d_model;
-    } else {
-        st->slice.y_stride = layout->kv_shared ? 0 : layout->dims.m * layout->dims.d_model;
-    }
-    return ATTN_OK;
+    /* The reordering room is used by the writing thread only: once. */
+    st->split = alloc_array(st, c * sizes->reorder, elem, "the output reordering buffer", err);
+    return st->split == NULL ? ATTN_ENOMEM : ATTN_OK;
 }
 
 /* --kv (m, D) and --mask (m) shared by every item: read once. */
@@ -287,7 +378,7 @@ static int load_shared(run_state *st, attn_error *err)
                                             st->y_shared, err)) != ATTN_OK ||
             (status = check_finite(st, kv, st->y_shared, 0, count, err)) != ATTN_OK)
             return status;
-        st->slice.y = st->y_shared;
+        st->slots[0].y = st->slots[1].y = st->y_shared;
     }
     if (mask->present && layout->mask_shared) {
         st->keep_shared = alloc_array(st, layout->dims.m, 1, mask->name, err);
@@ -295,7 +386,7 @@ static int load_shared(run_state *st, attn_error *err)
             return ATTN_ENOMEM;
         if ((status = attn_h5in_read_mask(st->in, mask->name, 0, layout->dims.m, st->keep_shared, err)) != ATTN_OK)
             return status;
-        st->slice.keep = st->keep_shared;
+        st->slots[0].keep = st->slots[1].keep = st->keep_shared;
     }
     return ATTN_OK;
 }
@@ -368,7 +459,7 @@ static int create_datasets(run_state *st, attn_error *err)
             continue;
         size_t rank = attn_output_shape(&st->report->layout, (attn_output)i, dims, labels);
         size_t cap = st->report->layout.batched ? st->report->slice_items : 0;
-        attn_chunk_shape(rank, dims, attn_precision_size(opt->precision), CHUNK_TARGET_BYTES, cap, chunk);
+        attn_chunk_shape(rank, dims, attn_precision_size(opt->precision), ATTN_CHUNK_BYTES, cap, chunk);
         attn_dataset_spec spec = {
             .name = attn_output_name((attn_output)i), .precision = opt->precision, .rank = rank,
             .dims = dims, .chunk = chunk, .labels = labels,
@@ -400,67 +491,88 @@ static int open_output(run_state *st, attn_error *err)
 }
 
 /* Reads X, the keys/values and the mask of items [first, first + c). */
-static int read_slice(run_state *st, size_t first, size_t c, attn_error *err)
+static int read_slice(run_state *st, attn_slice *slice, size_t first, size_t c, attn_error *err)
 {
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
     const attn_tensor_info *x = &st->info[ATTN_IN_X], *kv = &st->info[ATTN_IN_KV];
     const attn_precision p = st->opt->precision;
     size_t rows_first = layout->batched ? first : 0, rows = layout->batched ? c : d->n;
-    int status = attn_h5in_read_floats(st->in, x->name, p, rows_first, rows, (void *)st->slice.x, err);
+    int status = attn_h5in_read_floats(st->in, x->name, p, rows_first, rows, (void *)slice->x, err);
     if (status == ATTN_OK)
-        status = check_finite(st, x, st->slice.x, rows_first, c * d->n * d->d_model, err);
+        status = check_finite(st, x, slice->x, rows_first, c * d->n * d->d_model, err);
     if (status == ATTN_OK && layout->cross && !layout->kv_shared) {
         rows = layout->batched ? c : d->m;
-        status = attn_h5in_read_floats(st->in, kv->name, p, rows_first, rows, (void *)st->slice.y, err);
+        status = attn_h5in_read_floats(st->in, kv->name, p, rows_first, rows, (void *)slice->y, err);
         if (status == ATTN_OK)
-            status = check_finite(st, kv, st->slice.y, rows_first, c * d->m * d->d_model, err);
+            status = check_finite(st, kv, slice->y, rows_first, c * d->m * d->d_model, err);
     }
     if (status == ATTN_OK && st->info[ATTN_IN_MASK].present && !layout->mask_shared)
         status = attn_h5in_read_mask(st->in, st->info[ATTN_IN_MASK].name, first, c,
-                                     (unsigned char *)st->slice.keep, err);
+                                     (unsigned char *)slice->keep, err);
     return status;
 }
 
-/* The slice buffer holding an output, reordered head-major for q, k, v. */
-static const void *output_buffer(run_state *st, attn_output which, size_t c)
+/* The slice buffer holding an output; q, k, v and heads reordered
+ * head-major, (c, rows, H*d | ld) -> (c, H, rows, d). */
+static const void *output_buffer(run_state *st, const attn_slice *slice, attn_output which,
+                                 size_t c)
 {
     const attn_dims *d = &st->report->layout.dims;
     const size_t elem = attn_precision_size(st->opt->precision);
-    const void *packed;
-    size_t rows, width;
+    const char *packed;
+    size_t rows, width, ld;
     switch (which) {
-    case ATTN_OUT_SCORES:  return st->slice.scores;
-    case ATTN_OUT_WEIGHTS: return st->slice.weights;
-    case ATTN_OUT_HEADS:   return st->slice.heads;
-    case ATTN_OUT_OUTPUT:  return st->slice.output;
-    case ATTN_OUT_Q: packed = st->slice.q; rows = d->n; width = d->d_k; break;
-    case ATTN_OUT_K: packed = st->slice.k; rows = d->m; width = d->d_k; break;
+    case ATTN_OUT_OUTPUT:  return slice->output;
+    case ATTN_OUT_HEADS:
+        packed = slice->concat; rows = d->n; width = d->d_v; ld = d->heads * d->d_v; break;
+    case ATTN_OUT_Q: packed = slice->q; rows = d->n; width = d->d_k; ld = slice->ldq; break;
+    case ATTN_OUT_K: packed = slice->k; rows = d->m; width = d->d_k; ld = slice->ldk; break;
     case ATTN_OUT_V:
-    default:         packed = st->slice.v; rows = d->m; width = d->d_v; break;
+    default:         packed = slice->v; rows = d->m; width = d->d_v; ld = slice->ldv; break;
     }
-    for (size_t b = 0; b < c; b++) {       /* (c, rows, H*w) -> (c, H, rows, w) */
-        size_t offset = b * rows * d->heads * width * elem;
+    for (size_t b = 0; b < c; b++) {
+        const char *from = packed + b * rows * ld * elem;
+        char *to = (char *)st->split + b * rows * d->heads * width * elem;
         if (st->opt->precision == ATTN_F64)
-            attn_split_heads_f64((const double *)((const char *)packed + offset), rows, d->heads,
-                                 width, (double *)((char *)st->split + offset));
+            attn_split_heads_ld_f64((const double *)from, ld, rows, d->heads, width, (double *)to);
         else
-            attn_split_heads_f32((const float *)((const char *)packed + offset), rows, d->heads,
-                                 width, (float *)((char *)st->split + offset));
+            attn_split_heads_ld_f32((const float *)from, ld, rows, d->heads, width, (float *)to);
     }
     return st->split;
 }
 
-static int write_slice(run_state *st, size_t first, size_t c, attn_error *err)
+/* Writes scores and weights of items [first, first + c), query rows
+ * [row, row + rows). */
+static int write_maps(run_state *st, void *const maps_of[2], size_t first, size_t c, size_t row,
+                      size_t rows, attn_error *err)
 {
     const attn_layout *layout = &st->report->layout;
-    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+    const attn_output maps[2] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS};
+    for (int i = 0; i < 2; i++) {
+        if (!saved(st, maps[i]))
+            continue;
+        size_t at[4] = {first, 0, row, 0}, count[4] = {c, layout->dims.heads, rows, layout->dims.m};
+        const size_t *a = layout->batched ? at : at + 1, *n = layout->batched ? count : count + 1;
+        int status = attn_h5out_write_block(st->out, st->handles[maps[i]], a, n, maps_of[i], err);
+        if (status != ATTN_OK)
+            return status;
+    }
+    return ATTN_OK;
+}
+
+/* Writes every output but the maps for items [first, first + c). */
+static int write_slice(run_state *st, const attn_slice *slice, size_t first, size_t c,
+                       attn_error *err)
+{
+    const attn_layout *layout = &st->report->layout;
+    for (int i = ATTN_OUT_HEADS; i < ATTN_OUT_COUNT; i++) {
         size_t dims[4];
         const char *labels[4];
         if (!saved(st, (attn_output)i))
             continue;
         attn_output_shape(layout, (attn_output)i, dims, labels);
-        const void *buf = output_buffer(st, (attn_output)i, c);
+        const void *buf = output_buffer(st, slice, (attn_output)i, c);
         int status = layout->batched ? attn_h5out_write(st->out, st->handles[i], first, c, buf, err)
                                   : attn_h5out_write(st->out, st->handles[i], 0, dims[0], buf, err);
         if (status != ATTN_OK)
@@ -469,26 +581,160 @@ static int write_slice(run_state *st, size_t first, size_t c, attn_error *err)
     return ATTN_OK;
 }
 
-static int compute(run_state *st, attn_error *err)
+static int interrupted(const run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
-    const size_t batch = st->report->layout.dims.batch, step = st->report->slice_items;
-    for (size_t first = 0; first < batch; first += step) {
-        size_t c = batch - first < step ? batch - first : step;
-        if (opt->cancel != NULL && *opt->cancel)
-            return attn_fail(err, ATTN_EINTR, "%s: interrupted; no output was written",
-                             opt->in_place ? opt->input : opt->output);
-        int status = read_slice(st, first, c, err);
-        if (status != ATTN_OK)
-            return status;
-        st->slice.count = c;
-        attn_forward(&st->cfg, &st->weights, &st->slice);
-        if ((status = write_slice(st, first, c, err)) != ATTN_OK)
-            return status;
-        if (opt->progress != NULL)
-            opt->progress(first + c, batch, opt->progress_context);
+    return attn_fail(err, ATTN_EINTR, "%s: interrupted; no output was written",
+                     opt->in_place ? opt->input : opt->output);
+}
+
+/* One step of the pipeline: a block of query rows of one slice. */
+typedef struct step step;
+
+/* The step with index t (steps run slice by slice, block by block). */
+static step step_at(run_state *st, size_t t)
+{
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    const size_t blocks = (n + block - 1) / block, batch = st->report->layout.dims.batch;
+    const size_t items = st->report->slice_items, slice = t / blocks, b = t % blocks;
+    step s = {
+        .first = slice * items, .row = b * block, .starts = b == 0, .ends = b + 1 == blocks,
+        .slice = &st->slots[slice % 2],
+    };
+    s.count = batch - s.first < items ? batch - s.first : items;
+    s.rows = n - s.row < block ? n - s.row : block;
+    s.maps[0] = s.slice->scores = st->maps[t % 2][0];
+    s.maps[1] = s.slice->weights = st->maps[t % 2][1];
+    s.slice->count = s.count;
+    return s;
+}
+
+/* The compute of one step; runs on the compute thread. */
+static void compute_step(run_state *st, const step *s)
+{
+    if (s->starts)
+        attn_project_inputs(&st->cfg, &st->weights, s->slice);
+    attn_attend(&st->cfg, s->slice, s->row, s->rows);
+    if (s->ends)
+        attn_project_output(&st->cfg, &st->weights, s->slice);
+}
+
+static void *compute_thread(void *arg)
+{
+    run_state *st = arg;
+    pthread_mutex_lock(&st->lock);
+    for (;;) {
+        while (!st->job_ready && !st->quit)
+            pthread_cond_wait(&st->wake, &st->lock);
+        if (st->quit)
+            break;
+        step job = st->job;
+        st->job_ready = false;
+        pthread_mutex_unlock(&st->lock);
+        compute_step(st, &job);
+        pthread_mutex_lock(&st->lock);
+        st->job_done = true;
+        pthread_cond_broadcast(&st->wake);
     }
-    return ATTN_OK;
+    pthread_mutex_unlock(&st->lock);
+    return NULL;
+}
+
+/* Hands a step to the compute thread. */
+static void start_step(run_state *st, const step *s)
+{
+    pthread_mutex_lock(&st->lock);
+    st->job = *s;
+    st->job_ready = true;
+    st->job_done = false;
+    st->in_flight = true;
+    pthread_cond_broadcast(&st->wake);
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* Waits for the step in flight, if any, to finish. */
+static void finish_step(run_state *st)
+{
+    pthread_mutex_lock(&st->lock);
+    while (st->in_flight && !st->job_done)
+        pthread_cond_wait(&st->wake, &st->lock);
+    st->in_flight = false;
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* Writes what step s computed: its maps, and at the end of its slice the
+ * slice's other outputs. */
+static int write_step(run_state *st, const step *s, attn_error *err)
+{
+    /* The slot's map pointers already serve the next step: use the step's. */
+    int status = write_maps(st, s->maps, s->first, s->count, s->row, s->rows, err);
+    if (status == ATTN_OK && s->ends) {
+        status = write_slice(st, s->slice, s->first, s->count, err);
+        const attn_run_options *opt = st->opt;
+        if (status == ATTN_OK && opt->progress != NULL)
+            opt->progress(s->first + s->count, st->report->layout.dims.batch, opt->progress_context);
+    }
+    return status;
+}
+
+/*
+ * The pipeline: every HDF5 call stays on this thread, the math runs on the
+ * compute thread.  While step t is computed, this thread writes step t-1
+ * and reads the inputs of the next slice.  Two slots of slice buffers and
+ * two sets of maps (by parity) keep the stages apart:
+ *
+ *     read slice of t (when t starts one) | compute t-1
+ *     wait for t-1; start t
+ *     write t-1                           | compute t
+ */
+static int run_steps(run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    const size_t items = st->report->slice_items, batch = st->report->layout.dims.batch;
+    const size_t steps = (batch + items - 1) / items * ((n + block - 1) / block);
+    step previous = {0};
+    int status = ATTN_OK;
+    for (size_t t = 0; t < steps && status == ATTN_OK; t++) {
+        if (opt->cancel != NULL && *opt->cancel) {
+            status = interrupted(st, err);
+            break;
+        }
+        attn_slice *slot = &st->slots[t / ((n + block - 1) / block) % 2];
+        if (t % ((n + block - 1) / block) == 0) {
+            size_t first = t / ((n + block - 1) / block) * items;
+            size_t count = batch - first < items ? batch - first : items;
+            if ((status = read_slice(st, slot, first, count, err)) != ATTN_OK)
+                break;
+        }
+        finish_step(st);
+        step current = step_at(st, t);
+        start_step(st, &current);
+        if (t > 0)
+            status = write_step(st, &previous, err);
+        previous = current;
+    }
+    finish_step(st);
+    if (status == ATTN_OK && steps > 0)
+        status = opt->cancel != NULL && *opt->cancel ? interrupted(st, err)
+                                                    : write_step(st, &previous, err);
+    return status;
+}
+
+static int compute(run_state *st, attn_error *err)
+{
+    pthread_t thread;
+    int failure = pthread_create(&thread, NULL, compute_thread, st);
+    if (failure != 0)
+        return attn_fail(err, ATTN_ENOMEM, "%s: cannot start the compute thread: %s",
+                         st->opt->input, strerror(failure));
+    int status = run_steps(st, err);
+    pthread_mutex_lock(&st->lock);
+    st->quit = true;
+    pthread_cond_broadcast(&st->wake);
+    pthread_mutex_unlock(&st->lock);
+    pthread_join(thread, NULL);
+    return status;
 }
 
 /* "/" or "/a/b": absolute, no empty, "." or ".." parts, no trailing "/". */
@@ -534,10 +780,15 @@ static void release(run_state *st)
 {
     for (int i = 0; i < 8; i++)
         free(st->parameters[i]);
+    free(st->fused);
+    free(st->fused_bias);
     free(st->slice_memory);
+    free(st->split);
     free(st->y_shared);
     free(st->keep_shared);
     attn_h5in_close(st->in);
+    pthread_cond_destroy(&st->wake);
+    pthread_mutex_destroy(&st->lock);
 }
 
 int attn_run(const attn_run_options *options, attn_run_report *report, attn_error *err)
@@ -545,6 +796,8 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     run_state st;
     memset(&st, 0, sizeof st);
     memset(report, 0, sizeof *report);
+    pthread_mutex_init(&st.lock, NULL);
+    pthread_cond_init(&st.wake, NULL);
     st.opt = options;
     st.report = report;
     if (options->transaction != NULL)
@@ -554,14 +807,14 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     if (status == ATTN_OK && (status = attn_h5in_open(options->input, &st.in, err)) == ATTN_OK &&
         (status = describe_inputs(&st, err)) == ATTN_OK)
         status = plan(&st, err);
+    if (options->threads > 0)
+        attn_set_threads(options->threads);
     if (status != ATTN_OK || options->dry_run) {
         release(&st);
         return status;
     }
-    if (options->threads > 0)
-        attn_set_threads(options->threads);
     if ((status = load_parameters(&st, err)) == ATTN_OK &&
-        (status = allocate_slice(&st, err)) == ATTN_OK &&
+        (status = allocate_slices(&st, err)) == ATTN_OK &&
         (status = load_shared(&st, err)) == ATTN_OK &&
         (status = open_output(&st, err)) == ATTN_OK)
         status = compute(&st, err);

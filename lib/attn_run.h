@@ -59,6 +59,8 @@ typedef struct attn_run_report {
     double scale;
     size_t slice_items;                 /* batch items per slice              */
     size_t slice_bytes;                 /* buffer bytes for one slice         */
+    size_t slice_rows;                  /* query rows per block (n: all)      */
+    bool online;                        /* no maps saved: online softmax      */
     double flops;
     unsigned save;
     size_t output_bytes[ATTN_OUT_COUNT];

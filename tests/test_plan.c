@@ -624,7 +624,7 @@ static void test_plan_slice_buffer_sizes(void **state)
     attn_slice_sizes sizes;
     attn_error err = {{0}};
     size_t items = 0;
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(sizes.x, 3 * 8);          /* n * D        */
     assert_int_equal(sizes.y, 0);              /* no --kv      */
     assert_int_equal(sizes.q, 3 * 8);          /* n * H*dk     */
@@ -641,7 +641,7 @@ static void test_plan_slice_buffer_sizes(void **state)
 
     layout.cross = true;
     layout.dims.m = 5;
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F64, 0, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F64, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(sizes.y, 5 * 8);          /* m * D        */
     assert_int_equal(sizes.k, 5 * 8);
     assert_int_equal(sizes.maps, 2 * 3 * 5);
@@ -655,7 +655,7 @@ static void test_plan_slice_budget_picks_item_count(void **state)
     attn_slice_sizes sizes;
     attn_error err = {{0}};
     size_t items = 0;
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items, &err), ATTN_OK);
     size_t per_item = sizes.bytes_per_item;
     assert_true(per_item > 0);
 
@@ -667,7 +667,7 @@ static void test_plan_slice_budget_picks_item_count(void **state)
         {64 * per_item, 10},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        assert_int_equal(attn_plan_slice(&layout, ATTN_F32, cases[i].budget, 0, &sizes, &items,
+        assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, cases[i].budget, 0, &sizes, &items,
                                          &err), ATTN_OK);
         if (items != cases[i].items)
             fail_msg("budget %zu bytes (%zu per item): %zu items, expected %zu", cases[i].budget,
@@ -677,7 +677,7 @@ static void test_plan_slice_budget_picks_item_count(void **state)
 
     /* double takes more bytes per item than float */
     attn_slice_sizes sizes64;
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F64, 4 * per_item, 0, &sizes64, &items, &err),
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F64, ATTN_SAVE_DEFAULT, 4 * per_item, 0, &sizes64, &items, &err),
                      ATTN_OK);
     assert_true(sizes64.bytes_per_item > per_item);
     assert_true(items < 4);
@@ -690,11 +690,11 @@ static void test_plan_slice_at_least_one_never_above_batch(void **state)
     attn_slice_sizes sizes;
     attn_error err = {{0}};
     size_t items = 0;
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 1);        /* nothing fits: still one item */
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 1, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 1, 0, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 1);
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, SIZE_MAX, 0, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, SIZE_MAX, 0, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 10);       /* everything fits: the batch */
 }
 
@@ -705,13 +705,13 @@ static void test_plan_slice_forced_count(void **state)
     attn_slice_sizes sizes;
     attn_error err = {{0}};
     size_t items = 0;
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 4, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 4, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 4);        /* forced wins over a budget of 0 */
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, SIZE_MAX, 2, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, SIZE_MAX, 2, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 2);        /* and over a huge budget */
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 3, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 3, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 3);        /* forced need not be a power of two */
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 0, 50, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 50, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 10);       /* never above the batch */
 }
 
@@ -725,7 +725,7 @@ static void test_plan_slice_overflow_is_rejected(void **state)
     attn_slice_sizes sizes;
     attn_error err = {{0}};
     size_t items = 0;
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, MIB, 0, &sizes, &items, &err), ATTN_EINPUT);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, MIB, 0, &sizes, &items, &err), ATTN_EINPUT);
     assert_true(strlen(err.msg) > 0);
 }
 
