@@ -4,17 +4,28 @@
 #   SANITIZE=address,undefined  build with sanitizers (into build/sanitize)
 
 CC       ?= cc
+comma    := ,
 PREFIX   ?= /usr/local
 PYTHON   ?= /usr/bin/python3
-PKGS      = hdf5 openblas
 WARNINGS  = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
-CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+
+# attnrun runs its own OpenMP threads, each calling single-threaded BLAS, so
+# it links Debian's serial OpenBLAS (libopenblas-serial-dev) by its rpath:
+# the default pthread build would start a thread pool that only spins.
+# Without the serial build, the default OpenBLAS is used.
+MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
+SERIAL_PC    = /usr/lib/$(MULTIARCH)/openblas-serial/pkgconfig
+BLAS_PC     := $(if $(wildcard $(SERIAL_PC)/openblas.pc),PKG_CONFIG_PATH=$(SERIAL_PC) )
+BLAS_CFLAGS := $(shell $(BLAS_PC)pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell $(BLAS_PC)pkg-config --libs openblas 2>/dev/null)
+BLAS_LIBS   += $(if $(BLAS_PC),-Wl$(comma)-rpath$(comma)$(shell $(BLAS_PC)pkg-config --variable=libdir openblas))
+
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags hdf5 2>/dev/null) $(BLAS_CFLAGS)
 ALL_CFLAGS = -std=c11 -fopenmp -fno-math-errno $(WARNINGS) $(CFLAGS)
 LDFLAGS  += -fopenmp
-LDLIBS   += -lhdf5_hl $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
+LDLIBS   += -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -lm
 
-comma   := ,
 BUILD    = build
 ifeq ($(WERROR),1)
 ALL_CFLAGS += -Werror

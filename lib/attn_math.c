@@ -28,6 +28,8 @@ extern double exp(double);
 #define QUERY_BLOCK ((size_t)64)
 #define KEY_BLOCK ((size_t)256)
 
+int attn_threads(void);
+
 /* Parallelism comes from OpenMP over blocks; BLAS runs one thread in each. */
 static void attn_blas_single(void)
 {
@@ -91,12 +93,17 @@ void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_sli
         project_output_f32(cfg, w, s);
 }
 
+/* Set by attn_set_threads; 0 = OpenMP's default.  A process-wide value,
+ * not omp_set_num_threads: that one holds only for the calling thread, and
+ * the pipeline computes on a thread of its own. */
+static int thread_count;
+
 void attn_set_threads(int threads)
 {
-    omp_set_num_threads(threads < 1 ? 1 : threads);
+    thread_count = threads < 1 ? 1 : threads;
 }
 
 int attn_threads(void)
 {
-    return omp_get_max_threads();
+    return thread_count > 0 ? thread_count : omp_get_max_threads();
 }

@@ -1,0 +1,962 @@
+/* bench.c - attnbench: times attnrun on the benchmark workloads, against
+ * this machine's limits and against a numpy peer.
+ *
+ *     attnbench --attnrun build/attnrun --gen build/bench/attnbench-gen
+ *     attnbench --attnrun build/attnrun --only gpt2,many --runs 3 --no-numpy
+ *
+ * For every selected workload (workloads.h) it
+ *   1. generates the input with attnbench-gen, unless the file is there;
+ *   2. reads the FLOPs and the output bytes from `attnrun --dry-run`, so the
+ *      arithmetic has one source of truth;
+ *   3. measures the roofline's two rates: OpenBLAS sgemm on a 2048^3 product,
+ *      and writing one plain contiguous HDF5 dataset of the workload's
+ *      output bytes, fsync included, in the directory the runs write to;
+ *   4. runs attnrun, then bench/ref_numpy.py, each 1 warm-up + N timed runs
+ *      as whole processes, keeping the median time and the peak RSS; the
+ *      numpy warm-up also checks that attnrun's output equals numpy's;
+ *   5. prints the limits and two tables: attnrun against the roofline, and
+ *      attnrun against numpy.
+ * Progress and the programs' messages go to stderr, the report to stdout.
+ *
+ * Legend: B batch, n sequence length (queries = keys), D d_model, H heads.
+ * Exit status: 0 every run worked and every check agreed, 1 otherwise,
+ * 2 usage error.
+ */
+#define _DEFAULT_SOURCE   /* wait4() and ru_maxrss, hidden by _POSIX_C_SOURCE alone */
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cblas.h>
+#include <hdf5.h>
+
+#include "workloads.h"
+
+#define PROG "attnbench"
+
+#define MAX_RUNS 100
+#define SGEMM_N 2048
+#define SGEMM_REPEATS 3
+#define WRITE_REPEATS 3
+#define WRITE_BLOCK_VALUES ((hsize_t)16 << 20)   /* 64 MiB of float32 per H5Dwrite */
+#define CHILD_OUT_SIZE 8192
+#define NOTE_SIZE 160
+#define ARGV_MAX 24
+
+/* ref_numpy.py's "numpy or h5py is not installed", and the shell's
+ * "cannot execute": both mean the peer is unavailable, not that it failed. */
+#define EXIT_PEER_UNAVAILABLE 3
+#define EXIT_EXEC_FAILED 127
+
+struct options {
+    const char *attnrun;   /* attnrun binary */
+    const char *gen;       /* attnbench-gen binary */
+    const char *python;    /* interpreter for the peer */
+    const char *ref;       /* bench/ref_numpy.py */
+    const char *dir;       /* inputs and outputs live here */
+    int runs;              /* timed runs after the warm-up */
+    int numpy;             /* run the numpy peer */
+    int selected[BENCH_N_WORKLOADS];
+};
+
+enum series_state { SERIES_NOT_RUN, SERIES_OK, SERIES_FAILED, SERIES_SKIPPED };
+
+/* The timed runs of one program on one workload. */
+struct series {
+    enum series_state state;
+    double median_s;
+    long peak_rss_kib;       /* largest ru_maxrss of the timed runs */
+    char note[NOTE_SIZE];    /* why it failed or was skipped */
+};
+
+/* Everything measured for one workload: one row of each table. */
+struct row {
+    const struct bench_workload *w;
+    char input[PATH_MAX], attn_out[PATH_MAX], numpy_out[PATH_MAX];
+    int prepared;            /* the input exists and the dry run parsed */
+    char prep_note[NOTE_SIZE];
+    double flops;            /* from attnrun --dry-run */
+    double bytes;            /* output bytes, from attnrun --dry-run */
+    double write_s;          /* best time to write `bytes` as one dataset + fsync */
+    struct series attn, numpy;
+    char check[32];          /* "ok 1.8e-07", "FAIL 3.1e-02" or "-" */
+    char check_line[NOTE_SIZE];  /* ref_numpy.py's whole "check: ..." line */
+    int check_failed;
+};
+
+/* A finished child process. */
+struct child {
+    int status;                  /* as wait4() reports it */
+    double seconds;              /* fork to reaped, wall clock */
+    long maxrss_kib;             /* its peak resident set */
+    char out[CHILD_OUT_SIZE];    /* its stdout and stderr, truncated, NUL-terminated */
+};
+
+/* An argv under construction; the strings must outlive it. */
+struct argv_list {
+    const char *v[ARGV_MAX];
+    size_t n;
+    char heads[24];              /* the --heads value's text */
+};
+
+/* ---- small utilities ---------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A progress message on stderr, where the programs' own messages also go. */
+__attribute__((format(printf, 1, 2)))
+static void progress(const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    fprintf(stderr, PROG ": ");
+    vfprintf(stderr, format, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n-1] (sorts v). */
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The first line of text, shortened to fit a note. */
+static void first_line(const char *text, char *note, size_t size)
+{
+    size_t len = strcspn(text, "\n");
+    snprintf(note, size, "%.*s", (int)len, text);
+}
+
+static int join_path(char *out, const char *dir, const char *name, const char *suffix)
+{
+    int len = snprintf(out, PATH_MAX, "%s/%s%s", dir, name, suffix);
+    if (len < 0 || len >= PATH_MAX) {
+        fprintf(stderr, PROG ": %s/%s%s: path too long\n", dir, name, suffix);
+        return -1;
+    }
+    return 0;
+}
+
+/* mkdir -p. Returns 0 or -1 (reported). */
+static int make_dirs(const char *path)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        fprintf(stderr, PROG ": %s: path too long\n", path);
+        return -1;
+    }
+    for (char *p = buf + 1; ; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, PROG ": %s: cannot create the directory: %s\n", buf, strerror(errno));
+            return -1;
+        }
+        *p = saved;
+        if (saved == '\0')
+            break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, PROG ": %s: not a directory\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static void remove_if_present(const char *path)
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        fprintf(stderr, PROG ": %s: cannot remove: %s\n", path, strerror(errno));
+}
+
+/* ---- child processes ---------------------------------------------------- */
+
+static void argv_push(struct argv_list *a, const char *arg)
+{
+    assert(a->n + 1 < ARGV_MAX);
+    a->v[a->n++] = arg;
+    a->v[a->n] = NULL;
+}
+
+/* The options attnrun and ref_numpy.py both take for workload w. */
+static void argv_push_workload(struct argv_list *a, const struct bench_workload *w)
+{
+    snprintf(a->heads, sizeof a->heads, "%ld", w->heads);
+    argv_push(a, "--heads");
+    argv_push(a, a->heads);
+    if (w->causal)
+        argv_push(a, "--causal");
+    if (w->save) {
+        argv_push(a, "--save");
+        argv_push(a, w->save);
+    }
+}
+
+/* Child side of run_child: stdout and stderr into the pipe, then exec.
+ * Only async-signal-safe calls: the parent may hold OpenBLAS's threads. */
+static void exec_child(const char *const argv[], int pipe_write)
+{
+    static const char prefix[] = PROG ": cannot execute ";
+    if (dup2(pipe_write, STDOUT_FILENO) >= 0 && dup2(pipe_write, STDERR_FILENO) >= 0) {
+        close(pipe_write);
+        execvp(argv[0], (char *const *)argv);
+    }
+    ssize_t ignored = write(STDERR_FILENO, prefix, sizeof prefix - 1);
+    ignored = write(STDERR_FILENO, argv[0], strlen(argv[0]));
+    ignored = write(STDERR_FILENO, "\n", 1);
+    (void)ignored;
+    _exit(EXIT_EXEC_FAILED);
+}
+
+/* Reads fd to its end into out (truncated, NUL-terminated): the child must
+ * never block on a full pipe, whatever it prints. */
+static void drain(int fd, char *out, size_t size)
+{
+    size_t len = 0;
+    char discard[4096];
+    for (;;) {
+        char *dst = len + 1 < size ? out + len : discard;
+        size_t room = len + 1 < size ? size - 1 - len : sizeof discard;
+        ssize_t got = read(fd, dst, room);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        if (dst != discard)
+            len += (size_t)got;
+    }
+    out[len] = '\0';
+}
+
+/* Runs argv (argv[0] searched in PATH when it has no '/') to completion,
+ * timing the whole process. Returns 0 with c filled, or -1 (reported) when
+ * no child could be started. */
+static int run_child(const char *const argv[], struct child *c)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        fprintf(stderr, PROG ": cannot make a pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    fflush(NULL);
+    double start = now_s();
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, PROG ": cannot fork: %s\n", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        exec_child(argv, fds[1]);
+    }
+    close(fds[1]);
+    drain(fds[0], c->out, sizeof c->out);
+    close(fds[0]);
+    struct rusage usage;
+    while (wait4(pid, &c->status, 0, &usage) < 0) {
+        if (errno != EINTR) {
+            fprintf(stderr, PROG ": wait4: %s\n", strerror(errno));
+            return -1;
+        }
+    }
+    c->seconds = now_s() - start;
+    c->maxrss_kib = usage.ru_maxrss;   /* Linux reports KiB */
+    return 0;
+}
+
+static int child_exit_code(const struct child *c)
+{
+    return WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1;
+}
+
+/* "failed (exit N)" or "killed by signal N". */
+static void describe_status(const struct child *c, char *note, size_t size)
+{
+    if (WIFEXITED(c->status))
+        snprintf(note, size, "failed (exit %d)", WEXITSTATUS(c->status));
+    else if (WIFSIGNALED(c->status))
+        snprintf(note, size, "killed by signal %d (%s)", WTERMSIG(c->status),
+                 strsignal(WTERMSIG(c->status)));
+    else
+        snprintf(note, size, "failed (wait status %d)", c->status);
+}
+
+/* Removes out_path (each run must create its output afresh), runs argv.
+ * Returns 1 when it exited 0, else 0. */
+static int run_once(const char *const argv[], const char *out_path, struct child *c)
+{
+    remove_if_present(out_path);
+    if (run_child(argv, c) != 0) {
+        c->status = EXIT_EXEC_FAILED << 8;   /* reads as "failed (exit 127)" */
+        c->out[0] = '\0';
+        return 0;
+    }
+    return child_exit_code(c) == 0;
+}
+
+/* Ends the progress line with why c failed, then shows what it printed. */
+static void report_failure(const struct child *c, char *note, size_t size)
+{
+    describe_status(c, note, size);
+    fprintf(stderr, " %s\n%s", note, c->out);
+}
+
+/* `runs` timed runs of argv; fills s with the median time and the peak RSS,
+ * or with the first failure. */
+static void time_runs(const char *const argv[], const char *out_path, int runs, struct series *s)
+{
+    static struct child c;    /* 8 KiB of output: off the stack */
+    double seconds[MAX_RUNS];
+    s->peak_rss_kib = 0;
+    fprintf(stderr, ", runs");
+    for (int i = 0; i < runs; i++) {
+        if (!run_once(argv, out_path, &c)) {
+            report_failure(&c, s->note, sizeof s->note);
+            s->state = SERIES_FAILED;
+            return;
+        }
+        seconds[i] = c.seconds;
+        if (c.maxrss_kib > s->peak_rss_kib)
+            s->peak_rss_kib = c.maxrss_kib;
+        fprintf(stderr, " %.3f", c.seconds);
+        fflush(stderr);
+    }
+    fprintf(stderr, " s\n");
+    s->median_s = median(seconds, (size_t)runs);
+    s->state = SERIES_OK;
+}
+
+/* ---- preparing a workload ----------------------------------------------- */
+
+/* Generates the input unless it exists. Returns 0, or -1 with r->prep_note. */
+static int ensure_input(const struct options *o, struct row *r)
+{
+    static struct child c;
+    if (access(r->input, F_OK) == 0)
+        return 0;
+    progress("%s: generating %s", r->w->name, r->input);
+    const char *argv[] = {o->gen, r->w->name, r->input, NULL};
+    if (run_once(argv, r->input, &c)) {
+        fprintf(stderr, "\n");
+        return 0;
+    }
+    char why[64];
+    report_failure(&c, why, sizeof why);
+    snprintf(r->prep_note, sizeof r->prep_note, "input generator %s", why);
+    return -1;
+}
+
+/* Reads "FLOPs  3.08281e+08 (...)" and "  total ... 458752 bytes (...)" from
+ * attnrun's dry run. Returns 0, or -1 when a line is missing. */
+static int parse_dry_run(const char *text, double *flops, double *bytes)
+{
+    int found = 0;
+    const char *line = text;
+    while (*line) {
+        if (sscanf(line, "FLOPs %lf", flops) == 1)
+            found |= 1;
+        else if (sscanf(line, " total %lf bytes", bytes) == 1)
+            found |= 2;
+        const char *eol = strchr(line, '\n');
+        if (!eol)
+            break;
+        line = eol + 1;
+    }
+    return found == 3 ? 0 : -1;
+}
+
+/* FLOPs and output bytes from `attnrun IN <workload options> --dry-run`. */
+static int dry_run(const struct options *o, struct row *r)
+{
+    static struct child c;
+    struct argv_list a = {.n = 0};
+    argv_push(&a, o->attnrun);
+    argv_push(&a, r->input);
+    argv_push_workload(&a, r->w);
+    argv_push(&a, "--dry-run");
+    if (run_child(a.v, &c) != 0 || child_exit_code(&c) != 0) {
+        fputs(c.out, stderr);
+        snprintf(r->prep_note, sizeof r->prep_note, "attnrun --dry-run failed");
+        return -1;
+    }
+    if (parse_dry_run(c.out, &r->flops, &r->bytes) != 0) {
+        snprintf(r->prep_note, sizeof r->prep_note,
+                 "attnrun --dry-run printed no FLOPs or total bytes line");
+        return -1;
+    }
+    return 0;
+}
+
+static int prepare_row(const struct options *o, struct row *r)
+{
+    if (join_path(r->input, o->dir, r->w->name, ".h5") != 0
+        || join_path(r->attn_out, o->dir, r->w->name, ".attnrun.out.h5") != 0
+        || join_path(r->numpy_out, o->dir, r->w->name, ".numpy.out.h5") != 0) {
+        snprintf(r->prep_note, sizeof r->prep_note, "path too long");
+        return -1;
+    }
+    if (ensure_input(o, r) != 0 || dry_run(o, r) != 0)
+        return -1;
+    r->prepared = 1;
+    return 0;
+}
+
+/* ---- machine limits ----------------------------------------------------- */
+
+/* OpenBLAS sgemm rate on a 2048^3 row-major product, GFLOP/s, with its
+ * default threads: one warm-up (thread start, page faults), best of 3. */
+static double measure_sgemm_gflops(void)
+{
+    const size_t n = SGEMM_N;
+    float *a = malloc(n * n * sizeof *a), *b = malloc(n * n * sizeof *b);
+    float *c = malloc(n * n * sizeof *c);
+    double best = 0;
+    if (!a || !b || !c) {
+        fprintf(stderr, PROG ": out of memory for the sgemm probe\n");
+        goto out;
+    }
+    for (size_t i = 0; i < n * n; i++) {
+        a[i] = (float)(i % 97) * 0.01f - 0.5f;
+        b[i] = (float)(i % 89) * 0.01f - 0.4f;
+    }
+    for (int i = 0; i <= SGEMM_REPEATS; i++) {
+        double start = now_s();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f,
+                    a, (int)n, b, (int)n, 0.0f, c, (int)n);
+        double rate = 2.0 * (double)n * (double)n * (double)n / (now_s() - start) / 1e9;
+        if (i > 0 && rate > best)
+            best = rate;
+    }
+out:
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
+/* HDF5's innermost error description, for one-line messages. */
+static herr_t keep_innermost(unsigned n, const H5E_error2_t *entry, void *data)
+{
+    if (n == 0 && entry->desc)
+        snprintf(data, 256, "%s", entry->desc);
+    return 0;
+}
+
+static int h5_fail(const char *path, const char *what)
+{
+    char reason[256] = "HDF5 error";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, reason);
+    fprintf(stderr, PROG ": %s: %s: %s\n", path, what, reason);
+    return -1;
+}
+
+/* Writes values float32 from block (block_values long, reused) as dataset
+ * "data" of the open file. Returns 0 or -1 (reported). */
+static int write_probe_dataset(hid_t file, const char *path, hsize_t values,
+                               const float *block, hsize_t block_values)
+{
+    int status = -1;
+    hid_t space = H5Screate_simple(1, &values, NULL), dset = H5I_INVALID_HID;
+    if (space < 0
+        || (dset = H5Dcreate2(file, "data", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                              H5P_DEFAULT)) < 0) {
+        h5_fail(path, "cannot create the probe dataset");
+        goto out;
+    }
+    for (hsize_t start = 0; start < values; start += block_values) {
+        hsize_t count = values - start < block_values ? values - start : block_values;
+        hid_t mem = H5Screate_simple(1, &count, NULL);
+        herr_t written = mem < 0 ? -1
+            : H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ? -1
+            : H5Dwrite(dset, H5T_NATIVE_FLOAT, mem, space, H5P_DEFAULT, block);
+        if (mem >= 0)
+            H5Sclose(mem);
+        if (written < 0) {
+            h5_fail(path, "cannot write the probe dataset");
+            goto out;
+        }
+    }
+    status = 0;
+out:
+    if (dset >= 0 && H5Dclose(dset) < 0 && status == 0)
+        status = h5_fail(path, "cannot close the probe dataset");
+    if (space >= 0)
+        H5Sclose(space);
+    return status;
+}
+
+/* One timed probe: create, write, close, then open + fsync, as attnrun's
+ * output pays for reaching the disk. Returns seconds, or -1 (reported). */
+static double write_probe_once(const char *path, hsize_t values, const float *block,
+                               hsize_t block_values)
+{
+    remove_if_present(path);
+    double start = now_s();
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (file < 0)
+        return h5_fail(path, "cannot create the probe file");
+    int status = write_probe_dataset(file, path, values, block, block_values);
+    if (H5Fclose(file) < 0 && status == 0)
+        status = h5_fail(path, "cannot close the probe file");
+    int fd = status == 0 ? open(path, O_RDONLY) : -1;
+    if (status == 0 && (fd < 0 || fsync(fd) != 0)) {
+        fprintf(stderr, PROG ": %s: cannot fsync: %s\n", path, strerror(errno));
+        status = -1;
+    }
+    if (fd >= 0)
+        close(fd);
+    double seconds = now_s() - start;
+    remove_if_present(path);
+    return status == 0 ? seconds : -1;
+}
+
+/* Best time of WRITE_REPEATS probes writing `bytes` into dir, or -1. */
+static double measure_write_seconds(const char *dir, double bytes)
+{
+    char path[PATH_MAX];
+    if (join_path(path, dir, "write-probe", ".h5") != 0)
+        return -1;
+    hsize_t values = (hsize_t)(bytes / sizeof(float));
+    hsize_t block_values = values < WRITE_BLOCK_VALUES ? values : WRITE_BLOCK_VALUES;
+    if (values == 0)
+        return -1;
+    float *block = malloc((size_t)block_values * sizeof *block);
+    if (!block) {
+        fprintf(stderr, PROG ": out of memory for the write probe\n");
+        return -1;
+    }
+    /* Varied, finite values: nothing a file system could compress or skip. */
+    for (hsize_t i = 0; i < block_values; i++)
+        block[i] = (float)(i % 1000) * 0.001f + 0.5f;
+    double best = -1;
+    for (int i = 0; i < WRITE_REPEATS; i++) {
+        double seconds = write_probe_once(path, values, block, block_values);
+        if (seconds < 0) {
+            best = -1;
+            break;
+        }
+        if (best < 0 || seconds < best)
+            best = seconds;
+    }
+    free(block);
+    return best;
+}
+
+static double physical_ram_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0;
+}
+
+/* ---- the two peers ------------------------------------------------------ */
+
+static void bench_attnrun(const struct options *o, struct row *r)
+{
+    static struct child c;
+    struct argv_list a = {.n = 0};
+    argv_push(&a, o->attnrun);
+    argv_push(&a, r->input);
+    argv_push(&a, "-o");
+    argv_push(&a, r->attn_out);
+    argv_push(&a, "-q");
+    argv_push_workload(&a, r->w);
+
+    progress("%s: %s warm-up", r->w->name, "attnrun");
+    if (!run_once(a.v, r->attn_out, &c)) {
+        report_failure(&c, r->attn.note, sizeof r->attn.note);
+        r->attn.state = SERIES_FAILED;
+        return;
+    }
+    fprintf(stderr, " %.3f s", c.seconds);
+    time_runs(a.v, r->attn_out, o->runs, &r->attn);
+}
+
+/* Bytes numpy needs for workload w: scores and weights with the softmax's
+ * temporaries, about three (B, H, n, m) float32 arrays (ref_numpy.py). */
+static double numpy_estimate_bytes(const struct bench_workload *w)
+{
+    return 3.0 * (double)w->batch * (double)w->heads * (double)w->seq * (double)w->seq * 4.0;
+}
+
+/* python3 ref_numpy.py IN OUT <workload options> */
+static void numpy_argv(const struct options *o, const struct row *r, struct argv_list *a)
+{
+    argv_push(a, o->python);
+    argv_push(a, o->ref);
+    argv_push(a, r->input);
+    argv_push(a, r->numpy_out);
+    argv_push_workload(a, r->w);
+}
+
+/* Reads ref_numpy.py's "check: relative diff 1.81e-07 (...): ok" line into
+ * r->check. Returns 1 when the line was there. */
+static int read_check_line(const char *out, struct row *r)
+{
+    const char *line = strstr(out, "check: ");
+    double relative;
+    if (!line)
+        return 0;
+    const char *eol = strchr(line, '\n');
+    size_t len = eol ? (size_t)(eol - line) : strlen(line);
+    snprintf(r->check_line, sizeof r->check_line, "%.*s", (int)len, line);
+    int ok = len >= 4 && strncmp(line + len - 4, ": ok", 4) == 0;
+    if (sscanf(line, "check: relative diff %lf", &relative) == 1)
+        snprintf(r->check, sizeof r->check, "%s %.1e", ok ? "ok" : "FAIL", relative);
+    else
+        snprintf(r->check, sizeof r->check, "%s", ok ? "ok" : "FAIL");
+    r->check_failed = !ok;
+    return 1;
+}
+
+/* The numpy peer: its warm-up also checks attnrun's output when there is one.
+ * Clears *available when the peer cannot run here at all. */
+static void bench_numpy(const struct options *o, struct row *r, int *available,
+                        char *unavailable_note)
+{
+    static struct child c;
+    double need = numpy_estimate_bytes(r->w), ram = physical_ram_bytes();
+    r->numpy.state = SERIES_SKIPPED;
+    if (!*available)
+        return;
+    if (ram > 0 && need > ram / 2) {
+        snprintf(r->numpy.note, sizeof r->numpy.note,
+                 "skipped: needs ~%.1f GB (3 x B*H*n*m float32), over half of the %.1f GB RAM",
+                 need / 1e9, ram / 1e9);
+        progress("%s: numpy %s\n", r->w->name, r->numpy.note);
+        return;
+    }
+    struct argv_list a = {.n = 0}, warm = {.n = 0};
+    numpy_argv(o, r, &a);
+    numpy_argv(o, r, &warm);
+    if (r->attn.state == SERIES_OK) {
+        argv_push(&warm, "--check");
+        argv_push(&warm, r->attn_out);
+    }
+
+    progress("%s: %s warm-up", r->w->name, r->attn.state == SERIES_OK ? "numpy (with --check)" : "numpy");
+    int worked = run_once(warm.v, r->numpy_out, &c);
+    int checked = read_check_line(c.out, r);
+    int code = child_exit_code(&c);
+    if (code == EXIT_PEER_UNAVAILABLE || code == EXIT_EXEC_FAILED) {
+        *available = 0;
+        first_line(c.out, unavailable_note, NOTE_SIZE);
+        fprintf(stderr, " unavailable\n%s", c.out);
+        snprintf(r->numpy.note, sizeof r->numpy.note, "numpy peer unavailable");
+        return;
+    }
+    /* A failed check exits 1 after a complete run: time it all the same. */
+    if (!worked && !(checked && r->check_failed && code == 1)) {
+        report_failure(&c, r->numpy.note, sizeof r->numpy.note);
+        r->numpy.state = SERIES_FAILED;
+        return;
+    }
+    fprintf(stderr, " %.3f s", c.seconds);
+    time_runs(a.v, r->numpy_out, o->runs, &r->numpy);
+    if (checked)
+        progress("%s: %s\n", r->w->name, r->check_line);
+}
+
+/* ---- the report --------------------------------------------------------- */
+
+static void shape_text(const struct bench_workload *w, char *out, size_t size)
+{
+    snprintf(out, size, "%ldx%ldx%ld/%ld", w->batch, w->seq, w->d_model, w->heads);
+}
+
+static void print_limits(const struct options *o, const struct row rows[], double sgemm_gflops)
+{
+    printf("attnbench: %s, whole process, median of %d run%s after 1 warm-up\n\n", o->attnrun,
+           o->runs, o->runs == 1 ? "" : "s");
+    printf("machine limits, measured now\n");
+    printf("  cores               %ld online, %.1f GB RAM\n", sysconf(_SC_NPROCESSORS_ONLN),
+           physical_ram_bytes() / 1e9);
+    printf("  OpenBLAS sgemm      %.1f GFLOP/s (2048^3 row-major, %d threads, best of %d)\n",
+           sgemm_gflops, openblas_get_num_threads(), SGEMM_REPEATS);
+    printf("  HDF5 write + fsync  one contiguous float32 dataset of each workload's output bytes,\n"
+           "                      new file in %s, best of %d:\n\n", o->dir, WRITE_REPEATS);
+    printf("%-9s %-19s %-19s %7s %11s %12s\n", "workload", "shape B x n x D / H", "attention",
+           "GFLOP", "output MB", "write MB/s");
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        const struct row *r = &rows[i];
+        char shape[48], attention[48];
+        if (!o->selected[i])
+            continue;
+        shape_text(r->w, shape, sizeof shape);
+        snprintf(attention, sizeof attention, "%s%s%s", r->w->causal ? "causal" : "full",
+                 r->w->biases ? ", biases" : "", r->w->save ? ", output only" : "");
+        if (!r->prepared) {
+            printf("%-9s %-19s %s\n", r->w->name, shape, r->prep_note);
+            continue;
+        }
+        printf("%-9s %-19s %-19s %7.1f %11.1f", r->w->name, shape, attention, r->flops / 1e9,
+               r->bytes / 1e6);
+        if (r->write_s > 0)
+            printf(" %12.0f\n", r->bytes / r->write_s / 1e6);
+        else
+            printf(" %12s\n", "failed");
+    }
+}
+
+static void print_roofline_table(const struct options *o, const struct row rows[], double sgemm_gflops)
+{
+    printf("\nattnrun against the roofline\n");
+    printf("%-9s %-14s %7s %8s %7s %6s %8s %7s  %-5s %7s\n", "workload", "shape", "time s",
+           "GFLOP/s", "out MB", "GB/s", "RSS MiB", "roof s", "bound", "x roof");
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        const struct row *r = &rows[i];
+        char shape[48];
+        if (!o->selected[i])
+            continue;
+        shape_text(r->w, shape, sizeof shape);
+        printf("%-9s %-14s", r->w->name, shape);
+        if (!r->prepared) {
+            printf("  %s\n", r->prep_note);
+            continue;
+        }
+        if (r->attn.state != SERIES_OK) {
+            printf("  %s\n", r->attn.note);
+            continue;
+        }
+        double t = r->attn.median_s;
+        double compute_s = sgemm_gflops > 0 ? r->flops / (sgemm_gflops * 1e9) : 0;
+        double write_s = r->write_s > 0 ? r->write_s : 0;
+        double roof = compute_s > write_s ? compute_s : write_s;
+        printf(" %7.3f %8.1f %7.1f %6.2f %8.1f", t, r->flops / t / 1e9, r->bytes / 1e6,
+               r->bytes / t / 1e9, (double)r->attn.peak_rss_kib / 1024);
+        if (roof > 0)
+            printf(" %7.3f  %-5s %7.1f\n", roof, compute_s > write_s ? "sgemm" : "write", t / roof);
+        else
+            printf(" %7s\n", "n/a");
+    }
+    printf("time s: median wall time of the whole attnrun process (start, read, compute, write,\n"
+           "        fsync); GFLOP/s and GB/s: the dry run's FLOPs and output bytes over that time.\n"
+           "roof s: max(FLOPs / sgemm rate, output bytes / write rate), the larger of the two\n"
+           "        limits above (bound); x roof: time s over roof s.\n");
+}
+
+static void print_numpy_table(const struct options *o, const struct row rows[],
+                              const char *unavailable_note)
+{
+    printf("\nattnrun against numpy (%s: float32, same datasets, fsync'ed)\n", o->ref);
+    if (!o->numpy) {
+        printf("  skipped (--no-numpy)\n");
+        return;
+    }
+    if (unavailable_note[0])
+        printf("  numpy peer unavailable: %s\n", unavailable_note);
+    printf("%-9s %9s %8s %8s %8s %14s  %s\n", "workload", "attnrun s", "RSS MiB", "numpy s",
+           "RSS MiB", "numpy/attnrun", "check");
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        const struct row *r = &rows[i];
+        if (!o->selected[i] || !r->prepared)
+            continue;
+        printf("%-9s", r->w->name);
+        if (r->attn.state == SERIES_OK)
+            printf(" %9.3f %8.1f", r->attn.median_s, (double)r->attn.peak_rss_kib / 1024);
+        else
+            printf(" %18s", "attnrun failed");
+        if (r->numpy.state != SERIES_OK) {
+            printf("  %s\n", r->numpy.note);
+            continue;
+        }
+        printf(" %8.3f %8.1f", r->numpy.median_s, (double)r->numpy.peak_rss_kib / 1024);
+        if (r->attn.state == SERIES_OK)
+            printf(" %14.2f", r->numpy.median_s / r->attn.median_s);
+        else
+            printf(" %14s", "-");
+        printf("  %s\n", r->check[0] ? r->check : "-");
+    }
+    printf("check: numpy's output against attnrun's, max |diff| / max |output|, ok <= 1e-4.\n");
+}
+
+static void print_footnote(void)
+{
+    printf("\nEvery timed output reaches the disk: attnrun fsyncs its file before renaming it,\n"
+           "ref_numpy.py fsyncs after closing, and the write probe fsyncs after H5Fclose, so\n"
+           "the times and the write rate all include the flush.\n");
+}
+
+/* ---- command line ------------------------------------------------------- */
+
+#define USAGE \
+    "usage: " PROG " [--attnrun PATH] [--gen PATH] [--only LIST] [--dir DIR] [--runs N]\n" \
+    "                 [--no-numpy] [--python PATH] [--ref PATH]\n"
+
+static void print_help(void)
+{
+    printf(USAGE
+           "\nTimes attnrun on the benchmark workloads against this machine's limits\n"
+           "(sgemm rate, HDF5 write rate) and against bench/ref_numpy.py.\n\n"
+           "  --attnrun PATH  attnrun to time (default build/attnrun)\n"
+           "  --gen PATH      input generator (default build/bench/attnbench-gen)\n"
+           "  --only LIST     comma list of workloads (default all: ");
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
+        printf("%s%s", bench_workloads[i].name, i + 1 < BENCH_N_WORKLOADS ? "," : ")\n");
+    printf("  --dir DIR       inputs and outputs (default build/bench/work; inputs are\n"
+           "                  generated there when missing)\n"
+           "  --runs N        timed runs after the warm-up, 1-%d (default 5)\n"
+           "  --no-numpy      skip the numpy peer\n"
+           "  --python PATH   interpreter for the peer (default /usr/bin/python3)\n"
+           "  --ref PATH      the peer script (default bench/ref_numpy.py)\n", MAX_RUNS);
+}
+
+static int usage_error(const char *message, const char *arg)
+{
+    fprintf(stderr, PROG ": %s%s%s\n" USAGE, message, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+/* Marks the workloads named in list. Returns 0 or -1 (unknown name). */
+static int select_workloads(const char *list, int selected[])
+{
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
+        return -1;
+    memset(selected, 0, BENCH_N_WORKLOADS * sizeof *selected);
+    int any = 0;
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
+         name = strtok_r(NULL, ",", &save)) {
+        const struct bench_workload *w = bench_find_workload(name);
+        if (!w)
+            return -1;
+        selected[w - bench_workloads] = 1;
+        any = 1;
+    }
+    return any ? 0 : -1;
+}
+
+static int parse_runs(const char *text, int *runs)
+{
+    char *end;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno || end == text || *end || value < 1 || value > MAX_RUNS)
+        return -1;
+    *runs = (int)value;
+    return 0;
+}
+
+/* Returns -1 to go on, else the exit status (help or usage error). */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "/usr/bin/python3",
+                          "bench/ref_numpy.py", "build/bench/work", 5, 1, {0}};
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
+        o->selected[i] = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i];
+        if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
+            print_help();
+            return 0;
+        }
+        if (strcmp(opt, "--no-numpy") == 0) {
+            o->numpy = 0;
+            continue;
+        }
+        const char **target = strcmp(opt, "--attnrun") == 0 ? &o->attnrun
+                            : strcmp(opt, "--gen") == 0     ? &o->gen
+                            : strcmp(opt, "--python") == 0  ? &o->python
+                            : strcmp(opt, "--ref") == 0     ? &o->ref
+                            : strcmp(opt, "--dir") == 0     ? &o->dir
+                                                            : NULL;
+        int takes_value = target || strcmp(opt, "--only") == 0 || strcmp(opt, "--runs") == 0;
+        if (!takes_value)
+            return usage_error("unknown option", opt);
+        if (i + 1 >= argc)
+            return usage_error("missing value for", opt);
+        const char *value = argv[++i];
+        if (target)
+            *target = value;
+        else if (strcmp(opt, "--only") == 0 && select_workloads(value, o->selected) != 0)
+            return usage_error("--only takes a comma list of workloads, not", value);
+        else if (strcmp(opt, "--runs") == 0 && parse_runs(value, &o->runs) != 0)
+            return usage_error("--runs takes a whole number from 1 to 100, not", value);
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    static struct row rows[BENCH_N_WORKLOADS];
+    struct options o;
+    int status = parse_options(argc, argv, &o);
+    if (status >= 0)
+        return status;
+    if (access(o.attnrun, X_OK) != 0)
+        return usage_error("cannot execute attnrun (build it, or give --attnrun)", o.attnrun);
+    if (make_dirs(o.dir) != 0)
+        return 1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* one-line errors from h5_fail */
+
+    int failed = 0;
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        rows[i].w = &bench_workloads[i];
+        if (o.selected[i] && prepare_row(&o, &rows[i]) != 0)
+            failed = 1;
+    }
+
+    progress("measuring the sgemm rate\n");
+    double sgemm_gflops = measure_sgemm_gflops();
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        if (!rows[i].prepared)
+            continue;
+        progress("%s: measuring the HDF5 write rate\n", rows[i].w->name);
+        rows[i].write_s = measure_write_seconds(o.dir, rows[i].bytes);
+        failed |= rows[i].write_s < 0;
+    }
+    print_limits(&o, rows, sgemm_gflops);
+    fflush(stdout);   /* the limits before the progress of the runs, even into a pipe */
+
+    int numpy_available = o.numpy;
+    char unavailable_note[NOTE_SIZE] = "";
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        struct row *r = &rows[i];
+        if (!r->prepared)
+            continue;
+        bench_attnrun(&o, r);
+        bench_numpy(&o, r, &numpy_available, unavailable_note);
+        failed |= r->attn.state == SERIES_FAILED || r->numpy.state == SERIES_FAILED || r->check_failed;
+        remove_if_present(r->attn_out);   /* outputs are large; inputs are kept */
+        remove_if_present(r->numpy_out);
+    }
+
+    print_roofline_table(&o, rows, sgemm_gflops);
+    print_numpy_table(&o, rows, unavailable_note);
+    print_footnote();
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, PROG ": cannot write the report: %s\n", strerror(errno));
+        return 1;
+    }
+    return failed;
+}

@@ -1,0 +1,33 @@
+# bench/bench.mk - make bench: times attnrun on the benchmark workloads
+# against this machine's sgemm and HDF5 write rates and against numpy.
+# Included by the top Makefile, whose variables it uses.
+#
+#   make bench                              every workload, 5 runs each
+#   make bench BENCH_ARGS="--only gpt2,many --runs 3 --no-numpy"
+#
+# The benchmark's own programs always go to build/bench (not $(BUILD)):
+# there is one benchmark, whatever attnrun build it times.
+
+BENCH_DIR = build/bench
+BENCH_GEN = $(BENCH_DIR)/attnbench-gen
+BENCH_RUN = $(BENCH_DIR)/attnbench
+BENCH_ARGS ?=
+# The sgemm rate is the machine's: the default (threaded) OpenBLAS, not the
+# serial one attnrun links.
+BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags hdf5 openblas 2>/dev/null)
+BENCH_LIBS     = $(shell pkg-config --libs hdf5 openblas 2>/dev/null) -lm
+
+$(BENCH_GEN): bench/gen.c bench/workloads.h | $(BENCH_DIR)
+	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< $(LDFLAGS) $(BENCH_LIBS) -o $@
+
+$(BENCH_RUN): bench/bench.c bench/workloads.h | $(BENCH_DIR)
+	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< $(LDFLAGS) $(BENCH_LIBS) -o $@
+
+$(BENCH_DIR):
+	mkdir -p $@
+
+# deps first, then the builds (a recursive make, as `test` does, so that -j
+# cannot build before the packages are there).
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_RUN)
+	$(BENCH_RUN) --attnrun $(BIN) --gen $(BENCH_GEN) --python $(PYTHON) $(BENCH_ARGS)
