@@ -10,13 +10,16 @@ PYTHON   ?= /usr/bin/python3
 WARNINGS  = -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS   ?= -O2 -g
 
-# attnrun runs its own OpenMP threads, each calling single-threaded BLAS, so
-# it links Debian's serial OpenBLAS (libopenblas-serial-dev) by its rpath:
-# the default pthread build would start a thread pool that only spins.
-# Without the serial build, the default OpenBLAS is used.
+# attnrun runs its own OpenMP threads, each calling BLAS on one block, so it
+# links Debian's OpenMP build of OpenBLAS (libopenblas-openmp-dev), by its
+# rpath: inside an OpenMP parallel region it runs single-threaded and is
+# safe to call from every thread at once, with no thread pool of its own.
+# (The default pthread build would start a pool that only spins; the serial
+# build is not safe to call from several threads.)  Without the OpenMP
+# build, the default OpenBLAS is used.
 MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
-SERIAL_PC    = /usr/lib/$(MULTIARCH)/openblas-serial/pkgconfig
-BLAS_PC     := $(if $(wildcard $(SERIAL_PC)/openblas.pc),PKG_CONFIG_PATH=$(SERIAL_PC) )
+OPENMP_PC    = /usr/lib/$(MULTIARCH)/openblas-openmp/pkgconfig
+BLAS_PC     := $(if $(wildcard $(OPENMP_PC)/openblas.pc),PKG_CONFIG_PATH=$(OPENMP_PC) )
 BLAS_CFLAGS := $(shell $(BLAS_PC)pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell $(BLAS_PC)pkg-config --libs openblas 2>/dev/null)
 BLAS_LIBS   += $(if $(BLAS_PC),-Wl$(comma)-rpath$(comma)$(shell $(BLAS_PC)pkg-config --variable=libdir openblas))

@@ -30,9 +30,16 @@ extern double exp(double);
 
 int attn_threads(void);
 
-/* Parallelism comes from OpenMP over blocks; BLAS runs one thread in each. */
+/*
+ * Parallelism comes from OpenMP over blocks; BLAS runs one thread in each.
+ * (The OpenMP build of OpenBLAS does so by itself inside a parallel region;
+ * a pthread build must be told.  Telling the OpenMP build sets OpenMP's
+ * thread count of this thread to 1, so attn_threads reads the default
+ * first.)
+ */
 static void attn_blas_single(void)
 {
+    (void)attn_threads();
     if (openblas_get_num_threads() != 1)
         openblas_set_num_threads(1);
 }
@@ -105,5 +112,9 @@ void attn_set_threads(int threads)
 
 int attn_threads(void)
 {
-    return thread_count > 0 ? thread_count : omp_get_max_threads();
+    static int default_count;
+#pragma omp critical(attn_threads)
+    if (default_count == 0)
+        default_count = omp_get_max_threads();
+    return thread_count > 0 ? thread_count : default_count;
 }

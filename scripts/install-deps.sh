@@ -3,7 +3,7 @@
 # As root it runs apt-get; otherwise it prints the exact command and fails.
 set -eu
 
-packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev libopenblas-serial-dev
+packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev libopenblas-openmp-dev
 zlib1g-dev python3-numpy python3-h5py python3-h5netcdf python3-xarray time"
 
 missing=""
