@@ -112,6 +112,10 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
 int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
                            const size_t *count, const void *buf, attn_error *err);
 
+/* Starts writing the file's dirty pages to disk without waiting, so that
+ * the final fsync (attn_atomic_commit) finds little left to do. */
+void attn_h5out_start_writeback(attn_h5out *out);
+
 /* Writes buf (count, ...) to rows [first, first + count) along axis 0. */
 int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
                      attn_error *err);

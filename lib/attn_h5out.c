@@ -3,12 +3,14 @@
  * Shapes are what the file holds; a "row" is one index along axis 0, so a
  * batch slice of X (B, n, D) is rows [first, first + c): (c, n, D).
  */
+#define _GNU_SOURCE     /* sync_file_range */
 #include "attn_h5.h"
 
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
 #include <assert.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,6 +362,17 @@ int attn_h5out_attr_int(attn_h5out *out, const char *name, long long value, attn
     if (put_attribute(out->group, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &value) < 0)
         return h5_failure(out, err, "write attribute", name);
     return ATTN_OK;
+}
+
+void attn_h5out_start_writeback(attn_h5out *out)
+{
+    void *handle = NULL;
+    if (out == NULL || H5Fget_vfd_handle(out->file, H5P_DEFAULT, &handle) < 0 || handle == NULL) {
+        H5Eclear2(H5E_DEFAULT);
+        return;
+    }
+    /* Only a hint: errors surface at the final fsync. */
+    (void)sync_file_range(*(int *)handle, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
 int attn_h5out_close(attn_h5out *out, attn_error *err)

@@ -24,11 +24,27 @@ extern double exp(double);
 
 /* Work blocks (see attn_kernels.inc): fixed, so that results do not depend
  * on the thread count. */
-#define PROJECT_ROWS ((size_t)128)
+#define PROJECT_ROWS ((size_t)256)
 #define QUERY_BLOCK ((size_t)64)
 #define KEY_BLOCK ((size_t)256)
 
 int attn_threads(void);
+
+/* The job attn_beside hands over, run once by thread 0 of a region. */
+static void (*beside_job)(void *context);
+static void *beside_context;
+
+/* At the start of a parallel region: thread 0 runs the pending job, if
+ * any, then joins the work the other threads have started (the loops are
+ * scheduled dynamically, so nobody waits for it). */
+static void attn_beside_run(void)
+{
+    if (omp_get_thread_num() != 0 || beside_job == NULL)
+        return;
+    void (*job)(void *) = beside_job;
+    beside_job = NULL;
+    job(beside_context);
+}
 
 /*
  * Parallelism comes from OpenMP over blocks; BLAS runs one thread in each.
@@ -98,6 +114,17 @@ void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_sli
         project_output_f64(cfg, w, s);
     else
         project_output_f32(cfg, w, s);
+}
+
+void attn_beside(void (*job)(void *context), void *context)
+{
+    beside_job = job;
+    beside_context = context;
+}
+
+void attn_beside_finish(void)
+{
+    attn_beside_run();
 }
 
 /* Set by attn_set_threads; 0 = OpenMP's default.  A process-wide value,

@@ -171,4 +171,15 @@ void attn_set_threads(int threads);
 /* Threads the kernels will use. */
 int attn_threads(void);
 
+/*
+ * Overlap for the caller: the next parallel region of a kernel called from
+ * this thread runs job(context) on its thread 0 -- the calling thread
+ * itself -- while the other threads start the region's blocks; thread 0
+ * joins them when the job returns.  attn_beside_finish runs the job now if
+ * no region took it.  The pipeline writes one step and reads the next
+ * slice this way, keeping every HDF5 call on its own thread.
+ */
+void attn_beside(void (*job)(void *context), void *context);
+void attn_beside_finish(void);
+
 #endif

@@ -10,7 +10,6 @@
 #include "attn_math.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,14 +27,6 @@ static const char *const provenance_names[] = {
     "scale", "causal", "precision", "created_utc",
 };
 #define PROVENANCE_COUNT (sizeof provenance_names / sizeof provenance_names[0])
-
-struct step {
-    size_t first, count;         /* batch items [first, first + count)    */
-    size_t row, rows;            /* query rows [row, row + rows)          */
-    attn_slice *slice;           /* its slot                              */
-    void *maps[2];               /* scores, weights: the set of its parity */
-    bool starts, ends;           /* first / last block of its slice       */
-};
 
 typedef struct run_state {
     const attn_run_options *opt;
@@ -57,11 +48,6 @@ typedef struct run_state {
     attn_slice slots[2];          /* the slice computed and the one written */
     void *maps[2][2];             /* [step parity][scores, weights]         */
     int handles[ATTN_OUT_COUNT];
-    /* The compute thread (see run_steps). */
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    struct step job;
-    bool job_ready, job_done, in_flight, quit;
 } run_state;
 
 attn_run_options attn_run_defaults(void)
@@ -589,7 +575,13 @@ static int interrupted(const run_state *st, attn_error *err)
 }
 
 /* One step of the pipeline: a block of query rows of one slice. */
-typedef struct step step;
+typedef struct step {
+    size_t first, count;         /* batch items [first, first + count)    */
+    size_t row, rows;            /* query rows [row, row + rows)          */
+    attn_slice *slice;           /* its slot                              */
+    void *maps[2];               /* scores, weights: the set of its parity */
+    bool starts, ends;           /* first / last block of its slice       */
+} step;
 
 /* The step with index t (steps run slice by slice, block by block). */
 static step step_at(run_state *st, size_t t)
@@ -603,15 +595,17 @@ static step step_at(run_state *st, size_t t)
     };
     s.count = batch - s.first < items ? batch - s.first : items;
     s.rows = n - s.row < block ? n - s.row : block;
-    s.maps[0] = s.slice->scores = st->maps[t % 2][0];
-    s.maps[1] = s.slice->weights = st->maps[t % 2][1];
-    s.slice->count = s.count;
+    s.maps[0] = st->maps[t % 2][0];
+    s.maps[1] = st->maps[t % 2][1];
     return s;
 }
 
-/* The compute of one step; runs on the compute thread. */
+/* The compute of one step. */
 static void compute_step(run_state *st, const step *s)
 {
+    s->slice->count = s->count;
+    s->slice->scores = s->maps[0];
+    s->slice->weights = s->maps[1];
     if (s->starts)
         attn_project_inputs(&st->cfg, &st->weights, s->slice);
     attn_attend(&st->cfg, s->slice, s->row, s->rows);
@@ -619,54 +613,10 @@ static void compute_step(run_state *st, const step *s)
         attn_project_output(&st->cfg, &st->weights, s->slice);
 }
 
-static void *compute_thread(void *arg)
-{
-    run_state *st = arg;
-    pthread_mutex_lock(&st->lock);
-    for (;;) {
-        while (!st->job_ready && !st->quit)
-            pthread_cond_wait(&st->wake, &st->lock);
-        if (st->quit)
-            break;
-        step job = st->job;
-        st->job_ready = false;
-        pthread_mutex_unlock(&st->lock);
-        compute_step(st, &job);
-        pthread_mutex_lock(&st->lock);
-        st->job_done = true;
-        pthread_cond_broadcast(&st->wake);
-    }
-    pthread_mutex_unlock(&st->lock);
-    return NULL;
-}
-
-/* Hands a step to the compute thread. */
-static void start_step(run_state *st, const step *s)
-{
-    pthread_mutex_lock(&st->lock);
-    st->job = *s;
-    st->job_ready = true;
-    st->job_done = false;
-    st->in_flight = true;
-    pthread_cond_broadcast(&st->wake);
-    pthread_mutex_unlock(&st->lock);
-}
-
-/* Waits for the step in flight, if any, to finish. */
-static void finish_step(run_state *st)
-{
-    pthread_mutex_lock(&st->lock);
-    while (st->in_flight && !st->job_done)
-        pthread_cond_wait(&st->wake, &st->lock);
-    st->in_flight = false;
-    pthread_mutex_unlock(&st->lock);
-}
-
 /* Writes what step s computed: its maps, and at the end of its slice the
  * slice's other outputs. */
 static int write_step(run_state *st, const step *s, attn_error *err)
 {
-    /* The slot's map pointers already serve the next step: use the step's. */
     int status = write_maps(st, s->maps, s->first, s->count, s->row, s->rows, err);
     if (status == ATTN_OK && s->ends) {
         status = write_slice(st, s->slice, s->first, s->count, err);
@@ -677,64 +627,69 @@ static int write_step(run_state *st, const step *s, attn_error *err)
     return status;
 }
 
+/* The I/O done beside the compute of one step (see run_steps). */
+typedef struct beside {
+    run_state *st;
+    const step *write;          /* the previous step, or NULL          */
+    const step *read;           /* the next step when it starts a slice */
+    int status;
+    attn_error err;
+} beside;
+
+static void beside_io(void *context)
+{
+    beside *job = context;
+    if (job->write != NULL)
+        job->status = write_step(job->st, job->write, &job->err);
+    if (job->write != NULL && job->status == ATTN_OK)
+        attn_h5out_start_writeback(job->st->out);
+    if (job->status == ATTN_OK && job->read != NULL)
+        job->status = read_slice(job->st, job->read->slice, job->read->first, job->read->count,
+                                 &job->err);
+}
+
 /*
- * The pipeline: every HDF5 call stays on this thread, the math runs on the
- * compute thread.  While step t is computed, this thread writes step t-1
- * and reads the inputs of the next slice.  Two slots of slice buffers and
- * two sets of maps (by parity) keep the stages apart:
- *
- *     read slice of t (when t starts one) | compute t-1
- *     wait for t-1; start t
- *     write t-1                           | compute t
+ * The pipeline.  Step t computes one block of query rows of one slice on
+ * every thread; meanwhile thread 0, this thread, writes step t-1 and
+ * reads the slice of step t+1 when that starts one (attn_beside), then
+ * joins the compute.  So every HDF5 call stays on this thread, and there
+ * are never more busy threads than --threads.  Two slots of slice buffers
+ * and two sets of maps (by step parity) keep the stages apart.
  */
 static int run_steps(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
     const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
-    const size_t items = st->report->slice_items, batch = st->report->layout.dims.batch;
-    const size_t steps = (batch + items - 1) / items * ((n + block - 1) / block);
-    step previous = {0};
+    const size_t blocks = (n + block - 1) / block, items = st->report->slice_items;
+    const size_t steps = (st->report->layout.dims.batch + items - 1) / items * blocks;
+    step previous, current;
     int status = ATTN_OK;
-    for (size_t t = 0; t < steps && status == ATTN_OK; t++) {
-        if (opt->cancel != NULL && *opt->cancel) {
-            status = interrupted(st, err);
-            break;
+    if (steps == 0)
+        return ATTN_OK;
+    current = step_at(st, 0);
+    if ((status = read_slice(st, current.slice, current.first, current.count, err)) != ATTN_OK)
+        return status;
+    for (size_t t = 0; t < steps; t++) {
+        if (opt->cancel != NULL && *opt->cancel)
+            return interrupted(st, err);
+        step next = t + 1 < steps ? step_at(st, t + 1) : (step){0};
+        current = step_at(st, t);
+        beside job = {
+            .st = st, .write = t > 0 ? &previous : NULL,
+            .read = t + 1 < steps && next.starts ? &next : NULL,
+        };
+        attn_beside(beside_io, &job);
+        compute_step(st, &current);
+        attn_beside_finish();
+        if (job.status != ATTN_OK) {
+            *err = job.err;
+            return job.status;
         }
-        attn_slice *slot = &st->slots[t / ((n + block - 1) / block) % 2];
-        if (t % ((n + block - 1) / block) == 0) {
-            size_t first = t / ((n + block - 1) / block) * items;
-            size_t count = batch - first < items ? batch - first : items;
-            if ((status = read_slice(st, slot, first, count, err)) != ATTN_OK)
-                break;
-        }
-        finish_step(st);
-        step current = step_at(st, t);
-        start_step(st, &current);
-        if (t > 0)
-            status = write_step(st, &previous, err);
         previous = current;
     }
-    finish_step(st);
-    if (status == ATTN_OK && steps > 0)
-        status = opt->cancel != NULL && *opt->cancel ? interrupted(st, err)
-                                                    : write_step(st, &previous, err);
-    return status;
-}
-
-static int compute(run_state *st, attn_error *err)
-{
-    pthread_t thread;
-    int failure = pthread_create(&thread, NULL, compute_thread, st);
-    if (failure != 0)
-        return attn_fail(err, ATTN_ENOMEM, "%s: cannot start the compute thread: %s",
-                         st->opt->input, strerror(failure));
-    int status = run_steps(st, err);
-    pthread_mutex_lock(&st->lock);
-    st->quit = true;
-    pthread_cond_broadcast(&st->wake);
-    pthread_mutex_unlock(&st->lock);
-    pthread_join(thread, NULL);
-    return status;
+    if (opt->cancel != NULL && *opt->cancel)
+        return interrupted(st, err);
+    return write_step(st, &previous, err);
 }
 
 /* "/" or "/a/b": absolute, no empty, "." or ".." parts, no trailing "/". */
@@ -787,8 +742,6 @@ static void release(run_state *st)
     free(st->y_shared);
     free(st->keep_shared);
     attn_h5in_close(st->in);
-    pthread_cond_destroy(&st->wake);
-    pthread_mutex_destroy(&st->lock);
 }
 
 int attn_run(const attn_run_options *options, attn_run_report *report, attn_error *err)
@@ -796,8 +749,6 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     run_state st;
     memset(&st, 0, sizeof st);
     memset(report, 0, sizeof *report);
-    pthread_mutex_init(&st.lock, NULL);
-    pthread_cond_init(&st.wake, NULL);
     st.opt = options;
     st.report = report;
     if (options->transaction != NULL)
@@ -817,7 +768,7 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         (status = allocate_slices(&st, err)) == ATTN_OK &&
         (status = load_shared(&st, err)) == ATTN_OK &&
         (status = open_output(&st, err)) == ATTN_OK)
-        status = compute(&st, err);
+        status = run_steps(&st, err);
 
     /* Close the output whatever happened, then keep it only on success. */
     attn_error close_err;
