@@ -102,7 +102,7 @@ static const char usage_text[] =
     "      --threads N      compute threads (default: all cores); the results are the\n"
     "                       same for every N\n"
     "      --batch-slice N  batch items per slice (default: as many as fit in --memory)\n"
-    "      --memory SIZE    buffer budget of one slice, e.g. 256M or 2G (default 32M;\n"
+    "      --memory SIZE    buffer budget of one slice, e.g. 256M or 2G (default 16M;\n"
     "                       two slices are in memory, one computed, one written)\n"
     "      --allow-nonfinite  accept NaN and infinities in the inputs\n"
     "      --progress       report progress on stderr (default: when it is a terminal)\n"

@@ -21,7 +21,7 @@
 
 #include <signal.h>
 
-#define ATTN_DEFAULT_MEMORY ((size_t)32 << 20)    /* bytes of slice buffers */
+#define ATTN_DEFAULT_MEMORY ((size_t)16 << 20)    /* bytes of one slice's buffers (two are in flight) */
 
 typedef struct attn_run_options {
     const char *input;                  /* IN.h5                               */
