@@ -58,9 +58,9 @@ with h5py.File(f"{d}/self.h5", "w") as f:          # B=3, n=200, D=48, H=4
     f["pad"] = keep
     layer(f, 48, 4, True)
 
-with h5py.File(f"{d}/cross.h5", "w") as f:         # n=70 queries, m=300 keys
+with h5py.File(f"{d}/cross.h5", "w") as f:         # n=70 queries, m=700 keys
     f["X"] = rng.standard_normal((2, 70, 32)).astype("f4")
-    f["mem"] = rng.standard_normal((2, 300, 32)).astype("f4")
+    f["mem"] = rng.standard_normal((2, 700, 32)).astype("f4")
     layer(f, 32, 4, False)
 
 with h5py.File(f"{d}/many.h5", "w") as f:          # many small concurrent GEMMs
@@ -231,7 +231,7 @@ fi
     check "online and full paths agree within float32 tolerance" \
         compare "$tmp/self_t1_output.h5" "$tmp/self_t1_scores.h5" online
 [ -f "$tmp/cross_t1_output.h5" ] &&
-    check "online softmax with --kv (m = 300 keys, blocks of 256) matches float64 numpy" \
+    check "online softmax with --kv (m = 700 keys: two key blocks) matches float64 numpy" \
         reference "$tmp/cross.h5" "$tmp/cross_t1_output.h5" 4 0 - mem
 
 # ---- query rows in blocks -------------------------------------------------
@@ -246,6 +246,10 @@ if run long_blocks "${LONG[@]}" --memory 1K --threads 2 && run long_whole "${LON
     check "row blocks and whole rows write bit-identical datasets" \
         compare "$tmp/long_blocks.h5" "$tmp/long_whole.h5" exact
     check "row blocks match float64 numpy" reference "$tmp/long.h5" "$tmp/long_blocks.h5" 2 1 - -
+fi
+if run long_online "${LONG[@]}" --save heads,output; then
+    check "online softmax over n = 1024 causal keys (blocks of keys rescaled) matches float64 numpy" \
+        reference "$tmp/long.h5" "$tmp/long_online.h5" 2 1 - -
 fi
 
 finish
