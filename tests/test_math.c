@@ -409,6 +409,29 @@ static void test_find_nonfinite(void **state)
     assert_int_equal(attn_find_nonfinite_f32(neg_inf_at_3, 4), 3);
     assert_int_equal(attn_find_nonfinite_f64(neg_inf_at_1, 2), 1);
     assert_int_equal(attn_find_nonfinite_f64(finite64, 0), 0);
+
+    /* Long arrays are scanned in blocks: hits in later blocks, at block
+     * edges, and the first of two hits. */
+    enum { LONG = 10007 };
+    static float long32[LONG];
+    static double long64[LONG];
+    const size_t at[] = {4095, 4096, 8191, 8192, LONG - 1};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        for (size_t j = 0; j < LONG; j++) {
+            long32[j] = (float)j;
+            long64[j] = (double)j;
+        }
+        assert_int_equal(attn_find_nonfinite_f32(long32, LONG), LONG);
+        long32[at[i]] = NAN;
+        long64[at[i]] = -INFINITY;
+        if (at[i] + 3 < LONG) {
+            long32[at[i] + 3] = INFINITY;
+            long64[at[i] + 3] = NAN;
+        }
+        assert_int_equal(attn_find_nonfinite_f32(long32, LONG), at[i]);
+        assert_int_equal(attn_find_nonfinite_f64(long64, LONG), at[i]);
+        assert_int_equal(attn_find_nonfinite_f32(long32, at[i]), at[i]);   /* not counted */
+    }
 }
 
 /* ---- the whole forward pass against a reference ----------------------- */
