@@ -23,6 +23,9 @@ BLAS_PC     := $(if $(wildcard $(OPENMP_PC)/openblas.pc),PKG_CONFIG_PATH=$(OPENM
 BLAS_CFLAGS := $(shell $(BLAS_PC)pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell $(BLAS_PC)pkg-config --libs openblas 2>/dev/null)
 BLAS_LIBS   += $(if $(BLAS_PC),-Wl$(comma)-rpath$(comma)$(shell $(BLAS_PC)pkg-config --variable=libdir openblas))
+ifeq ($(BLAS_PC),)
+$(warning libopenblas-openmp-dev not found: linking the default OpenBLAS (a sequential one runs attnrun on one thread))
+endif
 
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags hdf5 2>/dev/null) $(BLAS_CFLAGS)
 ALL_CFLAGS = -std=c11 -fopenmp -fno-math-errno $(WARNINGS) $(CFLAGS)
@@ -40,7 +43,7 @@ ifneq ($(filter-out address undefined,$(subst $(comma), ,$(SANITIZE))),)
 $(error SANITIZE takes address and/or undefined, comma separated, not '$(SANITIZE)')
 endif
 BUILD     = build/sanitize
-ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS   += -fsanitize=$(SANITIZE)
 endif
 

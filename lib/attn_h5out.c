@@ -367,7 +367,12 @@ int attn_h5out_attr_int(attn_h5out *out, const char *name, long long value, attn
 void attn_h5out_start_writeback(attn_h5out *out)
 {
     void *handle = NULL;
-    if (out == NULL || H5Fget_vfd_handle(out->file, H5P_DEFAULT, &handle) < 0 || handle == NULL) {
+    hid_t fapl = out != NULL ? H5Fget_access_plist(out->file) : H5I_INVALID_HID;
+    /* The handle is an int file descriptor for the default sec2 driver only. */
+    bool sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (!sec2 || H5Fget_vfd_handle(out->file, H5P_DEFAULT, &handle) < 0 || handle == NULL) {
         H5Eclear2(H5E_DEFAULT);
         return;
     }

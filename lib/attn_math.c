@@ -33,6 +33,13 @@ extern double exp(double);
 
 int attn_threads(void);
 
+/* Bytes of the (c, H) flags at the start of s->scratch, padded so that
+ * the blocks after them stay aligned. */
+static size_t attn_scratch_flags(size_t items, size_t heads)
+{
+    return (items * heads + 63) / 64 * 64;
+}
+
 /* The job attn_beside hands over, run once by thread 0 of a region. */
 static void (*beside_job)(void *context);
 static void *beside_context;
@@ -119,6 +126,15 @@ void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_sli
         project_output_f32(cfg, w, s);
 }
 
+size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online)
+{
+    size_t bytes = attn_scratch_flags(items, cfg->dims.heads);
+    if (online)
+        bytes += (size_t)attn_threads() * ONLINE_QUERY_BLOCK * KEY_BLOCK *
+                 attn_precision_size(cfg->precision);
+    return bytes;
+}
+
 void attn_beside(void (*job)(void *context), void *context)
 {
     beside_job = job;
@@ -130,9 +146,9 @@ void attn_beside_finish(void)
     attn_beside_run();
 }
 
-/* Set by attn_set_threads; 0 = OpenMP's default.  A process-wide value,
- * not omp_set_num_threads: that one holds only for the calling thread, and
- * the pipeline computes on a thread of its own. */
+/* Set by attn_set_threads; 0 = OpenMP's default.  A process-wide value
+ * (so it holds for later runs in the same process too), not
+ * omp_set_num_threads, which holds only for the calling thread. */
 static int thread_count;
 
 void attn_set_threads(int threads)
@@ -143,6 +159,10 @@ void attn_set_threads(int threads)
 int attn_threads(void)
 {
     static int default_count;
+    /* A sequential OpenBLAS (openblas_get_parallel() == 0) is not safe to
+     * call from several threads at once: one thread, whatever was asked. */
+    if (openblas_get_parallel() == 0)
+        return 1;
 #pragma omp critical(attn_threads)
     if (default_count == 0)
         default_count = omp_get_max_threads();

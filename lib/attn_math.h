@@ -85,6 +85,9 @@ typedef struct attn_slice {
                                     by attn_forward only; may be NULL      */
     void *concat;                /* (c, n, H*dv) heads side by side         */
     void *output;                /* (c, n, D) projected output              */
+    void *scratch;               /* attn_attend_scratch_bytes, 64-byte
+                                    aligned: per-head flags and, for the
+                                    online softmax, one block per thread   */
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
@@ -100,10 +103,16 @@ void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_sli
  * item: the maps (c, H, rows, m) into s->scores / s->weights, and those
  * rows of every head into s->concat.  Calls covering all n rows, in any
  * blocks, make the complete concat.  Causal blocks above the diagonal are
- * skipped.  With scores and weights NULL it keeps no maps: an online
+ * skipped (not when v holds a NaN or an infinity: then every key takes
+ * part, as in weights . V written out, so the result does not depend on
+ * the blocks).  With scores and weights NULL it keeps no maps: an online
  * softmax over blocks of keys (flash attention), O(rows) extra memory.
  */
 void attn_attend(const attn_config *cfg, attn_slice *s, size_t row_first, size_t rows);
+
+/* Bytes of attn_slice.scratch for slices of up to `items` items, with the
+ * online softmax's blocks when `online`, for the current attn_threads(). */
+size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online);
 
 /* Step 3: output (c, n, D) = concat . W_O + b_O. */
 void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_slice *s);
@@ -168,7 +177,8 @@ size_t attn_find_nonfinite_f64(const double *values, size_t count);
  */
 void attn_set_threads(int threads);
 
-/* Threads the kernels will use. */
+/* Threads the kernels will use: 1 when the OpenBLAS linked is the
+ * sequential build, which is not safe to call from several threads. */
 int attn_threads(void);
 
 /*
@@ -178,6 +188,7 @@ int attn_threads(void);
  * joins them when the job returns.  attn_beside_finish runs the job now if
  * no region took it.  The pipeline writes one step and reads the next
  * slice this way, keeping every HDF5 call on its own thread.
+ * The job, like attn_set_threads, is process-wide: one pipeline at a time.
  */
 void attn_beside(void (*job)(void *context), void *context);
 void attn_beside_finish(void);

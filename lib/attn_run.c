@@ -10,6 +10,7 @@
 #include "attn_math.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,14 @@ static int load_parameters(run_state *st, attn_error *err)
     return fuse_parameters(st, err);
 }
 
+#define ALIGN ((size_t)64)
+
+static char *align_up(void *p)
+{
+    uintptr_t at = (uintptr_t)p;
+    return (char *)((at + ALIGN - 1) / ALIGN * ALIGN);
+}
+
 /*
  * Carves one allocation into the buffers of two slices (the pipeline
  * computes one while it writes the other, see compute) and two sets of
@@ -298,24 +307,30 @@ static int allocate_slices(run_state *st, attn_error *err)
     const attn_dims *d = &layout->dims;
     const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
     const size_t qk = d->heads * d->d_k, vc = d->heads * d->d_v;
+    const size_t scratch = attn_attend_scratch_bytes(&st->cfg, c, sizes->map_count == 0);
+    /* Every buffer starts on a 64-byte boundary (ALIGN): the slice's bytes
+     * (checked by the plan) plus at most ALIGN per buffer, 8 per slot. */
     size_t total;
-    if (!attn_size_mul(&total, 2, st->report->slice_bytes))
+    if (!attn_size_add(&total, st->report->slice_bytes, 8 * ALIGN) ||
+        !attn_size_mul(&total, 2, total) || !attn_size_add(&total, total, scratch + ALIGN))
         return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
-    st->slice_memory = alloc_array(st, 1, total, "the buffers of two slices (see --batch-slice)", err);
+    st->slice_memory = alloc_array(st, 1, total, "the buffers of two slices (see --memory)", err);
     if (st->slice_memory == NULL)
         return ATTN_ENOMEM;
-    char *p = st->slice_memory;
+    char *p = align_up(st->slice_memory);
     for (int i = 0; i < 2; i++) {
         attn_slice *slice = &st->slots[i];
-        void *projections = NULL;
+        void *projections = NULL, *keep = NULL;
         void **targets[] = {(void **)&slice->x, (void **)&slice->y, &projections,
-                            &st->maps[i][0], &st->maps[i][1], &slice->concat, &slice->output};
-        const size_t lengths[] = {sizes->x, sizes->y, sizes->projections,
-                                  sizes->map_count == 2 ? map : 0, sizes->map_count >= 1 ? map : 0,
-                                  sizes->concat, sizes->output};
-        for (size_t j = 0; j < sizeof lengths / sizeof lengths[0]; j++) {
+                            &st->maps[i][0], &st->maps[i][1], &slice->concat, &slice->output,
+                            &keep};
+        const size_t bytes[] = {sizes->x * elem, sizes->y * elem, sizes->projections * elem,
+                                (sizes->map_count == 2 ? map : 0) * elem,
+                                (sizes->map_count >= 1 ? map : 0) * elem,
+                                sizes->concat * elem, sizes->output * elem, sizes->keep};
+        for (size_t j = 0; j < sizeof bytes / sizeof bytes[0]; j++) {
             *targets[j] = p;
-            p += c * lengths[j] * elem;
+            p = align_up(p + c * bytes[j]);
         }
         if (sizes->map_count < 2)
             st->maps[i][0] = NULL;
@@ -333,9 +348,7 @@ static int allocate_slices(run_state *st, attn_error *err)
             slice->k = (char *)projections + c * d->n * qk * elem;
         }
         slice->v = (char *)slice->k + qk * elem;
-        slice->keep = layout->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL
-                                                                            : (unsigned char *)p;
-        p += c * sizes->keep;
+        slice->keep = layout->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL : keep;
         slice->keep_stride = layout->mask_shared ? 0 : d->m;
         if (!layout->cross) {
             slice->y = slice->x;
@@ -344,6 +357,7 @@ static int allocate_slices(run_state *st, attn_error *err)
             slice->y_stride = layout->kv_shared ? 0 : d->m * d->d_model;
         }
     }
+    st->slots[0].scratch = st->slots[1].scratch = p;   /* steps run one at a time */
     /* The reordering room is used by the writing thread only: once. */
     st->split = alloc_array(st, c * sizes->reorder, elem, "the output reordering buffer", err);
     return st->split == NULL ? ATTN_ENOMEM : ATTN_OK;

@@ -654,9 +654,10 @@ static double *run_forward_and_compare(const forward_case *fc, const forward_res
         .scores = calloc(c * H * n * m, es), .weights = calloc(c * H * n * m, es),
         .heads = calloc(c * H * n * fc->dv, es), .concat = calloc(c * n * hv, es),
         .output = calloc(c * n * D, es),
+        .scratch = aligned_alloc(64, (attn_attend_scratch_bytes(&cfg, c, false) + 63) / 64 * 64),
     };
     assert_true(x && y && s.q && s.k && s.v && s.scores && s.weights && s.heads && s.concat &&
-                s.output);
+                s.output && s.scratch);
 
     attn_forward(&cfg, &w, &s);
 
@@ -678,7 +679,7 @@ static double *run_forward_and_compare(const forward_case *fc, const forward_res
     free((void *)w.w_q); free((void *)w.w_k); free((void *)w.w_v); free((void *)w.w_o);
     free((void *)w.b_q); free((void *)w.b_k); free((void *)w.b_v); free((void *)w.b_o);
     free(s.q); free(s.k); free(s.v); free(s.scores); free(s.weights);
-    free(s.heads); free(s.concat); free(s.output);
+    free(s.heads); free(s.concat); free(s.output); free(s.scratch);
     return output;
 }
 
