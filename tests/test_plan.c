@@ -715,6 +715,63 @@ static void test_plan_slice_forced_count(void **state)
     assert_int_equal(items, 10);       /* never above the batch */
 }
 
+/* Long sequences: one item's maps exceed the budget, so its query rows go
+ * in power-of-two blocks, never fewer than one chunk of the maps holds;
+ * without saved maps (online softmax) nothing is split. */
+static void test_plan_slice_query_row_blocks(void **state)
+{
+    (void)state;
+    attn_layout layout = {
+        .dims = {.batch = 3, .n = 1024, .m = 1024, .d_model = 16, .heads = 2, .d_k = 8, .d_v = 8},
+        .batched = true,
+    };
+    attn_slice_sizes sizes;
+    attn_error err = {{0}};
+    size_t items = 0;
+    const unsigned output_only = 1u << ATTN_OUT_OUTPUT;
+    const unsigned weights_only = (1u << ATTN_OUT_WEIGHTS) | output_only;
+
+    /* both maps: 2 maps * 2 heads * 1024 keys * 4 bytes per query row */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 1, 0, &sizes, &items,
+                                     &err), ATTN_OK);
+    assert_int_equal(sizes.map_count, 2);
+    assert_int_equal(sizes.bytes_per_row, 2 * 2 * 1024 * 4);
+    assert_int_equal(items, 1);
+    assert_int_equal(sizes.rows, 256);          /* a (1024, 1024) float chunk: 256 rows */
+
+    /* room for 600 rows beyond one item's other buffers: 512 (a power of two) */
+    size_t base = sizes.bytes_per_item - sizes.bytes_per_row * 1024;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT,
+                                     base + 600 * sizes.bytes_per_row, 0, &sizes, &items, &err),
+                     ATTN_OK);
+    assert_int_equal(items, 1);
+    assert_int_equal(sizes.rows, 512);
+
+    /* the whole item fits: every row at once */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, sizes.bytes_per_item, 0,
+                                     &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 1);
+    assert_int_equal(sizes.rows, 1024);
+
+    /* weights only: one map kept; no map at all: no blocks */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, weights_only, 1, 0, &sizes, &items, &err),
+                     ATTN_OK);
+    assert_int_equal(sizes.map_count, 1);
+    assert_int_equal(sizes.bytes_per_row, 2 * 1024 * 4);
+    assert_int_equal(sizes.rows, 256);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, output_only, 1, 0, &sizes, &items, &err),
+                     ATTN_OK);
+    assert_int_equal(sizes.map_count, 0);
+    assert_int_equal(sizes.bytes_per_row, 0);
+    assert_int_equal(sizes.rows, 1024);
+
+    /* --batch-slice keeps whole rows */
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 1, 2, &sizes, &items,
+                                     &err), ATTN_OK);
+    assert_int_equal(items, 2);
+    assert_int_equal(sizes.rows, 1024);
+}
+
 static void test_plan_slice_overflow_is_rejected(void **state)
 {
     (void)state;
@@ -945,6 +1002,7 @@ int main(void)
         cmocka_unit_test(test_plan_slice_budget_picks_item_count),
         cmocka_unit_test(test_plan_slice_at_least_one_never_above_batch),
         cmocka_unit_test(test_plan_slice_forced_count),
+        cmocka_unit_test(test_plan_slice_query_row_blocks),
         cmocka_unit_test(test_plan_slice_overflow_is_rejected),
         cmocka_unit_test(test_chunk_shape_near_one_mib),
         cmocka_unit_test(test_chunk_shape_whole_trailing_axes),
