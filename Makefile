@@ -54,7 +54,7 @@ BIN      = $(BUILD)/attnrun
 UNIT_SRC = $(wildcard tests/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo test check unit cli install clean bench
+.PHONY: all deps demo test check unit cli install clean bench fuzz memcheck
 all: $(BIN)
 
 $(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
@@ -95,6 +95,36 @@ test: deps
 	@ATTNRUN=$(BIN) sh tests/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
 
 check: test
+
+# make fuzz FUZZ_SECONDS=N: libFuzzer (clang) over the input path, see
+# tests/fuzz/fuzz_input.c.  Findings land in build/fuzz/findings/;
+# FUZZ_ARGS="-fork=2 -ignore_crashes=1" keeps going after one.
+FUZZ_SECONDS ?= 60
+FUZZ_ARGS    ?=
+FUZZ_DIR      = build/fuzz
+FUZZ_BIN      = $(FUZZ_DIR)/fuzz_input
+FUZZ_FLAGS    = -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+                -Wno-source-uses-openmp
+# one options byte (see fuzz_input.c) before each fixture's bytes
+FUZZ_SEEDS    = 000 044 011 003 140 240
+
+$(FUZZ_BIN): tests/fuzz/fuzz_input.c $(LIB_SRC) lib/*.h lib/*.inc
+	@mkdir -p $(FUZZ_DIR)
+	clang $(CPPFLAGS) $(FUZZ_FLAGS) tests/fuzz/fuzz_input.c $(LIB_SRC) \
+	    -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -lm -o $@
+
+fuzz:
+	@sh scripts/install-deps.sh fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/findings
+	@for f in fixtures/*.h5; do case $$f in *.expected.h5) continue ;; esac; \
+	    for b in $(FUZZ_SEEDS); do \
+	        { printf "\\$$b"; cat "$$f"; } > $(FUZZ_DIR)/corpus/seed-$$b-$$(basename $$f); \
+	    done; done
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 $(FUZZ_BIN) \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=20 -malloc_limit_mb=1000000 \
+	    -rss_limit_mb=4096 -artifact_prefix=$(FUZZ_DIR)/findings/ -print_final_stats=1 \
+	    $(FUZZ_ARGS) $(FUZZ_DIR)/corpus
 
 install: $(BIN)
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -30,7 +30,7 @@ enum exit_code {
 enum {
     OPT_IN_PLACE = 256, OPT_SCALE, OPT_KV, OPT_MASK, OPT_X, OPT_WQ, OPT_WK, OPT_WV, OPT_WO,
     OPT_BQ, OPT_BK, OPT_BV, OPT_BO, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_COMPRESS,
-    OPT_THREADS, OPT_BATCH_SLICE, OPT_MEMORY, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE
+    OPT_THREADS, OPT_BATCH_SLICE, OPT_MEMORY, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE, OPT_ALLOW_EXTERNAL, OPT_ALLOW_PLUGINS
 };
 
 static const struct option long_options[] = {
@@ -62,6 +62,8 @@ static const struct option long_options[] = {
     {"quiet", no_argument, NULL, 'q'},
     {"force", no_argument, NULL, OPT_FORCE},
     {"allow-nonfinite", no_argument, NULL, OPT_ALLOW_NONFINITE},
+    {"allow-external", no_argument, NULL, OPT_ALLOW_EXTERNAL},
+    {"allow-plugins", no_argument, NULL, OPT_ALLOW_PLUGINS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -105,6 +107,9 @@ static const char usage_text[] =
     "      --memory SIZE    buffer budget of one slice, e.g. 256M or 2G (default 16M;\n"
     "                       two slices are in memory, one computed, one written)\n"
     "      --allow-nonfinite  accept NaN and infinities in the inputs\n"
+    "      --allow-external   follow external links, external raw storage and\n"
+    "                       virtual datasets (other files: only if you trust them)\n"
+    "      --allow-plugins  let HDF5 load filter plugins (HDF5_PLUGIN_PATH)\n"
     "      --progress       report progress on stderr (default: when it is a terminal)\n"
     "  -q, --quiet          no progress\n"
     "  -h, --help           this help\n"
@@ -420,6 +425,8 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
     case 'q': c->quiet = true; break;
     case OPT_FORCE: c->run.force = true; break;
     case OPT_ALLOW_NONFINITE: c->run.allow_nonfinite = true; break;
+    case OPT_ALLOW_EXTERNAL: c->run.allow_external = true; break;
+    case OPT_ALLOW_PLUGINS: c->run.allow_plugins = true; break;
     case 'h': c->help = true; break;
     case 'V': c->version = true; break;
     default: assert(!"an option without a case"); break;

@@ -42,11 +42,22 @@ typedef struct attn_h5in attn_h5in;
 int attn_h5in_open(const char *path, attn_h5in **in, attn_error *err);
 void attn_h5in_close(attn_h5in *in);
 
+/* External links, external raw storage and virtual datasets name other
+ * files; attn_h5in_describe refuses them unless allowed here. */
+void attn_h5in_allow_external(attn_h5in *in, bool allow);
+
+/* Filter plugins (HDF5_PLUGIN_PATH) stay unloaded unless allowed here. */
+void attn_h5_allow_plugins(bool allow);
+
 /*
  * Fills info->present, rank and dims for the dataset info->name.  An
  * absent name gives present = false, which is an error (ATTN_EINPUT) only
  * when `required`.  A name that is not a dataset, a rank above
- * ATTN_MAX_RANK, or an element type that is not of `kind` is ATTN_EINPUT.
+ * ATTN_MAX_RANK, or an element type that is not of `kind` is ATTN_EINPUT;
+ * so are, before HDF5 follows or reads them: external links, dangling soft
+ * links, external raw storage and virtual datasets (unless allowed),
+ * filters that need a plugin (unless allowed), element sizes no real file
+ * has, storage larger than the file, and values never written.
  */
 int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
                        attn_tensor_info *info, attn_error *err);

@@ -3,8 +3,14 @@
 
 #include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#else                       /* built without OpenMP (the fuzzer): one thread */
+static int omp_get_thread_num(void) { return 0; }
+static int omp_get_max_threads(void) { return 1; }
+#endif
 
 /*
  * Vector versions of exp from glibc's libmvec: with these declarations the

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 static const char *const default_names[ATTN_IN_COUNT] = {
@@ -472,6 +475,56 @@ static int create_datasets(run_state *st, attn_error *err)
     return write_provenance(st, err);
 }
 
+/* "1.6 GB", for messages. */
+static const char *size_text(double bytes, char *buf, size_t len)
+{
+    const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (bytes >= 1000 && u < 5) {
+        bytes /= 1000;
+        u++;
+    }
+    snprintf(buf, len, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+    return buf;
+}
+
+/*
+ * Refuses a plan that cannot fit: the outputs (the --dry-run total) and,
+ * for --in-place, the copy of IN, against the free space of the file
+ * system the output goes to.  --force skips the check.
+ */
+static int check_free_space(run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    const char *target = opt->in_place ? opt->input : opt->output;
+    char dir[PATH_MAX], need_text[32], free_text[32];
+    struct statvfs fs;
+    struct stat in;
+    if (opt->force)
+        return ATTN_OK;
+    snprintf(dir, sizeof dir, "%s", target);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (statvfs(dir, &fs) != 0)
+        return ATTN_OK;                 /* no figure: the writes will tell */
+    double need = (double)st->report->total_bytes;
+    if (opt->in_place && stat(opt->input, &in) == 0)
+        need += (double)in.st_size;
+    double available = (double)fs.f_bavail * (double)fs.f_frsize;
+    if (need <= available)
+        return ATTN_OK;
+    return attn_fail(err, ATTN_EIO,
+                     "%s: needs %s (%s) but %s has %s free; use --force to try anyway",
+                     target, size_text(need, need_text, sizeof need_text),
+                     opt->in_place ? "the copy of the input and the outputs" : "the outputs",
+                     dir, size_text(available, free_text, sizeof free_text));
+}
+
 /* Opens the output: a new temporary, or a copy of IN for --in-place. */
 static int open_output(run_state *st, attn_error *err)
 {
@@ -769,8 +822,11 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         memset(options->transaction, 0, sizeof *options->transaction);
 
     int status = check_options(options, err);
-    if (status == ATTN_OK && (status = attn_h5in_open(options->input, &st.in, err)) == ATTN_OK &&
-        (status = describe_inputs(&st, err)) == ATTN_OK)
+    attn_h5_prepare();
+    attn_h5_allow_plugins(options->allow_plugins);
+    if (status == ATTN_OK && (status = attn_h5in_open(options->input, &st.in, err)) == ATTN_OK)
+        attn_h5in_allow_external(st.in, options->allow_external);
+    if (status == ATTN_OK && (status = describe_inputs(&st, err)) == ATTN_OK)
         status = plan(&st, err);
     if (options->threads > 0)
         attn_set_threads(options->threads);
@@ -778,7 +834,8 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         release(&st);
         return status;
     }
-    if ((status = load_parameters(&st, err)) == ATTN_OK &&
+    if ((status = check_free_space(&st, err)) == ATTN_OK &&
+        (status = load_parameters(&st, err)) == ATTN_OK &&
         (status = allocate_slices(&st, err)) == ATTN_OK &&
         (status = load_shared(&st, err)) == ATTN_OK &&
         (status = open_output(&st, err)) == ATTN_OK)

@@ -30,6 +30,9 @@ typedef struct attn_run_options {
     bool force;                         /* replace OUT / existing target names */
     bool dry_run;                       /* plan only: fill the report, write nothing */
     bool allow_nonfinite;               /* accept NaN and infinities in inputs */
+    bool allow_external;                /* follow external links, external raw
+                                           storage and virtual datasets     */
+    bool allow_plugins;                 /* let HDF5 load filter plugins       */
     bool causal;
     const char *names[ATTN_IN_COUNT];   /* dataset names; NULL = the default
                                            ("X", "W_Q", ... "b_O"; none for KV

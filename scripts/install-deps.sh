@@ -1,10 +1,19 @@
 #!/bin/sh
-# Installs the Debian packages attnrun's build, demo and tests need.
-# As root it runs apt-get; otherwise it prints the exact command and fails.
+# Installs the Debian packages attnrun's build, demo and tests need, plus
+# those of the extra targets named: `fuzz` (clang's libFuzzer), `memcheck`
+# (valgrind).  As root it runs apt-get; otherwise it prints the exact
+# command and fails.
 set -eu
 
 packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev libopenblas-openmp-dev
 zlib1g-dev python3-numpy python3-h5py python3-h5netcdf python3-xarray time"
+for extra in "$@"; do
+    case $extra in
+        fuzz) packages="$packages clang libclang-rt-14-dev" ;;
+        memcheck) packages="$packages valgrind" ;;
+        *) echo "install-deps.sh: unknown extra '$extra' (fuzz, memcheck)" >&2; exit 2 ;;
+    esac
+done
 
 missing=""
 for p in $packages; do

@@ -230,7 +230,7 @@ static void test_round_trip_read_back_with_h5in(void **state)
     assert_int_equal(w.dims[2], 3);
 
     attn_tensor_info o = {.name = "runs/first/output"};   /* no leading slash */
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &o, &err), ATTN_OK);
+    if (attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &o, &err) != ATTN_OK) fail_msg("%s", err.msg);
     assert_int_equal(o.rank, 2);
     assert_int_equal(o.dims[0], 4);
     assert_int_equal(o.dims[1], 5);
