@@ -81,7 +81,7 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BIN)
 
-CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh
+CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)

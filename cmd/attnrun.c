@@ -5,6 +5,7 @@
  * codes.  Everything else is libattn (lib/).
  */
 #define _GNU_SOURCE
+#include "attn_h5.h"
 #include "attn_run.h"
 
 #include <assert.h>
@@ -142,8 +143,53 @@ static void on_signal(int signo)
     cancel_requested = 1;
 }
 
+/* The input's name, for on_fatal's message. */
+static char input_name[1024];
+
+/* Appends text to buf (used: *len of size), for on_fatal. */
+static void append(char *buf, size_t size, size_t *len, const char *text)
+{
+    while (*text != '\0' && *len + 1 < size)
+        buf[(*len)++] = *text++;
+}
+
+/*
+ * A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL).  HDF5 does not read
+ * damaged or hostile files safely, and what attnrun checks first cannot
+ * catch everything: when HDF5 was parsing the input, the input is
+ * rejected (exit 3); otherwise it is attnrun's own failure (exit 1).
+ * Either way the temporary output goes and one line says why.  Only
+ * async-signal-safe calls here.
+ */
+static void on_fatal(int signo)
+{
+    char message[1400];
+    size_t len = 0;
+    const char *name = signo == SIGSEGV ? "SIGSEGV" : signo == SIGBUS ? "SIGBUS"
+                     : signo == SIGFPE  ? "SIGFPE"  : "SIGILL";
+    bool input = attn_h5_reading != 0;
+    if (transaction.temp_path[0] != '\0')
+        unlink(transaction.temp_path);
+    append(message, sizeof message, &len, "attnrun: ");
+    if (input) {
+        append(message, sizeof message, &len, input_name);
+        append(message, sizeof message, &len, ": the HDF5 library crashed (");
+        append(message, sizeof message, &len, name);
+        append(message, sizeof message, &len,
+               ") reading this file; it is damaged or hostile; nothing was written\n");
+    } else {
+        append(message, sizeof message, &len, "internal error: ");
+        append(message, sizeof message, &len, name);
+        append(message, sizeof message, &len, "; nothing was written (please report it)\n");
+    }
+    (void)!write(STDERR_FILENO, message, len);
+    _exit(input ? EXIT_INPUT : EXIT_RUNTIME);
+}
+
 static void install_signal_handlers(void)
 {
+    static char alternate[1 << 16];     /* room to report a stack overflow */
+    stack_t stack = {.ss_sp = alternate, .ss_size = sizeof alternate};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -151,6 +197,13 @@ static void install_signal_handlers(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaltstack(&stack, NULL);
+    sa.sa_handler = on_fatal;
+    sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+    sigaction(SIGFPE, &sa, NULL);
+    sigaction(SIGILL, &sa, NULL);
     /* Past `ulimit -f`, a write fails with EFBIG and is reported, instead
      * of the process being killed with its temporary left behind. */
     signal(SIGXFSZ, SIG_IGN);
@@ -503,6 +556,8 @@ int main(int argc, char **argv)
     c.run.progress = show_progress;
     c.run.progress_context = &progress;
     c.run.transaction = &transaction;
+    if (c.run.input != NULL)
+        snprintf(input_name, sizeof input_name, "%s", c.run.input);
     install_signal_handlers();
 
     attn_error err = {{0}};

@@ -29,6 +29,8 @@
 
 #include "attn_common.h"
 
+#include <signal.h>
+
 /* What an input dataset must hold. */
 typedef enum attn_data_kind {
     ATTN_DATA_FLOAT,   /* any IEEE floating type, converted on read       */
@@ -36,6 +38,13 @@ typedef enum attn_data_kind {
 } attn_data_kind;
 
 typedef struct attn_h5in attn_h5in;
+
+/*
+ * Nonzero while an attn_h5in function runs: HDF5 is parsing the input.
+ * HDF5 does not read damaged or hostile files safely; a fatal signal while
+ * this is set is the input's doing (see cmd/attnrun.c).
+ */
+extern volatile sig_atomic_t attn_h5_reading;
 
 /* Opens path read-only.  ATTN_EINPUT when it is missing, unreadable or
  * not an HDF5 file. */

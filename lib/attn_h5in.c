@@ -8,6 +8,7 @@
 #include <hdf5.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -22,6 +23,8 @@ struct attn_h5in {
     bool allow_external;        /* follow external links, external raw
                                    storage and virtual datasets          */
 };
+
+volatile sig_atomic_t attn_h5_reading;
 
 /* Dynamic filter plugins: off unless attn_h5_allow_plugins. */
 static bool plugins_allowed;
@@ -94,7 +97,7 @@ char *attn_h5_error_detail(char *buf, size_t len)
     return buf;
 }
 
-int attn_h5in_open(const char *path, attn_h5in **out, attn_error *err)
+static int h5in_open(const char *path, attn_h5in **out, attn_error *err)
 {
     struct stat st;
     char detail[256];
@@ -346,7 +349,7 @@ static const char *class_name(H5T_class_t cls)
     }
 }
 
-int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
+static int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
                        attn_tensor_info *info, attn_error *err)
 {
     hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
@@ -456,14 +459,14 @@ out:
     return status;
 }
 
-int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
+static int h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
                           size_t first, size_t count, void *buf, attn_error *err)
 {
     hid_t mem_type = precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
     return read_rows(in, name, mem_type, first, count, buf, err);
 }
 
-int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
+static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
                         unsigned char *keep, attn_error *err)
 {
     attn_tensor_info info = {.name = name};
@@ -512,7 +515,7 @@ out:
     return status;
 }
 
-int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
+static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
                          double *value, attn_error *err)
 {
     hid_t dset = H5I_INVALID_HID, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
@@ -534,5 +537,51 @@ int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, s
         H5Sclose(file_space);
     if (dset >= 0)
         H5Dclose(dset);
+    return status;
+}
+
+/* The public entry points: the same, with attn_h5_reading raised while
+ * HDF5 parses the input (see attn_h5.h). */
+int attn_h5in_open(const char *path, attn_h5in **out, attn_error *err)
+{
+    attn_h5_reading = 1;
+    int status = h5in_open(path, out, err);
+    attn_h5_reading = 0;
+    return status;
+}
+
+int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
+                       attn_tensor_info *info, attn_error *err)
+{
+    attn_h5_reading = 1;
+    int status = h5in_describe(in, kind, required, info, err);
+    attn_h5_reading = 0;
+    return status;
+}
+
+int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
+                          size_t first, size_t count, void *buf, attn_error *err)
+{
+    attn_h5_reading = 1;
+    int status = h5in_read_floats(in, name, precision, first, count, buf, err);
+    attn_h5_reading = 0;
+    return status;
+}
+
+int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
+                        unsigned char *keep, attn_error *err)
+{
+    attn_h5_reading = 1;
+    int status = h5in_read_mask(in, name, first, count, keep, err);
+    attn_h5_reading = 0;
+    return status;
+}
+
+int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
+                         double *value, attn_error *err)
+{
+    attn_h5_reading = 1;
+    int status = h5in_read_value(in, name, index, rank, value, err);
+    attn_h5_reading = 0;
     return status;
 }
