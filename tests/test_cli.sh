@@ -707,13 +707,27 @@ check_memory() {
 # Interrupts a long run (inputs in directory $2) with signal $1 and checks
 # the aftermath: exit 1, one 'attnrun: ...interrupt...' line, no OUT, no
 # temporary file, the input unchanged.
+# interrupt_with SIG DIR [in-place]: signals attnrun mid-run.  SIGINT and
+# SIGTERM: exit 1 with one "interrupted" line, no OUT, no temporary, IN as
+# it was.  SIGKILL: no OUT and IN as it was; a temporary may remain, named
+# as the README says (.NAME.attnrun-tmp-XXXXXX), which the test removes.
 interrupt_with() {
-    local sig=$1 d=$2 name out pid before
-    name=signal_${sig,,}
+    local sig=$1 d=$2 mode=${3:-} name out pid before input
+    name=signal_${sig,,}${mode:+_$mode}
     out=$d/out_$sig.h5
-    before=$(sha "$d/in.h5")
-    "$ATTNRUN" "$d/in.h5" -o "$out" --heads 4 --batch-slice 16 --save output --threads 1 \
-        >/dev/null 2>"$T/stderr" &
+    input=$d/in.h5
+    if [ "$mode" = in-place ]; then
+        input=$d/in_$sig.h5
+        cp "$d/in.h5" "$input"
+    fi
+    before=$(sha "$input")
+    if [ "$mode" = in-place ]; then
+        "$ATTNRUN" "$input" --in-place --group /r --heads 4 --batch-slice 16 --save output \
+            --threads 1 >/dev/null 2>"$T/stderr" &
+    else
+        "$ATTNRUN" "$input" -o "$out" --heads 4 --batch-slice 16 --save output --threads 1 \
+            >/dev/null 2>"$T/stderr" &
+    fi
     pid=$!
     # Signal it 0.3 s into the computation: once its temporary output exists
     # (so a slow start cannot make this test signal it before it is running).
@@ -740,17 +754,33 @@ interrupt_with() {
     fi
     wait "$pid"
     rc=$?
-    local lines
+    local lines left
     lines=$(wc -l <"$T/stderr")
+    left=$(temps_in "$d")
+    if [ "$sig" = KILL ]; then
+        if [ $rc -ne 137 ]; then
+            bad "$name" "exit $rc, expected 137 (killed)"
+        elif [ -e "$out" ]; then
+            bad "$name" "OUT exists after SIGKILL"
+        elif [ "$(sha "$input")" != "$before" ]; then
+            bad "$name" "the input changed"
+        elif [ -n "$left" ] && ! grep -Eq '^\.[^/]+\.attnrun-tmp-[A-Za-z0-9]{6}$' <<<"$left"; then
+            bad "$name" "left something not named as a temporary: $left"
+        else
+            ok "$name"
+        fi
+        rm -f "$d"/.*.attnrun-tmp-*
+        return
+    fi
     if [ $rc -ne 1 ]; then
         bad "$name" "exit $rc, expected 1 (stderr: $(err1))"
     elif [ "$lines" -ne 1 ] || ! grep -q '^attnrun: .*interrupt' "$T/stderr"; then
         bad "$name" "stderr is not one 'attnrun: ...interrupt...' line: $(head -c 300 "$T/stderr")"
     elif [ -e "$out" ]; then
         bad "$name" "OUT exists after the interrupt"
-    elif [ -n "$(temps_in "$d")" ]; then
-        bad "$name" "left $(temps_in "$d")"
-    elif [ "$(sha "$d/in.h5")" != "$before" ]; then
+    elif [ -n "$left" ]; then
+        bad "$name" "left $left"
+    elif [ "$(sha "$input")" != "$before" ]; then
         bad "$name" "the input changed"
     else
         ok "$name"
@@ -760,10 +790,14 @@ interrupt_with() {
 check_signals() {
     local d
     d=$(workdir signals)
-    # About 1.5 s of work on one thread (B=1000, n=256, d_model=64, H=4).
-    gen "$d/in.h5" 1000 256 64
+    # About 1.5 s of work on one thread (B=3000, n=256, d_model=64, H=4).
+    gen "$d/in.h5" 3000 256 64
     interrupt_with INT "$d"
     interrupt_with TERM "$d"
+    interrupt_with KILL "$d"
+    interrupt_with INT "$d" in-place
+    interrupt_with TERM "$d" in-place
+    interrupt_with KILL "$d" in-place
 }
 
 # ---------------------------------------------------------------- 14. progress
