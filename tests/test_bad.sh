@@ -85,7 +85,11 @@ done 3<"$corpus/cases.tsv"
 # Many flips are harmless; each run must still end cleanly: no signal, in
 # time, and one error line when it fails.
 sweep_pass=0
+sweep_index=0
 while IFS=$'\t' read -r -u 3 name args; do
+    sweep_index=$((sweep_index + 1))
+    # SWEEP_EVERY=N runs every Nth flip only (make memcheck: valgrind is slow)
+    [ $((sweep_index % ${SWEEP_EVERY:-1})) -eq 0 ] || continue
     read -r -a argv <<<"$args"
     timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" -q "${argv[@]}" -o "$tmp/sweep_out.h5" \
         </dev/null >/dev/null 2>"$tmp/stderr"
@@ -119,6 +123,9 @@ attempt plugin_filter_allowed 0 "${argv[0]}" "${argv[@]}" --allow-plugins
 for found in tests/fuzz/regressions/*; do
     [ -f "$found" ] || continue
     base=$(basename "$found")
+    # hdf5-*: HDF5 itself crashes on these (see tests/README.md); valgrind
+    # reports that before attnrun's handler can end the run cleanly
+    case $base in hdf5-*) [ -n "${SKIP_HDF5_CRASHES:-}" ] && continue ;; esac
     input=$tmp/$base.h5
     tail -c +2 "$found" >"$input"
     bits=$(od -An -tu1 -N1 "$found" | tr -d ' ')

@@ -86,8 +86,9 @@ with h5py.File(f"{d}/long.h5", "w") as f:          # one (1024, 1024) map per he
     layer(f, 16, 2, True)
 EOF
 
-# compare A B [exact|online]: every dataset of A equals B's (exact: same
-# bytes; online: within float32 tolerances, for the output only).
+# compare A B exact|close|online: the datasets of A against B's -- exact:
+# the same bytes; close: within float32 tolerance; online: the output only,
+# within float32 tolerance.
 compare() {
     "$PYTHON" - "$@" <<'EOF'
 import sys
@@ -100,6 +101,8 @@ with h5py.File(a_path, "r") as a, h5py.File(b_path, "r") as b:
     names = [n for n in ("scores", "weights", "heads", "output", "q", "k", "v") if n in a]
     if mode == "online":
         names = ["output"]
+    # close: every dataset within float32 tolerance (the masked -inf
+    # scores must match exactly)
     if not names:
         problems.append("no datasets")
     for n in names:
@@ -111,8 +114,12 @@ with h5py.File(a_path, "r") as a, h5py.File(b_path, "r") as b:
                 diff = np.abs(x.astype("f8") - y.astype("f8"))
                 problems.append(f"{n}: {np.count_nonzero(diff)} values differ, max {np.nanmax(diff):g}")
         else:
-            scale = max(float(np.abs(y).max()), 1e-30)
-            err = float(np.abs(x.astype("f8") - y.astype("f8")).max()) / scale
+            finite = np.isfinite(y)
+            if (np.isfinite(x) != finite).any() or (x[~finite] != y[~finite]).any():
+                problems.append(f"{n}: the non-finite values differ")
+                continue
+            scale = max(float(np.abs(y[finite]).max()), 1e-30)
+            err = float(np.abs(x[finite].astype("f8") - y[finite].astype("f8")).max()) / scale
             if not err <= 1e-5:
                 problems.append(f"{n}: relative difference {err:g} > 1e-5")
 if problems:
@@ -239,8 +246,10 @@ if run self_slices_t1 "${SELF[@]}" --batch-slice 1 --threads 1 &&
    run self_slices_t3 "${SELF[@]}" --batch-slice 1 --threads 3; then
     check "--batch-slice 1: --threads 1 and 3 bit-identical" \
         compare "$tmp/self_slices_t1.h5" "$tmp/self_slices_t3.h5" exact
-    check "--batch-slice 1 equals the whole batch in one slice" \
-        compare "$tmp/self_slices_t1.h5" "$tmp/self_t1_scores.h5" exact
+    # (not to the bit: other slice sizes cut the projections into other
+    # blocks, and BLAS may treat a block's edge rows differently)
+    check "--batch-slice 1 agrees with the whole batch in one slice" \
+        compare "$tmp/self_slices_t1.h5" "$tmp/self_t1_scores.h5" close
 fi
 
 # odd sizes, one item per slice: the second slot's buffers must still be
