@@ -85,18 +85,31 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BIN)
 
-CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh
+# The allocation-failure build: the Nth allocation fails (ATTN_FAIL_ALLOC=N),
+# with ASan to catch leaks and bad accesses on every failure path.
+FAULT_DIR = build/fault
+FAULT_BIN = $(FAULT_DIR)/attnrun
+
+$(FAULT_BIN): cmd/attnrun.c $(LIB_SRC) lib/*.h lib/*.inc
+	@mkdir -p $(FAULT_DIR)
+	$(CC) $(CPPFLAGS) -DATTN_FAULT_INJECTION $(ALL_CFLAGS) -fsanitize=address,undefined \
+	    -fno-sanitize-recover=all -fno-omit-frame-pointer cmd/attnrun.c $(LIB_SRC) \
+	    $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) -o $@
+
+CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \
+            tests/test_alloc.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)
 	@sh tests/run_suites.sh $(UNIT_BIN)
 
-cli: $(BIN)
+cli: $(BIN) $(FAULT_BIN)
 	@ATTNRUN=$(BIN) sh tests/run_suites.sh $(addprefix bash$(comma),$(CLI_TESTS))
 
 test: deps
-	@$(MAKE) --no-print-directory all $(UNIT_BIN)
-	@ATTNRUN=$(BIN) sh tests/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
+	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FAULT_BIN)
+	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) \
+	    sh tests/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
 
 check: test
 

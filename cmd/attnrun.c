@@ -278,7 +278,7 @@ static char *join_command_line(int argc, char **argv)
     size_t len = 1;
     for (int i = 0; i < argc; i++)
         len += 4 * strlen(argv[i]) + 3;
-    char *line = malloc(len), *p = line;
+    char *line = attn_malloc(len), *p = line;
     if (line == NULL)
         return NULL;
     for (int i = 0; i < argc; i++) {
@@ -550,6 +550,10 @@ int main(int argc, char **argv)
         return finish_stdout(EXIT_OK);
     }
 
+    if (command_line == NULL) {
+        fprintf(stderr, "attnrun: out of memory\n");
+        return EXIT_RUNTIME;
+    }
     progress_state progress = {.enabled = !c.quiet && (c.progress || isatty(STDERR_FILENO))};
     c.run.command_line = command_line;
     c.run.cancel = &cancel_requested;

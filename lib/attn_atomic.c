@@ -219,30 +219,24 @@ void attn_atomic_abort(attn_atomic *tx)
     tx->temp_path[0] = '\0';
 }
 
-/* The canonical form of path's directory joined to its base name, or NULL. */
-static char *canonical_path(const char *path)
+/* The canonical form of path's directory joined to its base name, in
+ * out (2 * PATH_MAX); false when the directory cannot be resolved.  No
+ * allocation: this check must not be skipped for want of memory. */
+static bool canonical_path(const char *path, char *out)
 {
-    char dir[PATH_MAX], base[PATH_MAX];
+    char dir[PATH_MAX], base[PATH_MAX], real_dir[PATH_MAX];
     split_path(path, dir, base);
-    char *real_dir = realpath(dir, NULL);
-    if (real_dir == NULL)
-        return NULL;
-    size_t len = strlen(real_dir) + strlen(base) + 2;
-    char *joined = malloc(len);
-    if (joined != NULL)
-        snprintf(joined, len, "%s/%s", real_dir, base);
-    free(real_dir);
-    return joined;
+    if (realpath(dir, real_dir) == NULL)
+        return false;
+    snprintf(out, 2 * PATH_MAX, "%s/%s", real_dir, base);
+    return true;
 }
 
 bool attn_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
+    char ca[2 * PATH_MAX], cb[2 * PATH_MAX];
     if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
         return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    char *ca = canonical_path(a), *cb = canonical_path(b);
-    bool same = ca != NULL && cb != NULL && strcmp(ca, cb) == 0;
-    free(ca);
-    free(cb);
-    return same;
+    return canonical_path(a, ca) && canonical_path(b, cb) && strcmp(ca, cb) == 0;
 }

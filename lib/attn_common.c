@@ -4,6 +4,47 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef ATTN_FAULT_INJECTION
+/* The test build: ATTN_FAIL_ALLOC=N makes the Nth allocation fail. */
+static bool allocation_fails(void)
+{
+    static unsigned long calls, fail_at;
+    static bool read;
+    if (!read) {
+        const char *at = getenv("ATTN_FAIL_ALLOC");
+        fail_at = at != NULL ? strtoul(at, NULL, 10) : 0;
+        read = true;
+    }
+    return ++calls == fail_at;
+}
+#else
+static bool allocation_fails(void)
+{
+    return false;
+}
+#endif
+
+void *attn_malloc(size_t size)
+{
+    return allocation_fails() ? NULL : malloc(size ? size : 1);
+}
+
+void *attn_calloc(size_t count, size_t size)
+{
+    return allocation_fails() ? NULL : calloc(count ? count : 1, size ? size : 1);
+}
+
+char *attn_strdup(const char *text)
+{
+    size_t len = strlen(text) + 1;
+    char *copy = attn_malloc(len);
+    if (copy != NULL)
+        memcpy(copy, text, len);
+    return copy;
+}
 
 size_t attn_precision_size(attn_precision precision)
 {

@@ -73,4 +73,14 @@ bool attn_size_product(size_t *out, const size_t *dims, size_t count);
 /* Formats dims as "(4, 6)" into buf; returns buf.  Rank 0 gives "()". */
 char *attn_format_shape(char *buf, size_t buflen, const size_t *dims, size_t rank);
 
+/*
+ * Every allocation of attnrun's own goes through these (free() releases
+ * them).  A size of 0 allocates 1 byte.  In the test build made with
+ * -DATTN_FAULT_INJECTION, ATTN_FAIL_ALLOC=N makes the Nth call fail, so
+ * that tests/test_alloc.sh can check every failure path.
+ */
+void *attn_malloc(size_t size);
+void *attn_calloc(size_t count, size_t size);
+char *attn_strdup(const char *text);
+
 #endif

@@ -114,10 +114,10 @@ static int h5in_open(const char *path, attn_h5in **out, attn_error *err)
     if (H5Fis_hdf5(path) <= 0)
         return attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
 
-    attn_h5in *in = calloc(1, sizeof *in);
+    attn_h5in *in = attn_calloc(1, sizeof *in);
     if (in != NULL)
         in->file_size = st.st_size;
-    if (in == NULL || (in->path = strdup(path)) == NULL) {
+    if (in == NULL || (in->path = attn_strdup(path)) == NULL) {
         free(in);
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
     }
@@ -491,7 +491,7 @@ static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t 
         status = attn_fail(err, ATTN_EINPUT, "%s: mask %s is too large", in->path, name);
         goto out;
     }
-    if ((raw = malloc(bytes ? bytes : 1)) == NULL) {
+    if ((raw = attn_malloc(bytes)) == NULL) {
         status = attn_fail(err, ATTN_ENOMEM, "%s: out of memory reading mask %s (%zu bytes)",
                            in->path, name, bytes);
         goto out;

@@ -96,10 +96,10 @@ static int open_group(attn_h5out *out, const char *group, attn_error *err)
 static int start(const char *path, const char *label, const char *group, bool create,
                  attn_h5out **result, attn_error *err)
 {
-    attn_h5out *out = calloc(1, sizeof *out);
+    attn_h5out *out = attn_calloc(1, sizeof *out);
     attn_h5_prepare();
     *result = NULL;
-    if (out == NULL || (out->path = strdup(label)) == NULL) {
+    if (out == NULL || (out->path = attn_strdup(label)) == NULL) {
         free(out);
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
     }
@@ -157,7 +157,7 @@ int attn_h5out_remove(attn_h5out *out, const char *name, attn_error *err)
 /* Writes 0, 1, ... length-1 into the 1-D int64 dataset `scale`, a block at a time. */
 static herr_t write_indices(hid_t scale, hsize_t length)
 {
-    long long *block = malloc(SCALE_BLOCK * sizeof *block);
+    long long *block = attn_malloc(SCALE_BLOCK * sizeof *block);
     herr_t result = block == NULL ? -1 : 0;
     hid_t file_space = H5Dget_space(scale);
     for (hsize_t first = 0; result >= 0 && first < length; first += SCALE_BLOCK) {

@@ -84,7 +84,7 @@ static void *alloc_array(const run_state *st, size_t count, size_t size, const c
     if (!attn_size_mul(&bytes, count, size))
         attn_fail(err, ATTN_ENOMEM, "%s: %s: %zu x %zu bytes overflow", st->opt->input, what,
                   count, size);
-    else if ((p = malloc(bytes ? bytes : 1)) == NULL)
+    else if ((p = attn_malloc(bytes)) == NULL)
         attn_fail(err, ATTN_ENOMEM, "%s: out of memory: %zu bytes for %s", st->opt->input, bytes,
                   what);
     return p;
