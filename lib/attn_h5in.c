@@ -137,7 +137,9 @@ void attn_h5in_close(attn_h5in *in)
 {
     if (in == NULL)
         return;
+    attn_h5_reading++;
     H5Fclose(in->file);
+    attn_h5_reading--;
     free(in->path);
     free(in);
 }
@@ -306,8 +308,10 @@ static int check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t spac
                            in->path, name, (unsigned long long)stored, (long long)in->file_size);
         goto out;
     }
-    bool complete = filters == 0 ? stored >= logical : true;
-    if (filters > 0 && layout == H5D_CHUNKED && logical > 0) {
+    /* Contiguous: every byte stored.  Chunked: every chunk of the extent
+     * (bytes would not do: padded edge chunks can cover a missing one). */
+    bool complete = layout == H5D_CHUNKED || stored >= logical;
+    if (layout == H5D_CHUNKED && logical > 0) {
         hsize_t dims[H5S_MAX_RANK], chunk[H5S_MAX_RANK], allocated = 0, expected = 1;
         int rank = H5Sget_simple_extent_dims(space, dims, NULL);
         if (rank < 0 || H5Pget_chunk(dcpl, rank, chunk) != rank ||
@@ -544,44 +548,44 @@ static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index,
  * HDF5 parses the input (see attn_h5.h). */
 int attn_h5in_open(const char *path, attn_h5in **out, attn_error *err)
 {
-    attn_h5_reading = 1;
+    attn_h5_reading++;
     int status = h5in_open(path, out, err);
-    attn_h5_reading = 0;
+    attn_h5_reading--;
     return status;
 }
 
 int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
                        attn_tensor_info *info, attn_error *err)
 {
-    attn_h5_reading = 1;
+    attn_h5_reading++;
     int status = h5in_describe(in, kind, required, info, err);
-    attn_h5_reading = 0;
+    attn_h5_reading--;
     return status;
 }
 
 int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
                           size_t first, size_t count, void *buf, attn_error *err)
 {
-    attn_h5_reading = 1;
+    attn_h5_reading++;
     int status = h5in_read_floats(in, name, precision, first, count, buf, err);
-    attn_h5_reading = 0;
+    attn_h5_reading--;
     return status;
 }
 
 int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
                         unsigned char *keep, attn_error *err)
 {
-    attn_h5_reading = 1;
+    attn_h5_reading++;
     int status = h5in_read_mask(in, name, first, count, keep, err);
-    attn_h5_reading = 0;
+    attn_h5_reading--;
     return status;
 }
 
 int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
                          double *value, attn_error *err)
 {
-    attn_h5_reading = 1;
+    attn_h5_reading++;
     int status = h5in_read_value(in, name, index, rank, value, err);
-    attn_h5_reading = 0;
+    attn_h5_reading--;
     return status;
 }

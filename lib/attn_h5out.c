@@ -63,17 +63,29 @@ static int h5_failure(attn_h5out *out, attn_error *err, const char *what, const 
 /* Opens `group` in out->file, creating it and its parents when missing. */
 static int open_group(attn_h5out *out, const char *group, attn_error *err)
 {
-    /* Every existing prefix of the path must be a group. */
+    /* Every existing prefix of the path must be a group, reached by a hard
+     * link: with --in-place the file is a copy of an input attnrun did not
+     * make, and a soft or external link there could lead the writes into
+     * another object or another file. */
     char prefix[4096];
     size_t len = strlen(group);
     for (size_t i = 1; i <= len && len < sizeof prefix; i++) {
         H5O_info_t info;
+        H5L_info_t link;
         if (group[i] != '/' && group[i] != '\0')
             continue;
         memcpy(prefix, group, i);
         prefix[i] = '\0';
+        if (strcmp(prefix, "/") == 0)
+            continue;                        /* the root: no link leads to it */
         if (H5Lexists(out->file, prefix, H5P_DEFAULT) <= 0)
             break;
+        if (H5Lget_info(out->file, prefix, &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD)
+            return attn_fail(err, ATTN_EUSAGE,
+                             "%s: --group %s: %s is a %s link, not a group of this file; "
+                             "not followed", out->path, group, prefix,
+                             link.type == H5L_TYPE_EXTERNAL ? "external"
+                             : link.type == H5L_TYPE_SOFT ? "soft" : "special");
         if (H5Oget_info_by_name(out->file, prefix, &info, H5P_DEFAULT) < 0 ||
             info.type != H5O_TYPE_GROUP)
             return attn_fail(err, ATTN_EUSAGE, "%s: --group %s: %s exists and is not a group",
@@ -104,11 +116,15 @@ static int start(const char *path, const char *label, const char *group, bool cr
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
     }
     out->group = H5I_INVALID_HID;
+    /* With --in-place HDF5 parses a copy of the input: its crash is the
+     * input's (see attn_h5_reading). */
+    attn_h5_reading += !create;
     out->file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
                        : H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     int status = out->file < 0 ? h5_failure(out, err, create ? "create" : "open",
                                             "the HDF5 file for writing")
                                : open_group(out, group, err);
+    attn_h5_reading -= !create;
     if (status != ATTN_OK) {
         attn_h5out_close(out, NULL);
         return status;

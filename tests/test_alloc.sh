@@ -60,6 +60,8 @@ sweep() {
             why="exit $rc"
         elif [ "$(wc -l <"$tmp/stderr")" -ne 1 ] || ! grep -q '^attnrun: ' "$tmp/stderr"; then
             why="stderr is not one 'attnrun: ' line"
+        elif grep -q 'internal error' "$tmp/stderr"; then
+            why="a crash, caught by the fatal-signal handler"
         elif [ -n "$(ls -A "$tmp/out")" ]; then
             why="left $(ls -A "$tmp/out" | tr '\n' ' ')"
         elif [ -n "$(find "$(dirname "$input")" -maxdepth 1 -name '*attnrun-tmp*')" ]; then

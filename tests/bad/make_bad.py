@@ -119,8 +119,8 @@ def damaged_files(c):
         c.sweep.append("flip_%d\t%s %s" % (at, path, OK_ARGS))
     # X's values: the top bytes of one float become an infinity or a NaN
     data = dataset_offset(c.path("_base"), "X")
-    c.byte_case("x_data_inf", 3, lambda d: d[:data + 2] + b"\x80\x7f" + d[data + 4:])
-    c.byte_case("x_data_nan", 3, lambda d: d[:data + 2] + b"\xc0\x7f" + d[data + 4:])
+    c.byte_case("x_data_inf", 3, lambda d: d[:data] + b"\x00\x00\x80\x7f" + d[data + 4:])
+    c.byte_case("x_data_nan", 3, lambda d: d[:data] + b"\x00\x00\xc0\x7f" + d[data + 4:])
     # not HDF5 at all
     with open(c.path("text_file", ".txt"), "w") as f:
         f.write("X = [1, 2, 3]\n")
@@ -181,6 +181,18 @@ def shapes_and_types(c):
         x = f.create_dataset("X", shape=(B, N, D), chunks=(1, N, D), dtype="f4")
         x[0] = arrays["X"][0]
     c.case("half_written", 3, "IN --heads 2", path)
+    # unfiltered chunks, the corner one never written (the padded edge
+    # chunks hold more bytes than the extent: bytes alone would pass)
+    path = c.path("missing_chunk")
+    with h5py.File(path, "w") as f:
+        arrays = base_arrays()
+        for name, value in arrays.items():
+            if name != "X":
+                f[name] = value
+        x = f.create_dataset("X", shape=(3, 3, D), chunks=(2, 2, D), dtype="f4")
+        x[0:2, 0:3] = 1
+        x[2, 0:2] = 1
+    c.case("missing_chunk", 3, "IN --heads 2", path)
 
 
 def hostile_files(c):
@@ -233,6 +245,13 @@ def hostile_files(c):
         x = h5py.h5d.create(f.id, b"X", h5py.h5t.IEEE_F32LE, space, dcpl)
         x.write(h5py.h5s.ALL, h5py.h5s.ALL, arrays["X"])
     c.case("plugin_filter", 3, "IN --heads 2", path)
+    # for --in-place: the --group path leads through an external link into
+    # another file (tests/test_bad.sh runs it, and checks the victim)
+    write(c.path("victim"), {"kept": np.arange(4.0)})
+    path = c.path("group_external")
+    write(path, base_arrays())
+    with h5py.File(path, "a") as f:
+        f["results"] = h5py.ExternalLink(os.path.basename(c.path("victim")), "/")
     # a float type of 4 KiB per value (the fuzzer found one of 4 GiB)
     path = c.path("huge_float_type")
     write(path, arrays, skip=("X",))
