@@ -46,6 +46,7 @@ BUILD     = build/sanitize
 # HDF5's allocations of absurd sizes (damaged files) fail as they would
 # without ASan, and its own error-path leaks are not attnrun's.
 export ASAN_OPTIONS ?= allocator_may_return_null=1
+export ATTN_TEST_SANITIZED = 1
 export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS   += -fsanitize=$(SANITIZE)

@@ -15,9 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const default_names[ATTN_IN_COUNT] = {
     [ATTN_IN_X] = "X",     [ATTN_IN_WQ] = "W_Q", [ATTN_IN_WK] = "W_K",
@@ -778,6 +780,42 @@ static bool group_path_valid(const char *group)
     }
 }
 
+/* Address space HDF5 may add while it parses the input's metadata. */
+#define PARSE_MEMORY ((rlim_t)1 << 30)
+
+/*
+ * Caps the address space at its current size plus PARSE_MEMORY while the
+ * input is opened, described and planned: a damaged file can make HDF5
+ * allocate gigabytes for one piece of metadata (the fuzzer found 5.7 GB
+ * for a 9 kB file), and with the cap that allocation fails at once.
+ * attnrun itself allocates almost nothing before the plan.  Not under
+ * AddressSanitizer, whose shadow memory this would upset.  Returns whether
+ * *saved must be restored.
+ */
+static bool limit_memory(struct rlimit *saved)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    (void)saved;
+    return false;
+#else
+    unsigned long pages = 0;
+    FILE *statm = fopen("/proc/self/statm", "r");
+    if (statm == NULL)
+        return false;
+    bool read = fscanf(statm, "%lu", &pages) == 1;
+    fclose(statm);
+    long page = sysconf(_SC_PAGESIZE);
+    if (!read || page <= 0 || getrlimit(RLIMIT_AS, saved) != 0)
+        return false;
+    struct rlimit tight = *saved;
+    rlim_t cap = (rlim_t)pages * (rlim_t)page + PARSE_MEMORY;
+    if (tight.rlim_cur != RLIM_INFINITY && tight.rlim_cur <= cap)
+        return false;                       /* already as tight */
+    tight.rlim_cur = cap;
+    return setrlimit(RLIMIT_AS, &tight) == 0;
+#endif
+}
+
 static int check_options(const attn_run_options *opt, attn_error *err)
 {
     bool writes = !opt->dry_run;
@@ -826,10 +864,14 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     int status = check_options(options, err);
     attn_h5_prepare();
     attn_h5_allow_plugins(options->allow_plugins);
+    struct rlimit saved;
+    bool limited = status == ATTN_OK && limit_memory(&saved);
     if (status == ATTN_OK && (status = attn_h5in_open(options->input, &st.in, err)) == ATTN_OK)
         attn_h5in_allow_external(st.in, options->allow_external);
     if (status == ATTN_OK && (status = describe_inputs(&st, err)) == ATTN_OK)
         status = plan(&st, err);
+    if (limited)
+        setrlimit(RLIMIT_AS, &saved);
     if (options->threads > 0)
         attn_set_threads(options->threads);
     if (status != ATTN_OK || options->dry_run) {

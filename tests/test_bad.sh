@@ -144,6 +144,9 @@ for found in tests/fuzz/regressions/*; do
     # hdf5-*: HDF5 itself crashes on these (see tests/README.md); valgrind
     # reports that before attnrun's handler can end the run cleanly
     case $base in hdf5-*) [ -n "${SKIP_HDF5_CRASHES:-}" ] && continue ;; esac
+    # hdf5-huge-metadata-*: HDF5 asks for gigabytes; attnrun caps its address
+    # space while parsing, except in the ASan build (ATTN_TEST_SANITIZED)
+    case $base in hdf5-huge-*) [ -n "${ATTN_TEST_SANITIZED:-}" ] && continue ;; esac
     input=$tmp/$base.h5
     tail -c +2 "$found" >"$input"
     bits=$(od -An -tu1 -N1 "$found" | tr -d ' ')
