@@ -354,7 +354,7 @@ static const char *class_name(H5T_class_t cls)
 }
 
 static int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
-                       attn_tensor_info *info, attn_error *err)
+                         attn_tensor_info *info, attn_error *err)
 {
     hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK];
@@ -464,20 +464,20 @@ out:
 }
 
 static int h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
-                          size_t first, size_t count, void *buf, attn_error *err)
+                            size_t first, size_t count, void *buf, attn_error *err)
 {
     hid_t mem_type = precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
     return read_rows(in, name, mem_type, first, count, buf, err);
 }
 
 static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
-                        unsigned char *keep, attn_error *err)
+                          unsigned char *keep, attn_error *err)
 {
     attn_tensor_info info = {.name = name};
     hid_t dset = H5I_INVALID_HID, file_type = H5I_INVALID_HID, mem_type = H5I_INVALID_HID;
     unsigned char *raw = NULL;
     size_t elements, elem_size, bytes;
-    int status = attn_h5in_describe(in, ATTN_DATA_MASK, true, &info, err);
+    int status = h5in_describe(in, ATTN_DATA_MASK, true, &info, err);
     if (status != ATTN_OK)
         return status;
     /* Read in the file's own integer width, then test each value for 0:
@@ -520,7 +520,7 @@ out:
 }
 
 static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
-                         double *value, attn_error *err)
+                           double *value, attn_error *err)
 {
     hid_t dset = H5I_INVALID_HID, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
     hsize_t point[ATTN_MAX_RANK], one = 1;

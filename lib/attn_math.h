@@ -86,7 +86,8 @@ typedef struct attn_slice {
     void *concat;                /* (c, n, H*dv) heads side by side         */
     void *output;                /* (c, n, D) projected output              */
     void *scratch;               /* attn_attend_scratch_bytes, 64-byte
-                                    aligned: per-head flags and, for the
+                                    aligned: per-head flags (set by
+                                    attn_project_inputs) and, for the
                                     online softmax, one block per thread   */
 } attn_slice;
 
@@ -95,7 +96,8 @@ typedef struct attn_slice {
  * n query rows.  Equivalent to the three calls below. */
 void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
-/* Step 1: q, k and v of every item (one GEMM when fused, see attn_slice). */
+/* Step 1: q, k and v of every item (one GEMM when fused, see attn_slice),
+ * and in s->scratch which heads' v are finite, for attn_attend. */
 void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /*

@@ -733,18 +733,16 @@ static int run_steps(run_state *st, attn_error *err)
     const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
     const size_t blocks = (n + block - 1) / block, items = st->report->slice_items;
     const size_t steps = (st->report->layout.dims.batch + items - 1) / items * blocks;
-    step previous, current;
-    int status = ATTN_OK;
     if (steps == 0)
         return ATTN_OK;
-    current = step_at(st, 0);
-    if ((status = read_slice(st, current.slice, current.first, current.count, err)) != ATTN_OK)
+    step previous = {0}, current = step_at(st, 0);
+    int status = read_slice(st, current.slice, current.first, current.count, err);
+    if (status != ATTN_OK)
         return status;
     for (size_t t = 0; t < steps; t++) {
         if (opt->cancel != NULL && *opt->cancel)
             return interrupted(st, err);
         step next = t + 1 < steps ? step_at(st, t + 1) : (step){0};
-        current = step_at(st, t);
         beside job = {
             .st = st, .write = t > 0 ? &previous : NULL,
             .read = t + 1 < steps && next.starts ? &next : NULL,
@@ -757,6 +755,7 @@ static int run_steps(run_state *st, attn_error *err)
             return job.status;
         }
         previous = current;
+        current = next;
     }
     if (opt->cancel != NULL && *opt->cancel)
         return interrupted(st, err);

@@ -17,15 +17,8 @@ LIMIT=${LIMIT:-400}
 export ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=exitcode=87
 
-pass=0
-fail=0
-ok()  { echo "ok $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
-finish() {
-    echo "allocation failures: $pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+SUITE="allocation failures"
+. "$(dirname "$0")/checks.sh"
 
 if [ ! -x "$FAULT_ATTNRUN" ]; then
     bad "setup: no fault-injection build at $FAULT_ATTNRUN (make build/fault/attnrun)"

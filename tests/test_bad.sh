@@ -13,15 +13,8 @@ ATTNRUN=${ATTNRUN:-build/attnrun}
 PYTHON=${PYTHON:-/usr/bin/python3}
 TIME_LIMIT=${TIME_LIMIT:-10}
 
-pass=0
-fail=0
-ok()  { echo "ok $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
-finish() {
-    echo "bad inputs: $pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+SUITE="bad inputs"
+. "$(dirname "$0")/checks.sh"
 
 if [ ! -x "$ATTNRUN" ]; then
     bad "setup: attnrun not found at $ATTNRUN"

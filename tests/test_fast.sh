@@ -12,15 +12,8 @@ set -u
 ATTNRUN=${ATTNRUN:-build/attnrun}
 PYTHON=${PYTHON:-/usr/bin/python3}
 
-pass=0
-fail=0
-ok()  { echo "ok $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
-finish() {
-    echo "fast: $pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+SUITE="fast"
+. "$(dirname "$0")/checks.sh"
 
 if [ ! -x "$ATTNRUN" ]; then
     bad "setup: attnrun not found at $ATTNRUN"
