@@ -22,13 +22,37 @@ static void split_path(const char *path, char *dir, char *base)
     snprintf(base, PATH_MAX, "%s", basename(b));
 }
 
-/* mkstemp in final_path's directory; returns the open descriptor or -1. */
+/* The longest file name the directory takes (NAME_MAX when unknown). */
+static size_t name_limit(const char *dir)
+{
+    long limit = pathconf(dir, _PC_NAME_MAX);
+    return limit > 0 ? (size_t)limit : NAME_MAX;
+}
+
+/*
+ * mkstemp in final_path's directory, as ".BASE.attnrun-tmp-XXXXXX", BASE
+ * shortened (at a UTF-8 character boundary) when the name would exceed the
+ * directory's name limit.  The file is 0600: the owner can reopen it for
+ * writing whatever the umask.  Returns the open descriptor or -1.
+ */
 static int make_temp(attn_atomic *tx, attn_error *err)
 {
     char dir[PATH_MAX], base[PATH_MAX];
     split_path(tx->final_path, dir, base);
-    int len = snprintf(tx->temp_path, sizeof tx->temp_path, "%s/.%s" ATTN_TEMP_MARKER "XXXXXX",
-                       dir, base);
+    const size_t extra = 1 + strlen(ATTN_TEMP_MARKER "XXXXXX"), limit = name_limit(dir);
+    size_t keep = strlen(base);
+    if (limit <= extra) {
+        attn_fail(err, ATTN_EIO, "%s: the directory %s takes names of %zu bytes only", tx->final_path,
+                  dir, limit);
+        return -1;
+    }
+    if (keep > limit - extra) {
+        keep = limit - extra;
+        while (keep > 0 && ((unsigned char)base[keep] & 0xC0) == 0x80)
+            keep--;                                  /* not inside a character */
+    }
+    int len = snprintf(tx->temp_path, sizeof tx->temp_path, "%s/.%.*s" ATTN_TEMP_MARKER "XXXXXX",
+                       dir, (int)keep, base);
     if (len < 0 || (size_t)len >= sizeof tx->temp_path) {
         tx->temp_path[0] = '\0';
         attn_fail(err, ATTN_EIO, "%s: path too long", tx->final_path);
@@ -39,6 +63,12 @@ static int make_temp(attn_atomic *tx, attn_error *err)
         attn_fail(err, ATTN_EIO, "%s: cannot create a temporary file in %s: %s", tx->final_path,
                   dir, strerror(errno));
         tx->temp_path[0] = '\0';
+    } else if (fchmod(fd, S_IRUSR | S_IWUSR) != 0) {      /* mkstemp heeds the umask */
+        attn_fail(err, ATTN_EIO, "%s: cannot make %s writable: %s", tx->final_path, tx->temp_path,
+                  strerror(errno));
+        close(fd);
+        attn_atomic_abort(tx);
+        fd = -1;
     }
     return fd;
 }
@@ -68,24 +98,20 @@ int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, att
     int fd = make_temp(tx, err);
     if (fd < 0)
         return ATTN_EIO;
-    /* mkstemp makes the file 0600; a new output gets the usual 0666 & ~umask */
+    close(fd);
     mode_t mask = umask(0);
     umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0)
-        status = attn_fail(err, ATTN_EIO, "%s: cannot set the permissions of %s: %s", final_path,
-                           tx->temp_path, strerror(errno));
-    close(fd);
-    if (status != ATTN_OK)
-        attn_atomic_abort(tx);
-    return status;
+    tx->mode = 0666 & ~mask;          /* a new file's bits, set at the commit */
+    return ATTN_OK;
 }
 
-/* Copies every byte of `from` to `to`; returns 0 or an errno value. */
+/* Copies every byte of `from` (from its start) to `to`; returns 0 or an
+ * errno value. */
 static int copy_bytes(int from, int to)
 {
     char buf[1 << 16];
-    for (;;) {
-        ssize_t got = read(from, buf, sizeof buf);
+    for (off_t at = 0;;) {
+        ssize_t got = pread(from, buf, sizeof buf, at);
         if (got == 0)
             return 0;
         if (got < 0) {
@@ -93,6 +119,7 @@ static int copy_bytes(int from, int to)
                 continue;
             return errno;
         }
+        at += got;
         for (ssize_t done = 0; done < got;) {
             ssize_t put = write(to, buf + done, (size_t)(got - done));
             if (put < 0 && errno != EINTR)
@@ -120,10 +147,10 @@ static int check_replaceable(const char *path, const struct stat *st, attn_error
     return ATTN_OK;
 }
 
-int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *err)
+int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, int source, attn_error *err)
 {
     struct stat st;
-    int from = -1, to = -1, failure = 0;
+    int from = source, to = -1, failure = 0;
     /* A symbolic link stays; the file it names is the one replaced. */
     char *real = realpath(final_path, NULL);
     int status = real == NULL ? attn_fail(err, ATTN_EIO, "%s: cannot read: %s", final_path, strerror(errno))
@@ -131,7 +158,8 @@ int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *
     free(real);
     if (status != ATTN_OK)
         return status;
-    from = open(tx->final_path, O_RDONLY | O_CLOEXEC);
+    if (source < 0)
+        from = open(tx->final_path, O_RDONLY | O_CLOEXEC);
     if (from < 0 || fstat(from, &st) != 0) {
         status = attn_fail(err, ATTN_EIO, "%s: cannot read: %s", final_path, strerror(errno));
         goto out;
@@ -145,8 +173,7 @@ int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *
     failure = copy_bytes(from, to);
     if (failure == 0 && fchown(to, st.st_uid, st.st_gid) != 0 && st.st_uid != geteuid())
         failure = errno;
-    if (failure == 0 && fchmod(to, st.st_mode & 07777) != 0)
-        failure = errno;
+    tx->mode = st.st_mode & 07777;     /* set at the commit: writable till then */
     if (close(to) != 0 && failure == 0)
         failure = errno;
     to = -1;
@@ -156,7 +183,7 @@ int attn_atomic_begin_copy(attn_atomic *tx, const char *final_path, attn_error *
 out:
     if (to >= 0)
         close(to);
-    if (from >= 0)
+    if (from >= 0 && from != source)
         close(from);
     if (status != ATTN_OK)
         attn_atomic_abort(tx);
@@ -174,42 +201,66 @@ static int sync_path(const char *path, int flags)
     return failure;
 }
 
-int attn_atomic_commit(attn_atomic *tx, attn_error *err)
+int attn_atomic_flush(attn_atomic *tx, attn_error *err)
 {
-    char dir[PATH_MAX], base[PATH_MAX];
-    int failure = sync_path(tx->temp_path, O_RDONLY);
+    int failure = 0;
+    int fd = open(tx->temp_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fchmod(fd, tx->mode) != 0 || fsync(fd) != 0)
+        failure = errno;
+    if (fd >= 0)
+        close(fd);
     if (failure != 0) {
         attn_atomic_abort(tx);
         return attn_fail(err, ATTN_EIO, "%s: cannot flush the output: %s", tx->final_path,
                          strerror(failure));
     }
+    return ATTN_OK;
+}
+
+/* Removes the temporary after a failed publish; the run goes on failing. */
+static int publish_failed(attn_atomic *tx, int status, attn_error *err, int failure)
+{
+    attn_atomic_abort(tx);
+    tx->committing = 0;
+    if (status == ATTN_EUSAGE)
+        return attn_fail(err, status, "%s: output appeared while running; use --force to replace it",
+                         tx->final_path);
+    return attn_fail(err, status, "%s: cannot rename the output into place: %s", tx->final_path,
+                     strerror(failure));
+}
+
+int attn_atomic_publish(attn_atomic *tx, volatile sig_atomic_t *cancel, attn_error *err)
+{
+    char dir[PATH_MAX], base[PATH_MAX];
+    tx->committing = 1;
+    if (cancel != NULL && *cancel) {
+        attn_atomic_abort(tx);
+        tx->committing = 0;
+        return attn_fail(err, ATTN_EINTR, "%s: interrupted; no output was written", tx->final_path);
+    }
     if (tx->replace) {
-        if (rename(tx->temp_path, tx->final_path) != 0) {
-            failure = errno;
-            attn_atomic_abort(tx);
-            return attn_fail(err, ATTN_EIO, "%s: cannot rename the output into place: %s",
-                             tx->final_path, strerror(failure));
-        }
+        if (rename(tx->temp_path, tx->final_path) != 0)
+            return publish_failed(tx, ATTN_EIO, err, errno);
     } else if (renameat2(AT_FDCWD, tx->temp_path, AT_FDCWD, tx->final_path, RENAME_NOREPLACE) != 0) {
-        failure = errno;
+        int failure = errno;
         if (failure == EINVAL || failure == ENOSYS) {   /* no RENAME_NOREPLACE here */
             struct stat st;
             failure = lstat(tx->final_path, &st) == 0 ? EEXIST
                       : rename(tx->temp_path, tx->final_path) == 0 ? 0 : errno;
         }
-        if (failure != 0) {
-            attn_atomic_abort(tx);
-            if (failure == EEXIST)
-                return attn_fail(err, ATTN_EUSAGE, "%s: output appeared while running; use --force to replace it",
-                                 tx->final_path);
-            return attn_fail(err, ATTN_EIO, "%s: cannot rename the output into place: %s",
-                             tx->final_path, strerror(failure));
-        }
+        if (failure != 0)
+            return publish_failed(tx, failure == EEXIST ? ATTN_EUSAGE : ATTN_EIO, err, failure);
     }
     tx->temp_path[0] = '\0';
     split_path(tx->final_path, dir, base);
     sync_path(dir, O_RDONLY | O_DIRECTORY);   /* best effort: the rename is done */
     return ATTN_OK;
+}
+
+int attn_atomic_commit(attn_atomic *tx, volatile sig_atomic_t *cancel, attn_error *err)
+{
+    int status = attn_atomic_flush(tx, err);
+    return status == ATTN_OK ? attn_atomic_publish(tx, cancel, err) : status;
 }
 
 void attn_atomic_abort(attn_atomic *tx)

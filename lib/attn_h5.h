@@ -47,27 +47,69 @@ typedef struct attn_h5in attn_h5in;
  */
 extern volatile sig_atomic_t attn_h5_reading;
 
-/* Opens path read-only.  ATTN_EINPUT when it is missing, unreadable or
- * not an HDF5 file. */
+/* The lock attn_h5in_open_with holds on the input until attn_h5in_close:
+ * flock, the kind HDF5's own readers (shared) and writers (exclusive)
+ * take, so that attnrun --in-place, other attnruns and HDF5 programs
+ * writing the file exclude each other.  HDF5_USE_FILE_LOCKING=FALSE (or
+ * 0) turns it off, as it does HDF5's. */
+typedef enum attn_lock {
+    ATTN_LOCK_NONE,        /* no lock of attnrun's; HDF5 takes its own   */
+    ATTN_LOCK_SHARED,      /* reading                                    */
+    ATTN_LOCK_EXCLUSIVE    /* reading, to replace the file (--in-place)  */
+} attn_lock;
+
+typedef struct attn_h5in_options {
+    attn_lock lock;
+    bool wait;                        /* wait for a conflicting lock     */
+    bool allow_external;              /* follow external links, external
+                                         raw storage and virtual datasets
+                                         (they name other files)        */
+    volatile sig_atomic_t *cancel;    /* set: stop waiting (ATTN_EINTR);
+                                         may be NULL                    */
+} attn_h5in_options;
+
+/*
+ * Opens path read-only.  ATTN_EINPUT when it is missing, unreadable, not
+ * a regular file (a FIFO, a device: refused before anything could block)
+ * or not an HDF5 file; ATTN_EIO when the lock is held by another program
+ * (unless `wait`) or cannot be taken; ATTN_EINTR when *cancel stops a
+ * wait.  options may be NULL: no lock of attnrun's, nothing external.
+ */
+int attn_h5in_open_with(const char *path, const attn_h5in_options *options, attn_h5in **in,
+                        attn_error *err);
+
+/* attn_h5in_open_with(path, NULL, in, err). */
 int attn_h5in_open(const char *path, attn_h5in **in, attn_error *err);
+
+/* Closes the file and releases the lock. */
 void attn_h5in_close(attn_h5in *in);
 
-/* External links, external raw storage and virtual datasets name other
- * files; attn_h5in_describe refuses them unless allowed here. */
-void attn_h5in_allow_external(attn_h5in *in, bool allow);
+/* attnrun's own descriptor of the input: the file opened, checked and
+ * locked (its bytes are what --in-place copies). */
+int attn_h5in_descriptor(const attn_h5in *in);
+
+/*
+ * Whether the input is still as it was opened: the same size and
+ * modification time, and its path still names it.  Every read checks the
+ * first two already; this is for the end of a run.  ATTN_EIO ("changed
+ * while it was read") when not.
+ */
+int attn_h5in_check_unchanged(attn_h5in *in, attn_error *err);
 
 /* Filter plugins (HDF5_PLUGIN_PATH) stay unloaded unless allowed here. */
 void attn_h5_allow_plugins(bool allow);
 
 /*
- * Fills info->present, rank and dims for the dataset info->name.  An
- * absent name gives present = false, which is an error (ATTN_EINPUT) only
- * when `required`.  A name that is not a dataset, a rank above
- * ATTN_MAX_RANK, or an element type that is not of `kind` is ATTN_EINPUT;
- * so are, before HDF5 follows or reads them: external links, dangling soft
- * links, external raw storage and virtual datasets (unless allowed),
- * filters that need a plugin (unless allowed), element sizes no real file
- * has, storage larger than the file, and values never written.
+ * Fills info->present, rank and dims for the dataset info->name (a path
+ * of any length; attnrun follows each link on it itself, once, and at
+ * most 16 soft links in all).  An absent name gives present = false,
+ * which is an error (ATTN_EINPUT) only when `required`.  A name that is
+ * not a dataset, a rank above ATTN_MAX_RANK, or an element type that is
+ * not of `kind` is ATTN_EINPUT; so are, before HDF5 follows or reads
+ * them: external links, external raw storage and virtual datasets (unless
+ * allowed), user-defined links, more than 16 soft links, filters that
+ * need a plugin (unless allowed), element sizes no real file has, storage
+ * larger than the file holding it, and values never written.
  */
 int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
                        attn_tensor_info *info, attn_error *err);
@@ -75,6 +117,8 @@ int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
 /*
  * Reads rows [first, first + count) along axis 0 of a floating dataset of
  * shape (rows, ...) into buf (count, ...), converted to `precision`.
+ * Every read fails with ATTN_EIO ("changed while it was read") when the
+ * file's size or modification time is no longer what it was at the open.
  */
 int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
                           size_t first, size_t count, void *buf, attn_error *err);
@@ -92,9 +136,10 @@ int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t co
 typedef struct attn_h5out attn_h5out;
 
 /*
- * Creates (truncating) path and the group `group` in it.  Messages call
- * the file `label` (the destination, when path is its temporary).
- * ATTN_EUSAGE when part of `group` exists and is not a group.
+ * Creates (truncating) path and the group `group` in it (a path of any
+ * length).  Messages call the file `label` (the destination, when path is
+ * its temporary).  ATTN_EUSAGE when part of `group` exists and is not a
+ * group reached by a hard link.
  */
 int attn_h5out_create(const char *path, const char *label, const char *group, attn_h5out **out,
                       attn_error *err);
@@ -103,12 +148,39 @@ int attn_h5out_create(const char *path, const char *label, const char *group, at
 int attn_h5out_open(const char *path, const char *label, const char *group, attn_h5out **out,
                     attn_error *err);
 
-/* Whether `name` is taken in the group, as a link or as an attribute. */
-int attn_h5out_exists(attn_h5out *out, const char *name, bool *link, bool *attribute,
-                      attn_error *err);
+/* The attribute on every dataset attnrun writes: "result" on the outputs,
+ * "axis" on the dimension scales.  --force replaces only what carries it. */
+#define ATTN_ROLE_ATTRIBUTE "attnrun_role"
 
-/* Removes the link and/or the attribute `name` from the group (--force). */
-int attn_h5out_remove(attn_h5out *out, const char *name, attn_error *err);
+/*
+ * Makes way, in the group of a file attnrun did not make (--in-place), for
+ * the result dataset `name`.  No object of that name: ATTN_OK.  One that
+ * attnrun wrote (ATTN_ROLE_ATTRIBUTE "result") is removed with `force`,
+ * detached first from its dimension scales.  Anything else is ATTN_EUSAGE
+ * naming it: without `force`, or not attnrun's (never touched).
+ */
+int attn_h5out_clear_result(attn_h5out *out, const char *name, bool force, attn_error *err);
+
+/*
+ * Makes way for the dimension scale `label` of `length` (call after
+ * clearing the results, whose scales they detach).  An axis scale attnrun
+ * wrote, of that length, stays and is shared; one of another length is
+ * removed with `force` when no dataset is attached to it any more.
+ * Anything else is ATTN_EUSAGE naming it: without `force`, not attnrun's,
+ * or still in use (replacing it would leave other datasets without their
+ * axis).
+ */
+int attn_h5out_clear_axis(attn_h5out *out, const char *label, size_t length, bool force,
+                          attn_error *err);
+
+/*
+ * Makes way for the group attribute `name` (provenance).  An existing one
+ * is removed with `force` when the group held attnrun's provenance when it
+ * was opened (an attnrun_version attribute); otherwise ATTN_EUSAGE naming
+ * it.  Attributes and links are separate: a dataset `scale` does not
+ * stand in the way of an attribute `scale`.
+ */
+int attn_h5out_clear_attribute(attn_h5out *out, const char *name, bool force, attn_error *err);
 
 /* One output dataset. */
 typedef struct attn_dataset_spec {
@@ -123,8 +195,9 @@ typedef struct attn_dataset_spec {
 } attn_dataset_spec;
 
 /* Creates the dataset, labels its axes and attaches a dimension scale per
- * axis (a dataset named after the label holding 0, 1, ...).  *handle
- * names it for attn_h5out_write. */
+ * axis (a dataset named after the label holding 0, 1, ...; an axis scale
+ * of attnrun's already in the group is shared).  Both carry
+ * ATTN_ROLE_ATTRIBUTE.  *handle names it for attn_h5out_write. */
 int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *handle,
                            attn_error *err);
 

@@ -3,6 +3,7 @@
  * Shapes are what the file holds; a "row" is one index along axis 0, so a
  * batch slice of X (B, n, D) is rows [first, first + c): (c, n, D).
  */
+#define _GNU_SOURCE     /* O_NOCTTY, struct stat's st_mtim */
 #include "attn_h5.h"
 
 #include <hdf5.h>
@@ -13,15 +14,26 @@
 #include <string.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* A dataset found by name, kept open for the reads that follow. */
+typedef struct open_dataset {
+    struct open_dataset *next;
+    hid_t id;
+    char name[];                /* as the caller gave it                  */
+} open_dataset;
 
 struct attn_h5in {
     hid_t file;
     char *path;
-    off_t file_size;            /* bytes on disk: no dataset stores more  */
+    int fd;                     /* attnrun's own descriptor of the file:
+                                   its identity and its lock            */
+    struct stat opened;         /* the file as it was opened            */
     bool allow_external;        /* follow external links, external raw
                                    storage and virtual datasets          */
+    open_dataset *datasets;     /* resolved so far (a list)             */
 };
 
 volatile sig_atomic_t attn_h5_reading;
@@ -80,11 +92,6 @@ void attn_h5_allow_plugins(bool allow)
     H5PLset_loading_state(allow ? H5PL_ALL_PLUGIN : 0);
 }
 
-void attn_h5in_allow_external(attn_h5in *in, bool allow)
-{
-    in->allow_external = allow;
-}
-
 char *attn_h5_error_detail(char *buf, size_t len)
 {
     error_detail detail = {.buf = buf, .len = len};
@@ -97,36 +104,188 @@ char *attn_h5_error_detail(char *buf, size_t len)
     return buf;
 }
 
-static int h5in_open(const char *path, attn_h5in **out, attn_error *err)
+/* Whether HDF5_USE_FILE_LOCKING turns locks off ("FALSE" or "0"), as it
+ * does for HDF5 itself; *best_effort when it says "BEST_EFFORT". */
+static bool locking_disabled(bool *best_effort)
 {
+    const char *value = getenv("HDF5_USE_FILE_LOCKING");
+    *best_effort = value != NULL && strcmp(value, "BEST_EFFORT") == 0;
+    return value != NULL && (strcmp(value, "FALSE") == 0 || strcmp(value, "0") == 0);
+}
+
+static bool same_inode(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* What a file that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+/*
+ * Takes the lock on in->fd: flock, shared or exclusive, the kind HDF5's
+ * own readers and writers take, so that an HDF5 program writing the file
+ * and attnrun --in-place exclude each other.  Returns ATTN_OK, ATTN_EIO
+ * (held by another program, or locks unsupported) or ATTN_EINTR.
+ */
+static int lock_descriptor(attn_h5in *in, const attn_h5in_options *opt, attn_error *err)
+{
+    bool best_effort;
+    int operation = (opt->lock == ATTN_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH) | (opt->wait ? 0 : LOCK_NB);
+    if (opt->lock == ATTN_LOCK_NONE || locking_disabled(&best_effort))
+        return ATTN_OK;
+    while (flock(in->fd, operation) != 0) {
+        if (errno == EINTR) {
+            if (opt->cancel != NULL && *opt->cancel)
+                return attn_fail(err, ATTN_EINTR, "%s: interrupted while waiting for the lock",
+                                 in->path);
+            continue;
+        }
+        if (errno == EWOULDBLOCK)
+            return attn_fail(err, ATTN_EIO,
+                             "%s: locked by another program that has the file open (an HDF5 "
+                             "program or another attnrun); use --wait to wait for it", in->path);
+        if (best_effort && (errno == ENOLCK || errno == ENOSYS || errno == EOPNOTSUPP))
+            return ATTN_OK;
+        return attn_fail(err, ATTN_EIO,
+                         "%s: cannot lock the file: %s (HDF5_USE_FILE_LOCKING=FALSE runs "
+                         "without locks, as it does for HDF5)", in->path, strerror(errno));
+    }
+    return ATTN_OK;
+}
+
+/*
+ * Opens in->path as attnrun's own descriptor: without blocking (a FIFO
+ * with no writer would hang), a regular file only, locked as `opt` says.
+ * A file replaced while the lock was awaited (another attnrun --in-place
+ * renamed its copy over it) is opened again.  Fills in->fd and in->opened.
+ */
+static int open_descriptor(attn_h5in *in, const attn_h5in_options *opt, attn_error *err)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        struct stat now;
+        in->fd = open(in->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+        if (in->fd < 0)
+            return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", in->path, strerror(errno));
+        if (fstat(in->fd, &in->opened) != 0)
+            return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", in->path, strerror(errno));
+        if (S_ISDIR(in->opened.st_mode))
+            return attn_fail(err, ATTN_EINPUT, "%s: input is a directory, not an HDF5 file", in->path);
+        if (!S_ISREG(in->opened.st_mode))
+            return attn_fail(err, ATTN_EINPUT, "%s: input is %s, not a regular file; HDF5 needs "
+                             "a file it can seek in", in->path, file_kind(in->opened.st_mode));
+        int status = lock_descriptor(in, opt, err);
+        if (status != ATTN_OK)
+            return status;
+        if (stat(in->path, &now) == 0 && same_inode(&now, &in->opened))
+            return fstat(in->fd, &in->opened) == 0 ? ATTN_OK
+                   : attn_fail(err, ATTN_EIO, "%s: %s", in->path, strerror(errno));
+        close(in->fd);                       /* replaced meanwhile: again */
+        in->fd = -1;
+    }
+    return attn_fail(err, ATTN_EIO, "%s: the file keeps being replaced; try again", in->path);
+}
+
+/* Whether in->fd's file is no longer what was opened: another size or
+ * modification time. */
+static bool descriptor_changed(const attn_h5in *in)
+{
+    struct stat now;
+    return fstat(in->fd, &now) != 0 || now.st_size != in->opened.st_size ||
+           now.st_mtim.tv_sec != in->opened.st_mtim.tv_sec ||
+           now.st_mtim.tv_nsec != in->opened.st_mtim.tv_nsec;
+}
+
+static int changed_failure(const attn_h5in *in, attn_error *err)
+{
+    return attn_fail(err, ATTN_EIO,
+                     "%s: the input changed while it was read (another program wrote to it); "
+                     "nothing was written", in->path);
+}
+
+/* HDF5 opened the file by name: it must be the one attnrun opened, locked
+ * and checked (not one put there in between). */
+static int check_hdf5_descriptor(const attn_h5in *in, attn_error *err)
+{
+    void *handle = NULL;
     struct stat st;
+    hid_t fapl = H5Fget_access_plist(in->file);
+    bool sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (!sec2 || H5Fget_vfd_handle(in->file, H5P_DEFAULT, &handle) < 0 || handle == NULL) {
+        H5Eclear2(H5E_DEFAULT);
+        return ATTN_OK;                      /* another driver: nothing to compare */
+    }
+    if (fstat(*(int *)handle, &st) != 0 || !same_inode(&st, &in->opened))
+        return changed_failure(in, err);
+    return ATTN_OK;
+}
+
+static void h5in_free(attn_h5in *in)
+{
+    for (open_dataset *d = in->datasets, *next; d != NULL; d = next) {
+        next = d->next;
+        H5Dclose(d->id);
+        free(d);
+    }
+    if (in->file >= 0)
+        H5Fclose(in->file);
+    if (in->fd >= 0)
+        close(in->fd);                       /* releases the lock */
+    free(in->path);
+    free(in);
+}
+
+static int h5in_open(const char *path, const attn_h5in_options *opt, attn_h5in **out,
+                     attn_error *err)
+{
+    static const attn_h5in_options defaults = {.lock = ATTN_LOCK_NONE};
     char detail[256];
+    hid_t fapl = H5I_INVALID_HID;
+    int status = ATTN_OK;
     attn_h5_prepare();
     *out = NULL;
-    if (stat(path, &st) != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return attn_fail(err, ATTN_EINPUT, "%s: input is a directory, not an HDF5 file", path);
-    int probe = open(path, O_RDONLY | O_CLOEXEC);
-    if (probe < 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", path, strerror(errno));
-    close(probe);
-    if (H5Fis_hdf5(path) <= 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
-
+    if (opt == NULL)
+        opt = &defaults;
     attn_h5in *in = attn_calloc(1, sizeof *in);
-    if (in != NULL)
-        in->file_size = st.st_size;
     if (in == NULL || (in->path = attn_strdup(path)) == NULL) {
         free(in);
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
     }
-    in->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    in->fd = -1;
+    in->file = H5I_INVALID_HID;
+    in->allow_external = opt->allow_external;
+    if ((status = open_descriptor(in, opt, err)) != ATTN_OK)
+        goto out;
+    if (H5Fis_hdf5(path) <= 0) {
+        status = attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
+        goto out;
+    }
+    /* attnrun's own lock stands for HDF5's, which would conflict with it
+     * (flock locks of two descriptors exclude each other, even in one
+     * process). */
+    if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 ||
+        (opt->lock != ATTN_LOCK_NONE && H5Pset_file_locking(fapl, 0, 1) < 0)) {
+        status = attn_fail(err, ATTN_ENOMEM, "%s: cannot set up HDF5 to read it", path);
+        goto out;
+    }
+    in->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (in->file < 0) {
-        int status = attn_fail(err, ATTN_EINPUT, "%s: cannot open HDF5 file: %s", path,
-                               attn_h5_error_detail(detail, sizeof detail));
-        free(in->path);
-        free(in);
+        status = attn_fail(err, ATTN_EINPUT, "%s: cannot open HDF5 file: %s", path,
+                           attn_h5_error_detail(detail, sizeof detail));
+        goto out;
+    }
+    status = check_hdf5_descriptor(in, err);
+out:
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (status != ATTN_OK) {
+        H5Eclear2(H5E_DEFAULT);
+        h5in_free(in);
         return status;
     }
     *out = in;
@@ -138,83 +297,194 @@ void attn_h5in_close(attn_h5in *in)
     if (in == NULL)
         return;
     attn_h5_reading++;
-    H5Fclose(in->file);
+    h5in_free(in);
     attn_h5_reading--;
-    free(in->path);
-    free(in);
 }
 
-/* Soft links followed within one name: HDF5's own limit is 16. */
-#define MAX_SOFT_DEPTH 8
+int attn_h5in_descriptor(const attn_h5in *in)
+{
+    return in->fd;
+}
+
+int attn_h5in_check_unchanged(attn_h5in *in, attn_error *err)
+{
+    struct stat now;
+    if (descriptor_changed(in))
+        return changed_failure(in, err);
+    if (stat(in->path, &now) != 0 || !same_inode(&now, &in->opened))
+        return attn_fail(err, ATTN_EIO,
+                         "%s: the input was replaced by another file while it was read; "
+                         "nothing was written", in->path);
+    return ATTN_OK;
+}
+
+/* Soft links followed on the way to one object, in all (HDF5's own
+ * default limit, H5Pset_nlinks). */
+#define MAX_SOFT_LINKS 16
+
+/* The longest soft-link target followed. */
+#define MAX_LINK_TARGET ((size_t)1 << 16)
+
+/* The next name of path[*at ...] ("" and "." skipped): its start and
+ * length, *at moved past it.  false at the end. */
+static bool next_part(const char *path, size_t *at, const char **part, size_t *len)
+{
+    for (;;) {
+        while (path[*at] == '/')
+            (*at)++;
+        if (path[*at] == '\0')
+            return false;
+        *part = path + *at;
+        *len = strcspn(*part, "/");
+        *at += *len;
+        if (!(*len == 1 && (*part)[0] == '.'))
+            return true;
+    }
+}
+
+/* An external link's file and object, for messages (into buf). */
+static void describe_external(hid_t group, const char *link, size_t size, char *buf, size_t len)
+{
+    char *value = size <= MAX_LINK_TARGET ? attn_malloc(size) : NULL;
+    const char *file = "?", *object = "?";
+    unsigned flags;
+    if (value == NULL || H5Lget_val(group, link, value, size, H5P_DEFAULT) < 0 ||
+        H5Lunpack_elink_val(value, size, &flags, &file, &object) < 0)
+        H5Eclear2(H5E_DEFAULT);
+    snprintf(buf, len, "%s in file %s", object, file);
+    free(value);
+}
 
 /*
- * Checks every link along name ("/a/b/X" or "a/b/X", relative to the root)
- * before HDF5 follows it: each must exist; an external link (another
- * file) is refused unless allowed; a soft link must lead, by the same
- * rules, to an object that exists.  Returns ATTN_OK, ATTN_EINPUT with a
- * message, or 1 when the name is simply absent (no message).
+ * Opens the object `name` names ("/a/b/X" or "a/b/X", from the root),
+ * following every link on the way itself, once, left to right: a hard link
+ * as it is; a soft link by its target (from the root when absolute, else
+ * from the group holding the link), at most MAX_SOFT_LINKS in all, like
+ * the kernel's ELOOP; an external link (another file) only when allowed;
+ * a user-defined link never.  Any length of path works.
+ * Returns ATTN_OK with *object open, 1 when the name leads nowhere (no
+ * message), or ATTN_EINPUT / ATTN_ENOMEM with a message.
  */
-static int check_links(attn_h5in *in, const char *name, int depth, attn_error *err)
+static int resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *err)
 {
-    char prefix[4096], target[4096];
-    size_t len = strlen(name);
-    if (len == 0 || len >= sizeof prefix || strcmp(name, "/") == 0)
-        return 1;
-    for (size_t i = 1; i <= len; i++) {
-        if (name[i] != '/' && name[i] != '\0')
-            continue;
-        memcpy(prefix, name, i);
-        prefix[i] = '\0';
-        H5L_info_t link;
-        if (H5Lexists(in->file, prefix, H5P_DEFAULT) <= 0 ||
-            H5Lget_info(in->file, prefix, &link, H5P_DEFAULT) < 0) {
-            H5Eclear2(H5E_DEFAULT);
-            return 1;
-        }
-        if (link.type == H5L_TYPE_HARD)
-            continue;
-        if (link.type == H5L_TYPE_EXTERNAL) {
-            const char *file = "?", *object = "?";
-            unsigned flags;
-            if (link.u.val_size > sizeof target ||
-                H5Lget_val(in->file, prefix, target, sizeof target, H5P_DEFAULT) < 0 ||
-                H5Lunpack_elink_val(target, link.u.val_size, &flags, &file, &object) < 0)
-                H5Eclear2(H5E_DEFAULT);
-            if (in->allow_external)
-                continue;
-            return attn_fail(err, ATTN_EINPUT,
-                             "%s: %s is an external link to %s in file %s; not followed "
-                             "(use --allow-external if you trust that file)",
-                             in->path, prefix, object, file);
-        }
-        if (link.type != H5L_TYPE_SOFT)
-            return attn_fail(err, ATTN_EINPUT, "%s: %s is a user-defined link; not followed",
-                             in->path, prefix);
-        /* A soft link: its target path, checked the same way. */
-        if (link.u.val_size == 0 || link.u.val_size > sizeof target ||
-            H5Lget_val(in->file, prefix, target, sizeof target, H5P_DEFAULT) < 0) {
-            H5Eclear2(H5E_DEFAULT);
-            return attn_fail(err, ATTN_EINPUT, "%s: cannot read the soft link %s", in->path, prefix);
-        }
-        target[sizeof target - 1] = '\0';
-        if (depth >= MAX_SOFT_DEPTH)
-            return attn_fail(err, ATTN_EINPUT, "%s: %s: more than %d soft links in a row",
-                             in->path, prefix, MAX_SOFT_DEPTH);
-        char resolved[sizeof prefix + sizeof target];
-        if (target[0] == '/') {
-            snprintf(resolved, sizeof resolved, "%s", target);
-        } else {                                 /* relative to the link's group */
-            const char *slash = strrchr(prefix, '/');
-            int parent = slash != NULL ? (int)(slash - prefix) : 0;
-            snprintf(resolved, sizeof resolved, "%.*s/%s", parent, prefix, target);
-        }
-        int status = check_links(in, resolved, depth + 1, err);
-        if (status == 1)
-            return attn_fail(err, ATTN_EINPUT, "%s: %s is a soft link to %s, which does not exist",
-                             in->path, prefix, target);
-        if (status != ATTN_OK)
-            return status;
+    char *path = attn_strdup(name), *target = NULL;
+    const char *part;
+    size_t at = 0, len, links = 0;
+    hid_t here = H5Gopen2(in->file, "/", H5P_DEFAULT);
+    int status = ATTN_OK;
+    *object = H5I_INVALID_HID;
+    if (path == NULL || here < 0) {
+        status = attn_fail(err, path == NULL ? ATTN_ENOMEM : ATTN_EINPUT,
+                           "%s: cannot look up %s", in->path, name);
+        goto out;
     }
+    if (!next_part(path, &at, &part, &len)) {
+        status = 1;                           /* "" or "/": not a dataset */
+        goto out;
+    }
+    do {
+        char link[len + 1];
+        H5L_info_t info;
+        memcpy(link, part, len);
+        link[len] = '\0';
+        if (H5Lget_info(here, link, &info, H5P_DEFAULT) < 0) {
+            status = 1;                       /* no such link (or not a group) */
+            goto out;
+        }
+        if (info.type == H5L_TYPE_SOFT) {
+            size_t size = info.u.val_size, rest = strlen(path + at);
+            if (++links > MAX_SOFT_LINKS) {
+                status = attn_fail(err, ATTN_EINPUT, "%s: %s: more than %d soft links on the way "
+                                   "(a loop?); not followed", in->path, name, MAX_SOFT_LINKS);
+                goto out;
+            }
+            if (size == 0 || size > MAX_LINK_TARGET ||
+                (target = attn_malloc(size + 1 + rest + 1)) == NULL ||
+                H5Lget_val(here, link, target, size, H5P_DEFAULT) < 0) {
+                status = attn_fail(err, ATTN_EINPUT, "%s: cannot read the soft link %s (on the "
+                                   "way to %s)", in->path, link, name);
+                goto out;
+            }
+            target[size] = '\0';
+            size = strlen(target);
+            memcpy(target + size, path + at, rest + 1);   /* target, then the rest */
+            if (target[0] == '/') {
+                H5Gclose(here);
+                if ((here = H5Gopen2(in->file, "/", H5P_DEFAULT)) < 0) {
+                    status = 1;
+                    goto out;
+                }
+            }
+            free(path);
+            path = target;
+            target = NULL;
+            at = 0;
+            continue;
+        }
+        if (info.type == H5L_TYPE_EXTERNAL && !in->allow_external) {
+            char where[512];
+            describe_external(here, link, info.u.val_size, where, sizeof where);
+            status = attn_fail(err, ATTN_EINPUT, "%s: %s is an external link to %s; not followed "
+                               "(use --allow-external if you trust that file)", in->path,
+                               name, where);
+            goto out;
+        }
+        if (info.type != H5L_TYPE_HARD && info.type != H5L_TYPE_EXTERNAL) {
+            status = attn_fail(err, ATTN_EINPUT, "%s: %s is a user-defined link; not followed",
+                               in->path, name);
+            goto out;
+        }
+        hid_t next = H5Oopen(here, link, H5P_DEFAULT);
+        H5Oclose(here);
+        here = next;
+        if (here < 0) {
+            status = 1;
+            goto out;
+        }
+    } while (next_part(path, &at, &part, &len));
+    *object = here;
+    here = H5I_INVALID_HID;
+out:
+    if (here >= 0)
+        H5Oclose(here);
+    free(path);
+    free(target);
+    if (status != ATTN_OK)
+        H5Eclear2(H5E_DEFAULT);
+    return status;
+}
+
+/*
+ * The open dataset `name`, resolved once (resolve) and kept for the reads
+ * that follow.  Returns ATTN_OK, 1 when absent (no message), or
+ * ATTN_EINPUT / ATTN_ENOMEM.
+ */
+static int dataset_of(attn_h5in *in, const char *name, hid_t *dataset, attn_error *err)
+{
+    for (const open_dataset *d = in->datasets; d != NULL; d = d->next)
+        if (strcmp(d->name, name) == 0) {
+            *dataset = d->id;
+            return ATTN_OK;
+        }
+    hid_t object;
+    int status = resolve(in, name, &object, err);
+    if (status != ATTN_OK)
+        return status;
+    if (H5Iget_type(object) != H5I_DATASET) {
+        H5Oclose(object);
+        return attn_fail(err, ATTN_EINPUT, "%s: %s is not a dataset", in->path, name);
+    }
+    size_t len = strlen(name);
+    open_dataset *d = attn_malloc(sizeof *d + len + 1);
+    if (d == NULL) {
+        H5Dclose(object);
+        return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", in->path);
+    }
+    d->next = in->datasets;
+    d->id = object;
+    memcpy(d->name, name, len + 1);
+    in->datasets = d;
+    *dataset = object;
     return ATTN_OK;
 }
 
@@ -297,15 +567,21 @@ static int check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t spac
 
     hssize_t count = H5Sget_simple_extent_npoints(space);
     size_t logical;
-    hsize_t stored = H5Dget_storage_size(dset);
+    hsize_t stored = H5Dget_storage_size(dset), file_size = 0;
+    hid_t file = H5Iget_file_id(dset);      /* the dataset's own file: an
+                                               external link leads elsewhere */
+    if (file < 0 || H5Fget_filesize(file, &file_size) < 0)
+        file_size = (hsize_t)in->opened.st_size;
+    if (file >= 0)
+        H5Fclose(file);
     if (count < 0 || !attn_size_mul(&logical, (size_t)count, elem_size)) {
         status = attn_fail(err, ATTN_EINPUT, "%s: %s is too large to address", in->path, name);
         goto out;
     }
-    if (stored > (hsize_t)in->file_size) {
+    if (stored > file_size) {
         status = attn_fail(err, ATTN_EINPUT,
-                           "%s: %s claims %llu bytes of storage in a file of %lld bytes (damaged file)",
-                           in->path, name, (unsigned long long)stored, (long long)in->file_size);
+                           "%s: %s claims %llu bytes of storage in a file of %llu bytes (damaged file)",
+                           in->path, name, (unsigned long long)stored, (unsigned long long)file_size);
         goto out;
     }
     /* Contiguous: every byte stored.  Chunked: every chunk of the extent
@@ -358,25 +634,18 @@ static int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
 {
     hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK];
-    char detail[256];
     int status = ATTN_OK;
 
     info->present = false;
     info->rank = 0;
-    int links = check_links(in, info->name, 0, err);
-    if (links == 1) {
+    int found = dataset_of(in, info->name, &dset, err);
+    if (found == 1) {
         if (required)
             return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s", in->path, info->name);
         return ATTN_OK;
     }
-    if (links != ATTN_OK)
-        return links;
-    dset = H5Dopen2(in->file, info->name, H5P_DEFAULT);
-    if (dset < 0) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s is not a readable dataset: %s", in->path,
-                           info->name, attn_h5_error_detail(detail, sizeof detail));
-        goto out;
-    }
+    if (found != ATTN_OK)
+        return found;
     type = H5Dget_type(dset);
     space = H5Dget_space(dset);
     if (type < 0 || space < 0) {
@@ -420,22 +689,34 @@ out:
         H5Sclose(space);
     if (type >= 0)
         H5Tclose(type);
-    if (dset >= 0)
-        H5Dclose(dset);
+    if (status != ATTN_OK)
+        H5Eclear2(H5E_DEFAULT);
     return status;
+}
+
+/*
+ * After a failed or finished read of the input: a read from a file that
+ * another program changed meanwhile is refused, whatever it returned (a
+ * truncated file reads as zeros where HDF5 expects values).
+ */
+static int after_read(const attn_h5in *in, int status, attn_error *err)
+{
+    return descriptor_changed(in) ? changed_failure(in, err) : status;
 }
 
 /* Reads rows [first, first + count) of name with memory type mem_type. */
 static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
                      size_t count, void *buf, attn_error *err)
 {
-    hid_t dset = H5I_INVALID_HID, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
+    hid_t dset, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK] = {0};
     char detail[256];
-    int status = ATTN_OK;
-
-    if ((dset = H5Dopen2(in->file, name, H5P_DEFAULT)) < 0 ||
-        (file_space = H5Dget_space(dset)) < 0)
+    int status = dataset_of(in, name, &dset, err);
+    if (status == 1)
+        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s", in->path, name);
+    if (status != ATTN_OK)
+        return status;
+    if ((file_space = H5Dget_space(dset)) < 0)
         goto fail;
     int rank = H5Sget_simple_extent_dims(file_space, dims, NULL);
     if (rank < 0)
@@ -453,14 +734,13 @@ static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t fir
 fail:
     status = attn_fail(err, ATTN_EIO, "%s: cannot read %s rows %zu..%zu: %s", in->path, name,
                        first, first + count, attn_h5_error_detail(detail, sizeof detail));
+    H5Eclear2(H5E_DEFAULT);
 out:
     if (mem_space >= 0)
         H5Sclose(mem_space);
     if (file_space >= 0)
         H5Sclose(file_space);
-    if (dset >= 0)
-        H5Dclose(dset);
-    return status;
+    return after_read(in, status, err);
 }
 
 static int h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
@@ -474,16 +754,17 @@ static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t 
                           unsigned char *keep, attn_error *err)
 {
     attn_tensor_info info = {.name = name};
-    hid_t dset = H5I_INVALID_HID, file_type = H5I_INVALID_HID, mem_type = H5I_INVALID_HID;
+    hid_t dset, file_type = H5I_INVALID_HID, mem_type = H5I_INVALID_HID;
     unsigned char *raw = NULL;
     size_t elements, elem_size, bytes;
     int status = h5in_describe(in, ATTN_DATA_MASK, true, &info, err);
+    if (status == ATTN_OK)
+        status = dataset_of(in, name, &dset, err);   /* opened by describe */
     if (status != ATTN_OK)
         return status;
     /* Read in the file's own integer width, then test each value for 0:
      * no narrowing can turn a nonzero into a zero. */
-    if ((dset = H5Dopen2(in->file, name, H5P_DEFAULT)) < 0 ||
-        (file_type = H5Dget_type(dset)) < 0 ||
+    if ((file_type = H5Dget_type(dset)) < 0 ||
         (mem_type = H5Tget_native_type(file_type, H5T_DIR_ASCEND)) < 0 ||
         (elem_size = H5Tget_size(mem_type)) == 0) {
         status = attn_fail(err, ATTN_EINPUT, "%s: cannot read the type of mask %s", in->path, name);
@@ -514,22 +795,23 @@ out:
         H5Tclose(mem_type);
     if (file_type >= 0)
         H5Tclose(file_type);
-    if (dset >= 0)
-        H5Dclose(dset);
     return status;
 }
 
 static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
                            double *value, attn_error *err)
 {
-    hid_t dset = H5I_INVALID_HID, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
+    hid_t dset, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
     hsize_t point[ATTN_MAX_RANK], one = 1;
     char detail[256];
-    int status = ATTN_OK;
+    int status = dataset_of(in, name, &dset, err);
+    if (status == 1)
+        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s", in->path, name);
+    if (status != ATTN_OK)
+        return status;
     for (size_t i = 0; i < rank && i < ATTN_MAX_RANK; i++)
         point[i] = index[i];
-    if ((dset = H5Dopen2(in->file, name, H5P_DEFAULT)) < 0 ||
-        (file_space = H5Dget_space(dset)) < 0 ||
+    if ((file_space = H5Dget_space(dset)) < 0 ||
         (rank > 0 && H5Sselect_elements(file_space, H5S_SELECT_SET, 1, point) < 0) ||
         (mem_space = H5Screate_simple(1, &one, NULL)) < 0 ||
         H5Dread(dset, H5T_NATIVE_DOUBLE, mem_space, file_space, H5P_DEFAULT, value) < 0)
@@ -539,17 +821,21 @@ static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index,
         H5Sclose(mem_space);
     if (file_space >= 0)
         H5Sclose(file_space);
-    if (dset >= 0)
-        H5Dclose(dset);
-    return status;
+    return after_read(in, status, err);
 }
 
 /* The public entry points: the same, with attn_h5_reading raised while
  * HDF5 parses the input (see attn_h5.h). */
 int attn_h5in_open(const char *path, attn_h5in **out, attn_error *err)
 {
+    return attn_h5in_open_with(path, NULL, out, err);
+}
+
+int attn_h5in_open_with(const char *path, const attn_h5in_options *options, attn_h5in **out,
+                        attn_error *err)
+{
     attn_h5_reading++;
-    int status = h5in_open(path, out, err);
+    int status = h5in_open(path, options, out, err);
     attn_h5_reading--;
     return status;
 }

@@ -47,6 +47,9 @@ struct attn_h5out {
     hid_t file;
     hid_t group;
     char *path;                   /* as named in messages */
+    const char *group_name;       /* the caller's, for messages */
+    bool provenance;              /* the group held attnrun's provenance
+                                     when it was opened               */
     output_dataset datasets[MAX_DATASETS];
     size_t dataset_count;
     scale_dataset scales[MAX_SCALES];
@@ -60,46 +63,53 @@ static int h5_failure(attn_h5out *out, attn_error *err, const char *what, const 
                      attn_h5_error_detail(detail, sizeof detail));
 }
 
-/* Opens `group` in out->file, creating it and its parents when missing. */
+/*
+ * Opens `group` in out->file, creating it and its parents when missing,
+ * one name at a time from the root, so a path of any length is checked
+ * whole.  Every existing group on the way must be reached by a hard link:
+ * with --in-place the file is a copy of an input attnrun did not make, and
+ * a soft or external link there could lead the writes into another object
+ * or another file.
+ */
 static int open_group(attn_h5out *out, const char *group, attn_error *err)
 {
-    /* Every existing prefix of the path must be a group, reached by a hard
-     * link: with --in-place the file is a copy of an input attnrun did not
-     * make, and a soft or external link there could lead the writes into
-     * another object or another file. */
-    char prefix[4096];
-    size_t len = strlen(group);
-    for (size_t i = 1; i <= len && len < sizeof prefix; i++) {
-        H5O_info_t info;
-        H5L_info_t link;
-        if (group[i] != '/' && group[i] != '\0')
-            continue;
-        memcpy(prefix, group, i);
-        prefix[i] = '\0';
-        if (strcmp(prefix, "/") == 0)
-            continue;                        /* the root: no link leads to it */
-        if (H5Lexists(out->file, prefix, H5P_DEFAULT) <= 0)
+    hid_t here = H5Gopen2(out->file, "/", H5P_DEFAULT);
+    int status = ATTN_OK;
+    for (const char *part = group; here >= 0;) {
+        part += strspn(part, "/");
+        size_t len = strcspn(part, "/");
+        if (len == 0)
             break;
-        if (H5Lget_info(out->file, prefix, &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD)
-            return attn_fail(err, ATTN_EUSAGE,
-                             "%s: --group %s: %s is a %s link, not a group of this file; "
-                             "not followed", out->path, group, prefix,
-                             link.type == H5L_TYPE_EXTERNAL ? "external"
-                             : link.type == H5L_TYPE_SOFT ? "soft" : "special");
-        if (H5Oget_info_by_name(out->file, prefix, &info, H5P_DEFAULT) < 0 ||
-            info.type != H5O_TYPE_GROUP)
-            return attn_fail(err, ATTN_EUSAGE, "%s: --group %s: %s exists and is not a group",
-                             out->path, group, prefix);
+        char name[len + 1];
+        H5L_info_t link;
+        hid_t next;
+        memcpy(name, part, len);
+        name[len] = '\0';
+        int prefix = (int)(part + len - group);
+        if (H5Lexists(here, name, H5P_DEFAULT) <= 0) {
+            next = H5Gcreate2(here, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        } else if (H5Lget_info(here, name, &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD) {
+            status = attn_fail(err, ATTN_EUSAGE,
+                               "%s: --group %.*s: %.*s is a%s link, not a group of this file; "
+                               "not followed", out->path, 200, group, prefix > 400 ? 400 : prefix,
+                               group, link.type == H5L_TYPE_EXTERNAL ? "n external"
+                               : link.type == H5L_TYPE_SOFT ? " soft" : " special");
+            break;
+        } else if ((next = H5Oopen(here, name, H5P_DEFAULT)) >= 0 && H5Iget_type(next) != H5I_GROUP) {
+            H5Oclose(next);
+            status = attn_fail(err, ATTN_EUSAGE, "%s: --group %.*s: %.*s exists and is not a group",
+                               out->path, 200, group, prefix > 400 ? 400 : prefix, group);
+            break;
+        }
+        H5Oclose(here);
+        here = next;
+        part += len;
     }
-    if (strcmp(group, "/") == 0 || H5Lexists(out->file, group, H5P_DEFAULT) > 0) {
-        out->group = H5Gopen2(out->file, group, H5P_DEFAULT);
-    } else {
-        hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-        if (lcpl >= 0 && H5Pset_create_intermediate_group(lcpl, 1) >= 0)
-            out->group = H5Gcreate2(out->file, group, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-        if (lcpl >= 0)
-            H5Pclose(lcpl);
+    if (status != ATTN_OK) {
+        H5Oclose(here);
+        return status;
     }
+    out->group = here;
     if (out->group < 0)
         return h5_failure(out, err, "open group", group);
     return ATTN_OK;
@@ -116,6 +126,7 @@ static int start(const char *path, const char *label, const char *group, bool cr
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
     }
     out->group = H5I_INVALID_HID;
+    out->group_name = group;
     /* With --in-place HDF5 parses a copy of the input: its crash is the
      * input's (see attn_h5_reading). */
     attn_h5_reading += !create;
@@ -125,6 +136,8 @@ static int start(const char *path, const char *label, const char *group, bool cr
                                             "the HDF5 file for writing")
                                : open_group(out, group, err);
     attn_h5_reading -= !create;
+    if (status == ATTN_OK)
+        out->provenance = H5Aexists(out->group, "attnrun_version") > 0;
     if (status != ATTN_OK) {
         attn_h5out_close(out, NULL);
         return status;
@@ -145,27 +158,171 @@ int attn_h5out_open(const char *path, const char *label, const char *group, attn
     return start(path, label, group, false, out, err);
 }
 
-int attn_h5out_exists(attn_h5out *out, const char *name, bool *link, bool *attribute,
-                      attn_error *err)
+/* Whether the object `name` of the group carries ATTN_ROLE_ATTRIBUTE
+ * with the value `role`: attnrun wrote it. */
+static bool written_by_attnrun(const attn_h5out *out, const char *name, const char *role)
 {
-    htri_t has_link = H5Lexists(out->group, name, H5P_DEFAULT);
-    htri_t has_attr = H5Aexists(out->group, name);
-    if (has_link < 0 || has_attr < 0)
-        return h5_failure(out, err, "look up", name);
-    *link = has_link > 0;
-    *attribute = has_attr > 0;
+    char value[16] = "";
+    bool match = false;
+    hid_t attr = H5Aopen_by_name(out->group, name, ATTN_ROLE_ATTRIBUTE, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t type = attr >= 0 ? H5Aget_type(attr) : H5I_INVALID_HID;
+    if (type >= 0 && H5Tget_class(type) == H5T_STRING && H5Tis_variable_str(type) > 0) {
+        char *text = NULL;
+        hid_t mem = H5Tget_native_type(type, H5T_DIR_DEFAULT);   /* its character set too */
+        if (mem >= 0 && H5Aread(attr, mem, &text) >= 0 && text != NULL) {
+            snprintf(value, sizeof value, "%s", text);
+            H5free_memory(text);
+        }
+        if (mem >= 0)
+            H5Tclose(mem);
+        match = strcmp(value, role) == 0;
+    }
+    if (type >= 0)
+        H5Tclose(type);
+    if (attr >= 0)
+        H5Aclose(attr);
+    H5Eclear2(H5E_DEFAULT);
+    return match;
+}
+
+/* A name in the way: refused without force, or when attnrun did not
+ * write it. */
+static int clash(const attn_h5out *out, const char *what, const char *name, bool force,
+                 attn_error *err)
+{
+    if (!force)
+        return attn_fail(err, ATTN_EUSAGE, "%s: group %s already has %s '%s'; use --force to "
+                         "replace it", out->path, out->group_name, what, name);
+    return attn_fail(err, ATTN_EUSAGE, "%s: group %s has %s '%s' that attnrun did not write; "
+                     "--force replaces only attnrun's own results (choose another --group)",
+                     out->path, out->group_name, what, name);
+}
+
+/* Scales attached to one axis of a dataset, kept open (see detach_scales). */
+typedef struct attached_scales {
+    hid_t ids[16];
+    size_t count;
+} attached_scales;
+
+static herr_t keep_scale(hid_t dataset, unsigned axis, hid_t scale, void *data)
+{
+    attached_scales *found = data;
+    (void)dataset;
+    (void)axis;
+    if (found->count == sizeof found->ids / sizeof found->ids[0] || H5Iinc_ref(scale) < 0)
+        return 1;                               /* enough: stop */
+    found->ids[found->count++] = scale;
+    return 0;
+}
+
+/* Detaches every dimension scale from the dataset `name`, so that no scale
+ * keeps a reference to it once it is gone. */
+static int detach_scales(attn_h5out *out, const char *name, attn_error *err)
+{
+    hid_t dataset = H5Dopen2(out->group, name, H5P_DEFAULT);
+    hid_t space = dataset >= 0 ? H5Dget_space(dataset) : H5I_INVALID_HID;
+    int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+    int status = rank < 0 ? h5_failure(out, err, "open the old result", name) : ATTN_OK;
+    for (int axis = 0; axis < rank && status == ATTN_OK; axis++) {
+        attached_scales found = {.count = 0};
+        if (H5DSget_num_scales(dataset, (unsigned)axis) > 0)
+            H5DSiterate_scales(dataset, (unsigned)axis, NULL, keep_scale, &found);
+        for (size_t i = 0; i < found.count; i++) {
+            if (status == ATTN_OK && H5DSdetach_scale(dataset, found.ids[i], (unsigned)axis) < 0)
+                status = h5_failure(out, err, "detach the axes of the old result", name);
+            H5Dclose(found.ids[i]);
+        }
+    }
+    if (space >= 0)
+        H5Sclose(space);
+    if (dataset >= 0)
+        H5Dclose(dataset);
+    return status;
+}
+
+int attn_h5out_clear_result(attn_h5out *out, const char *name, bool force, attn_error *err)
+{
+    if (H5Lexists(out->group, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ATTN_OK;
+    }
+    if (!force || !written_by_attnrun(out, name, "result"))
+        return clash(out, "an object named", name, force, err);
+    int status = detach_scales(out, name, err);
+    if (status == ATTN_OK && H5Ldelete(out->group, name, H5P_DEFAULT) < 0)
+        status = h5_failure(out, err, "remove the old result", name);
+    return status;
+}
+
+/* Datasets attached to the dimension scale `label` (its REFERENCE_LIST),
+ * or -1 when that cannot be read. */
+static hssize_t scale_users(const attn_h5out *out, const char *label)
+{
+    hssize_t users = 0;
+    if (H5Aexists_by_name(out->group, label, "REFERENCE_LIST", H5P_DEFAULT) <= 0)
+        return H5Eclear2(H5E_DEFAULT) >= 0 ? 0 : -1;
+    hid_t attr = H5Aopen_by_name(out->group, label, "REFERENCE_LIST", H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = attr >= 0 ? H5Aget_space(attr) : H5I_INVALID_HID;
+    users = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    if (space >= 0)
+        H5Sclose(space);
+    if (attr >= 0)
+        H5Aclose(attr);
+    return users;
+}
+
+/* The length of the 1-D dataset `label`, or -1. */
+static long long axis_length(const attn_h5out *out, const char *label)
+{
+    long long length = -1;
+    hid_t scale = H5Dopen2(out->group, label, H5P_DEFAULT);
+    hid_t space = scale >= 0 ? H5Dget_space(scale) : H5I_INVALID_HID;
+    hsize_t dims[1];
+    if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
+        H5Sget_simple_extent_dims(space, dims, NULL) == 1)
+        length = (long long)dims[0];
+    if (space >= 0)
+        H5Sclose(space);
+    if (scale >= 0)
+        H5Dclose(scale);
+    H5Eclear2(H5E_DEFAULT);
+    return length;
+}
+
+int attn_h5out_clear_axis(attn_h5out *out, const char *label, size_t length, bool force,
+                          attn_error *err)
+{
+    if (H5Lexists(out->group, label, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ATTN_OK;
+    }
+    if (!written_by_attnrun(out, label, "axis"))
+        return clash(out, "an object named", label, true, err);
+    long long old = axis_length(out, label);
+    if (old == (long long)length)
+        return ATTN_OK;                          /* the same axis: shared */
+    hssize_t users = scale_users(out, label);
+    if (users != 0)
+        return attn_fail(err, ATTN_EUSAGE,
+                         "%s: group %s: the axis scale '%s' (length %lld) is still attached to "
+                         "other datasets, and this run's '%s' has length %zu; choose another "
+                         "--group", out->path, out->group_name, label, old, label, length);
+    if (!force)
+        return clash(out, "an axis scale", label, false, err);
+    if (H5Ldelete(out->group, label, H5P_DEFAULT) < 0)
+        return h5_failure(out, err, "remove the old axis scale", label);
     return ATTN_OK;
 }
 
-int attn_h5out_remove(attn_h5out *out, const char *name, attn_error *err)
+int attn_h5out_clear_attribute(attn_h5out *out, const char *name, bool force, attn_error *err)
 {
-    bool link, attribute;
-    int status = attn_h5out_exists(out, name, &link, &attribute, err);
-    if (status != ATTN_OK)
-        return status;
-    if (link && H5Ldelete(out->group, name, H5P_DEFAULT) < 0)
-        return h5_failure(out, err, "remove", name);
-    if (attribute && H5Adelete(out->group, name) < 0)
+    if (H5Aexists(out->group, name) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ATTN_OK;
+    }
+    if (!force || !out->provenance)
+        return clash(out, "an attribute", name, force, err);
+    if (H5Adelete(out->group, name) < 0)
         return h5_failure(out, err, "remove attribute", name);
     return ATTN_OK;
 }
@@ -193,7 +350,9 @@ static herr_t write_indices(hid_t scale, hsize_t length)
 
 static herr_t put_string(hid_t object, const char *name, const char *value);
 
-/* The dimension scale called `label`, of `length`, made on first use. */
+/* The dimension scale called `label`, of `length`: one of attnrun's
+ * already in the group (left there by attn_h5out_clear_axis), or made on
+ * first use. */
 static int scale_for(attn_h5out *out, const char *label, hsize_t length, hid_t *id,
                      attn_error *err)
 {
@@ -207,18 +366,25 @@ static int scale_for(attn_h5out *out, const char *label, hsize_t length, hid_t *
     }
     if (out->scale_count == MAX_SCALES || strlen(label) >= sizeof out->scales[0].name)
         return attn_fail(err, ATTN_EIO, "%s: too many axes", out->path);
-    hid_t space = H5Screate_simple(1, &length, NULL);
-    hid_t scale = H5Dcreate2(out->group, label, H5T_STD_I64LE, space, H5P_DEFAULT,
-                             H5P_DEFAULT, H5P_DEFAULT);
-    H5Sclose(space);
-    char description[96];
-    snprintf(description, sizeof description,
-             "index 0, 1, ... along the %s axis (dimension scale)", label);
-    if (scale < 0 || write_indices(scale, length) < 0 || H5DSset_scale(scale, label) < 0 ||
-        put_string(scale, "description", description) < 0) {
-        if (scale >= 0)
-            H5Dclose(scale);
-        return h5_failure(out, err, "write the dimension scale", label);
+    hid_t scale;
+    if (H5Lexists(out->group, label, H5P_DEFAULT) > 0) {
+        if ((scale = H5Dopen2(out->group, label, H5P_DEFAULT)) < 0)
+            return h5_failure(out, err, "open the dimension scale", label);
+    } else {
+        hid_t space = H5Screate_simple(1, &length, NULL);
+        scale = H5Dcreate2(out->group, label, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                           H5P_DEFAULT);
+        H5Sclose(space);
+        char description[96];
+        snprintf(description, sizeof description,
+                 "index 0, 1, ... along the %s axis (dimension scale)", label);
+        if (scale < 0 || write_indices(scale, length) < 0 || H5DSset_scale(scale, label) < 0 ||
+            put_string(scale, "description", description) < 0 ||
+            put_string(scale, ATTN_ROLE_ATTRIBUTE, "axis") < 0) {
+            if (scale >= 0)
+                H5Dclose(scale);
+            return h5_failure(out, err, "write the dimension scale", label);
+        }
     }
     scale_dataset *s = &out->scales[out->scale_count++];
     snprintf(s->name, sizeof s->name, "%s", label);
@@ -286,9 +452,24 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
     for (size_t i = 0; i < spec->rank; i++)
         d->dims[i] = spec->dims[i];
     hid_t file_type = spec->precision == ATTN_F64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
+    /* HDF5 1.10 loses a chunk written past the cache into a dataset that is
+     * one chunk in the newer file format (its "single chunk" index): the
+     * chunk's address is never stored, and it reads back as zeros.  Files
+     * made with libver v110 or latest, written by --in-place, get that
+     * format.  Through the cache the address is stored, so such a dataset
+     * gets a cache that holds its one chunk. */
+    size_t chunk_bytes = attn_precision_size(spec->precision), cache = 0;
+    bool one_chunk = true;
+    for (size_t i = 0; i < spec->rank; i++) {
+        chunk_bytes *= spec->chunk[i];
+        one_chunk = one_chunk && spec->chunk[i] >= spec->dims[i];
+    }
+    if (spec->compress > 0)
+        cache = CHUNK_CACHE_BYTES;
+    else if (one_chunk)
+        cache = chunk_bytes;
     if ((dcpl = creation_properties(spec)) < 0 || (dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0 ||
-        H5Pset_chunk_cache(dapl, CHUNK_CACHE_SLOTS, spec->compress > 0 ? CHUNK_CACHE_BYTES : 0,
-                           1.0) < 0 ||
+        H5Pset_chunk_cache(dapl, CHUNK_CACHE_SLOTS, cache, 1.0) < 0 ||
         (space = H5Screate_simple((int)spec->rank, d->dims, NULL)) < 0 ||
         (d->id = H5Dcreate2(out->group, spec->name, file_type, space, H5P_DEFAULT, dcpl, dapl)) < 0) {
         status = h5_failure(out, err, "create dataset", spec->name);
@@ -297,7 +478,8 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
     out->dataset_count++;
     if (H5Iget_name(d->id, d->name, sizeof d->name) <= 0)
         snprintf(d->name, sizeof d->name, "%s", spec->name);
-    if (put_string(d->id, "description", spec->description) < 0) {
+    if (put_string(d->id, "description", spec->description) < 0 ||
+        put_string(d->id, ATTN_ROLE_ATTRIBUTE, "result") < 0) {
         status = h5_failure(out, err, "describe dataset", spec->name);
         goto out;
     }

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -74,6 +75,11 @@ static void attn_blas_single(void)
     (void)attn_threads();
     if (openblas_get_num_threads() != 1)
         openblas_set_num_threads(1);
+}
+
+void attn_blas_prepare(void)
+{
+    attn_blas_single();
 }
 
 #define REAL float
@@ -162,6 +168,15 @@ void attn_set_threads(int threads)
     thread_count = threads < 1 ? 1 : threads;
 }
 
+int attn_thread_limit(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    return cores > ATTN_MAX_THREADS / ATTN_THREADS_PER_CORE ? ATTN_MAX_THREADS
+                                                            : (int)cores * ATTN_THREADS_PER_CORE;
+}
+
 int attn_threads(void)
 {
     static int default_count;
@@ -170,7 +185,10 @@ int attn_threads(void)
     if (openblas_get_parallel() == 0)
         return 1;
 #pragma omp critical(attn_threads)
-    if (default_count == 0)
-        default_count = omp_get_max_threads();
+    if (default_count == 0) {
+        /* OMP_NUM_THREADS may ask for more threads than can start. */
+        int limit = attn_thread_limit(), asked = omp_get_max_threads();
+        default_count = asked > limit ? limit : asked;
+    }
     return thread_count > 0 ? thread_count : default_count;
 }

@@ -39,7 +39,18 @@ typedef struct attn_config {
     double scale;               /* multiplies Q K^T; 1/sqrt(d_k) by default */
     bool causal;                /* key k is hidden from query q when k > q  */
     attn_precision precision;   /* element type of every buffer below       */
+    bool check_overflow;        /* the inputs are finite: flag a NaN or an
+                                   infinity computed from them in
+                                   attn_slice.overflow                      */
 } attn_config;
+
+/* Where a computation from finite inputs gave a NaN or an infinity (the
+ * values exceed the precision's range), as bits of attn_slice.overflow. */
+enum {
+    ATTN_OVERFLOW_PROJECTIONS = 1,   /* q, k or v                          */
+    ATTN_OVERFLOW_SCORES = 2,        /* a logit of a key that takes part    */
+    ATTN_OVERFLOW_OUTPUT = 4         /* the projected output                */
+};
 
 /* The layer's parameters in packed form, in cfg->precision. */
 typedef struct attn_weights {
@@ -89,6 +100,9 @@ typedef struct attn_slice {
                                     aligned: per-head flags (set by
                                     attn_project_inputs) and, for the
                                     online softmax, one block per thread   */
+    int overflow;                /* ATTN_OVERFLOW_* bits, when
+                                    cfg->check_overflow: cleared by
+                                    attn_project_inputs, set by each step  */
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
@@ -171,17 +185,33 @@ void attn_split_heads_ld_f64(const double *packed, size_t ld, size_t rows, size_
 size_t attn_find_nonfinite_f32(const float *values, size_t count);
 size_t attn_find_nonfinite_f64(const double *values, size_t count);
 
+/* Threads per core attnrun starts at most (--threads, OMP_NUM_THREADS),
+ * and the most in any case. */
+#define ATTN_THREADS_PER_CORE 4
+#define ATTN_MAX_THREADS 4096
+
+/* ATTN_THREADS_PER_CORE x the online cores (at most ATTN_MAX_THREADS). */
+int attn_thread_limit(void);
+
 /*
- * Sets the number of threads the kernels use (>= 1; default: all cores, or
- * OMP_NUM_THREADS).  The work is split into fixed blocks, each computed by
- * one thread with single-threaded BLAS, so the results are the same for
- * every thread count.
+ * Sets the number of threads the kernels use (1 to attn_thread_limit();
+ * default: all cores, or OMP_NUM_THREADS capped at attn_thread_limit()).
+ * The work is split into fixed blocks, each computed by one thread with
+ * single-threaded BLAS, so the results are the same for every thread count.
  */
 void attn_set_threads(int threads);
 
 /* Threads the kernels will use: 1 when the OpenBLAS linked is the
  * sequential build, which is not safe to call from several threads. */
 int attn_threads(void);
+
+/*
+ * Sets OpenBLAS up to run one thread inside each of attnrun's, as every
+ * kernel does on entry.  Called before the first product, it gives back
+ * the work buffers (128 MiB each) OpenBLAS took at start for threads of
+ * its own, so the address space left can be measured.
+ */
+void attn_blas_prepare(void);
 
 /*
  * Overlap for the caller: the next parallel region of a kernel called from

@@ -6,9 +6,11 @@
  */
 #include "attn_run.h"
 
+#include "attn_guard.h"
 #include "attn_h5.h"
 #include "attn_math.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,7 +19,6 @@
 #include <limits.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -149,6 +150,7 @@ static int plan(run_state *st, attn_error *err)
     st->cfg.scale = report->scale;
     st->cfg.causal = opt->causal;
     st->cfg.precision = opt->precision;
+    st->cfg.check_overflow = !opt->allow_nonfinite;
     return ATTN_OK;
 }
 
@@ -300,6 +302,41 @@ static char *align_up(void *p)
 }
 
 /*
+ * Bytes of the one allocation allocate_slices carves: two slices' buffers
+ * (the slice's bytes, checked by the plan, plus at most ALIGN for each of
+ * its 8 buffers to start on a 64-byte boundary) and the attend scratch.
+ */
+static bool slice_memory_bytes(const run_state *st, size_t *total)
+{
+    const size_t scratch = attn_attend_scratch_bytes(&st->cfg, st->report->slice_items,
+                                                     st->sizes.map_count == 0);
+    return attn_size_add(total, st->report->slice_bytes, 8 * ALIGN) &&
+           attn_size_mul(total, 2, *total) && attn_size_add(total, *total, scratch + ALIGN);
+}
+
+/*
+ * Every buffer the run will allocate, roughly (for attn_guard_memory): the
+ * parameters as read and repacked, the fused projection, the slices, the
+ * reordering room and a shared --kv.
+ */
+static size_t planned_bytes(const run_state *st)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    const size_t elem = attn_precision_size(st->opt->precision);
+    size_t total = 0, part;
+    for (int i = ATTN_IN_WQ; i < ATTN_IN_COUNT; i++)
+        if (st->info[i].present && attn_size_product(&part, st->info[i].dims, st->info[i].rank))
+            total += 2 * part * elem;
+    total += d->d_model * d->heads * (2 * d->d_k + d->d_v) * elem;
+    if (slice_memory_bytes(st, &part))
+        total += part;
+    total += st->report->slice_items * st->sizes.reorder * elem;
+    if (st->report->layout.kv_shared)
+        total += d->m * d->d_model * elem;
+    return total;
+}
+
+/*
  * Carves one allocation into the buffers of two slices (the pipeline
  * computes one while it writes the other, see compute) and two sets of
  * maps (one block of rows each).
@@ -312,12 +349,8 @@ static int allocate_slices(run_state *st, attn_error *err)
     const attn_dims *d = &layout->dims;
     const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
     const size_t qk = d->heads * d->d_k, vc = d->heads * d->d_v;
-    const size_t scratch = attn_attend_scratch_bytes(&st->cfg, c, sizes->map_count == 0);
-    /* Every buffer starts on a 64-byte boundary (ALIGN): the slice's bytes
-     * (checked by the plan) plus at most ALIGN per buffer, 8 per slot. */
     size_t total;
-    if (!attn_size_add(&total, st->report->slice_bytes, 8 * ALIGN) ||
-        !attn_size_mul(&total, 2, total) || !attn_size_add(&total, total, scratch + ALIGN))
+    if (!slice_memory_bytes(st, &total))
         return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
     st->slice_memory = alloc_array(st, 1, total, "the buffers of two slices (see --memory)", err);
     if (st->slice_memory == NULL)
@@ -396,38 +429,47 @@ static int load_shared(run_state *st, attn_error *err)
     return ATTN_OK;
 }
 
-/* The names this run adds to the group: datasets, scales, attributes. */
+/*
+ * Makes way in the group (--in-place) for what this run adds: its result
+ * datasets, then their axis scales (once the results they replace are
+ * detached from them), then the provenance attributes.  --force replaces
+ * only what attnrun wrote (see attn_h5out_clear_result); anything in the
+ * way is refused, and the copy of IN with it.
+ */
 static int check_targets(run_state *st, attn_error *err)
 {
-    const char *names[ATTN_OUT_COUNT * 5 + PROVENANCE_COUNT];
-    size_t count = 0;
-    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+    const bool force = st->opt->force;
+    int status = ATTN_OK;
+    for (int i = 0; i < ATTN_OUT_COUNT && status == ATTN_OK; i++)
+        if (saved(st, (attn_output)i))
+            status = attn_h5out_clear_result(st->out, attn_output_name((attn_output)i), force, err);
+    for (int i = 0; i < ATTN_OUT_COUNT && status == ATTN_OK; i++) {
         size_t dims[4];
         const char *labels[4];
         if (!saved(st, (attn_output)i))
             continue;
-        names[count++] = attn_output_name((attn_output)i);
         size_t rank = attn_output_shape(&st->report->layout, (attn_output)i, dims, labels);
-        for (size_t a = 0; a < rank; a++)
-            names[count++] = labels[a];
+        for (size_t a = 0; a < rank && status == ATTN_OK; a++)
+            status = attn_h5out_clear_axis(st->out, labels[a], dims[a], force, err);
     }
-    for (size_t i = 0; i < PROVENANCE_COUNT; i++)
-        names[count++] = provenance_names[i];
-    for (size_t i = 0; i < count; i++) {
-        bool link, attribute;
-        int status = attn_h5out_exists(st->out, names[i], &link, &attribute, err);
-        if (status != ATTN_OK)
-            return status;
-        if (!link && !attribute)
-            continue;
-        if (!st->opt->force)
-            return attn_fail(err, ATTN_EUSAGE, "%s: group %s already has %s %s; use --force to replace it",
-                             st->opt->input, st->opt->group, link ? "an object named" : "an attribute",
-                             names[i]);
-        if ((status = attn_h5out_remove(st->out, names[i], err)) != ATTN_OK)
-            return status;
-    }
-    return ATTN_OK;
+    for (size_t i = 0; i < PROVENANCE_COUNT && status == ATTN_OK; i++)
+        status = attn_h5out_clear_attribute(st->out, provenance_names[i], force, err);
+    return status;
+}
+
+/*
+ * The time for created_utc: ISO 8601 in UTC for the years 1 to 9999, else
+ * (a clock far off) "@" and the seconds since 1970, the form `date -d`
+ * reads.
+ */
+static void utc_stamp(time_t now, char *buf, size_t len)
+{
+    struct tm utc;
+    if (gmtime_r(&now, &utc) != NULL && utc.tm_year >= 1 - 1900 && utc.tm_year <= 9999 - 1900)
+        snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", utc.tm_year + 1900, utc.tm_mon + 1,
+                 utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec);
+    else
+        snprintf(buf, len, "@%lld", (long long)now);
 }
 
 static int write_provenance(run_state *st, attn_error *err)
@@ -435,10 +477,7 @@ static int write_provenance(run_state *st, attn_error *err)
     const attn_run_options *opt = st->opt;
     const attn_dims *d = &st->report->layout.dims;
     char stamp[64];
-    time_t now = time(NULL);
-    struct tm utc;
-    gmtime_r(&now, &utc);
-    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    utc_stamp(time(NULL), stamp, sizeof stamp);
     int status;
     if ((status = attn_h5out_attr_string(st->out, "attnrun_version", ATTN_VERSION, err)) != ATTN_OK ||
         (status = attn_h5out_attr_string(st->out, "command_line", opt->command_line ? opt->command_line : "", err)) != ATTN_OK ||
@@ -477,56 +516,25 @@ static int create_datasets(run_state *st, attn_error *err)
     return write_provenance(st, err);
 }
 
-/* "1.6 GB", for messages. */
-static const char *size_text(double bytes, char *buf, size_t len)
-{
-    const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
-    int u = 0;
-    while (bytes >= 1000 && u < 5) {
-        bytes /= 1000;
-        u++;
-    }
-    snprintf(buf, len, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-    return buf;
-}
-
 /*
  * Refuses a plan that cannot fit: the outputs (the --dry-run total) and,
  * for --in-place, the copy of IN, against the free space of the file
- * system the output goes to.  --force skips the check.
+ * system the output goes to (IN's real one for --in-place).  --force
+ * skips the check; so do compressed outputs, which take less than the
+ * plan says, by how much is not known before writing.
  */
 static int check_free_space(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
-    const char *target = opt->in_place ? opt->input : opt->output;
-    char dir[PATH_MAX], need_text[32], free_text[32];
-    struct statvfs fs;
     struct stat in;
-    /* Compressed outputs take less than the plan says, by how much is not
-     * known before writing: no check then. */
     if (opt->force || opt->compress > 0)
         return ATTN_OK;
-    snprintf(dir, sizeof dir, "%s", target);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == dir)
-        dir[1] = '\0';
-    else
-        *slash = '\0';
-    if (statvfs(dir, &fs) != 0 || fs.f_blocks == 0)
-        return ATTN_OK;                 /* no figures: the writes will tell */
     double need = (double)st->report->total_bytes;
-    if (opt->in_place && stat(opt->input, &in) == 0)
+    if (opt->in_place && fstat(attn_h5in_descriptor(st->in), &in) == 0)
         need += (double)in.st_size;
-    double available = (double)fs.f_bavail * (double)fs.f_frsize;
-    if (need <= available)
-        return ATTN_OK;
-    return attn_fail(err, ATTN_EIO,
-                     "%s: needs %s (%s) but %s has %s free; use --force to try anyway",
-                     target, size_text(need, need_text, sizeof need_text),
-                     opt->in_place ? "the copy of the input and the outputs" : "the outputs",
-                     dir, size_text(available, free_text, sizeof free_text));
+    return attn_guard_free_space(opt->in_place ? opt->input : opt->output, need,
+                                 opt->in_place ? "the copy of the input and the outputs"
+                                               : "the outputs", err);
 }
 
 /* Opens the output: a new temporary, or a copy of IN for --in-place. */
@@ -534,8 +542,9 @@ static int open_output(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
     attn_atomic *tx = opt->transaction;
-    int status = opt->in_place ? attn_atomic_begin_copy(tx, opt->input, err)
-                               : attn_atomic_begin(tx, opt->output, opt->force, err);
+    int status = opt->in_place
+                     ? attn_atomic_begin_copy(tx, opt->input, attn_h5in_descriptor(st->in), err)
+                     : attn_atomic_begin(tx, opt->output, opt->force, err);
     if (status != ATTN_OK)
         return status;
     status = opt->in_place ? attn_h5out_open(tx->temp_path, tx->final_path, opt->group, &st->out, err)
@@ -692,8 +701,10 @@ static int write_step(run_state *st, const step *s, attn_error *err)
     if (status == ATTN_OK && s->ends) {
         status = write_slice(st, s->slice, s->first, s->count, err);
         const attn_run_options *opt = st->opt;
-        if (status == ATTN_OK && opt->progress != NULL)
-            opt->progress(s->first + s->count, st->report->layout.dims.batch, opt->progress_context);
+        if (status == ATTN_OK && opt->progress != NULL &&
+            !opt->progress(s->first + s->count, st->report->layout.dims.batch, opt->progress_context))
+            status = attn_fail(err, ATTN_EIO, "%s: stopped: progress could not be reported",
+                               opt->in_place ? opt->input : opt->output);
     }
     return status;
 }
@@ -717,6 +728,27 @@ static void beside_io(void *context)
     if (job->status == ATTN_OK && job->read != NULL)
         job->status = read_slice(job->st, job->read->slice, job->read->first, job->read->count,
                                  &job->err);
+}
+
+/*
+ * A step computed a NaN or an infinity from finite inputs: values beyond
+ * the precision's range.  Refused, naming where and what to do.
+ */
+static int overflow_failure(const run_state *st, const step *s, attn_error *err)
+{
+    const int where = s->slice->overflow;
+    const char *stage = where & ATTN_OVERFLOW_PROJECTIONS ? "the q, k and v projections"
+                      : where & ATTN_OVERFLOW_SCORES ? "the attention scores"
+                      : "the output projection";
+    if (st->opt->precision == ATTN_F64)
+        return attn_fail(err, ATTN_EINPUT,
+                         "%s: %s of batch items %zu..%zu overflow float64 (finite inputs give "
+                         "infinite or NaN values): the inputs are too large", st->opt->input,
+                         stage, s->first, s->first + s->count - 1);
+    return attn_fail(err, ATTN_EINPUT,
+                     "%s: %s of batch items %zu..%zu overflow float32 (finite inputs give "
+                     "infinite or NaN values); use --precision f64", st->opt->input, stage,
+                     s->first, s->first + s->count - 1);
 }
 
 /*
@@ -754,6 +786,8 @@ static int run_steps(run_state *st, attn_error *err)
             *err = job.err;
             return job.status;
         }
+        if (current.slice->overflow != 0)
+            return overflow_failure(st, &current, err);
         previous = current;
         current = next;
     }
@@ -779,40 +813,19 @@ static bool group_path_valid(const char *group)
     }
 }
 
-/* Address space HDF5 may add while it parses the input's metadata. */
-#define PARSE_MEMORY ((rlim_t)1 << 30)
-
-/*
- * Caps the address space at its current size plus PARSE_MEMORY while the
- * input is opened, described and planned: a damaged file can make HDF5
- * allocate gigabytes for one piece of metadata (the fuzzer found 5.7 GB
- * for a 9 kB file), and with the cap that allocation fails at once.
- * attnrun itself allocates almost nothing before the plan.  Not under
- * AddressSanitizer, whose shadow memory this would upset.  Returns whether
- * *saved must be restored.
- */
-static bool limit_memory(struct rlimit *saved)
+/* OUT must name a file attnrun can create and seek in. */
+static int check_output_name(const char *output, attn_error *err)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    (void)saved;
-    return false;
-#else
-    unsigned long pages = 0;
-    FILE *statm = fopen("/proc/self/statm", "r");
-    if (statm == NULL)
-        return false;
-    bool read = fscanf(statm, "%lu", &pages) == 1;
-    fclose(statm);
-    long page = sysconf(_SC_PAGESIZE);
-    if (!read || page <= 0 || getrlimit(RLIMIT_AS, saved) != 0)
-        return false;
-    struct rlimit tight = *saved;
-    rlim_t cap = (rlim_t)pages * (rlim_t)page + PARSE_MEMORY;
-    if (tight.rlim_cur != RLIM_INFINITY && tight.rlim_cur <= cap)
-        return false;                       /* already as tight */
-    tight.rlim_cur = cap;
-    return setrlimit(RLIMIT_AS, &tight) == 0;
-#endif
+    struct stat st;
+    size_t len = strlen(output);
+    if (len == 0)
+        return attn_fail(err, ATTN_EUSAGE, "-o '': expected a file name");
+    if (strcmp(output, "-") == 0)
+        return attn_fail(err, ATTN_EUSAGE, "-o -: HDF5 output needs a file it can seek in, not "
+                         "standard output; give a file name");
+    if (output[len - 1] == '/' || (stat(output, &st) == 0 && S_ISDIR(st.st_mode)))
+        return attn_fail(err, ATTN_EUSAGE, "-o %s: names a directory; expected a file name", output);
+    return ATTN_OK;
 }
 
 static int check_options(const attn_run_options *opt, attn_error *err)
@@ -834,7 +847,15 @@ static int check_options(const attn_run_options *opt, attn_error *err)
         return attn_fail(err, ATTN_EUSAGE, "--save: nothing to save");
     if (opt->has_scale && !(isfinite(opt->scale) && opt->scale > 0))
         return attn_fail(err, ATTN_EUSAGE, "--scale %g: expected a finite positive number", opt->scale);
-    return ATTN_OK;
+    if (opt->has_scale && opt->precision == ATTN_F32 &&
+        (isinf((float)opt->scale) || (float)opt->scale == 0))
+        return attn_fail(err, ATTN_EUSAGE,
+                         "--scale %g does not fit float32 (%g to %g), the computation's type; "
+                         "use --precision f64", opt->scale, (double)FLT_TRUE_MIN, (double)FLT_MAX);
+    if (opt->threads > attn_thread_limit())
+        return attn_fail(err, ATTN_EUSAGE, "--threads %d: at most %d here (%d per core)",
+                         opt->threads, attn_thread_limit(), ATTN_THREADS_PER_CORE);
+    return writes && !opt->in_place ? check_output_name(opt->output, err) : ATTN_OK;
 }
 
 static void release(run_state *st)
@@ -848,6 +869,31 @@ static void release(run_state *st)
     free(st->y_shared);
     free(st->keep_shared);
     attn_h5in_close(st->in);
+}
+
+/* Opens the input with the lock the run needs: shared to read it,
+ * exclusive to replace it (--in-place). */
+static int open_input(run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    attn_h5in_options in = {
+        .lock = opt->in_place ? ATTN_LOCK_EXCLUSIVE : ATTN_LOCK_SHARED,
+        .wait = opt->wait, .allow_external = opt->allow_external, .cancel = opt->cancel,
+    };
+    return attn_h5in_open_with(opt->input, &in, &st->in, err);
+}
+
+/* The output, complete: flushed, then (the input still as it was read)
+ * renamed into place. */
+static int commit(run_state *st, attn_error *err)
+{
+    attn_atomic *tx = st->opt->transaction;
+    int status = attn_atomic_flush(tx, err);
+    if (status == ATTN_OK && (status = attn_h5in_check_unchanged(st->in, err)) != ATTN_OK)
+        attn_atomic_abort(tx);
+    if (status == ATTN_OK)
+        status = attn_atomic_publish(tx, st->opt->cancel, err);
+    return status;
 }
 
 int attn_run(const attn_run_options *options, attn_run_report *report, attn_error *err)
@@ -864,40 +910,40 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     attn_h5_prepare();
     attn_h5_allow_plugins(options->allow_plugins);
     struct rlimit saved;
-    bool limited = status == ATTN_OK && limit_memory(&saved);
-    if (status == ATTN_OK && (status = attn_h5in_open(options->input, &st.in, err)) == ATTN_OK)
-        attn_h5in_allow_external(st.in, options->allow_external);
-    if (status == ATTN_OK && (status = describe_inputs(&st, err)) == ATTN_OK)
+    bool capped = status == ATTN_OK && attn_guard_cap_parse_memory(&saved);
+    if (status == ATTN_OK && (status = open_input(&st, err)) == ATTN_OK &&
+        (status = describe_inputs(&st, err)) == ATTN_OK)
         status = plan(&st, err);
-    if (limited)
-        setrlimit(RLIMIT_AS, &saved);
+    if (capped)
+        attn_guard_restore_memory(&saved);
     if (options->threads > 0)
         attn_set_threads(options->threads);
     if (status != ATTN_OK || options->dry_run) {
         release(&st);
         return status;
     }
-    if ((status = check_free_space(&st, err)) == ATTN_OK &&
+    attn_blas_prepare();
+    if ((status = attn_guard_threads(attn_threads(), err)) == ATTN_OK &&
+        (status = attn_guard_memory(planned_bytes(&st), attn_threads(), err)) == ATTN_OK &&
+        (status = check_free_space(&st, err)) == ATTN_OK &&
         (status = load_parameters(&st, err)) == ATTN_OK &&
         (status = allocate_slices(&st, err)) == ATTN_OK &&
         (status = load_shared(&st, err)) == ATTN_OK &&
         (status = open_output(&st, err)) == ATTN_OK)
         status = run_steps(&st, err);
 
-    /* Close the output whatever happened, then keep it only on success. */
+    /* Close the output whatever happened, then keep it only on success;
+     * the input stays open (and locked) until the output is in place. */
     attn_error close_err;
     int closed = attn_h5out_close(st.out, &close_err);
     if (status == ATTN_OK && closed != ATTN_OK) {
         status = closed;
         *err = close_err;
     }
-    release(&st);
-    if (status == ATTN_OK && options->cancel != NULL && *options->cancel)
-        status = attn_fail(err, ATTN_EINTR, "%s: interrupted; no output was written",
-                           options->in_place ? options->input : options->output);
     if (status == ATTN_OK)
-        status = attn_atomic_commit(options->transaction, err);
+        status = commit(&st, err);
     else
         attn_atomic_abort(options->transaction);
+    release(&st);
     return status;
 }

@@ -33,6 +33,8 @@ typedef struct attn_run_options {
     bool allow_external;                /* follow external links, external raw
                                            storage and virtual datasets     */
     bool allow_plugins;                 /* let HDF5 load filter plugins       */
+    bool wait;                          /* wait for another program's lock on
+                                           IN instead of failing             */
     bool causal;
     const char *names[ATTN_IN_COUNT];   /* dataset names; NULL = the default
                                            ("X", "W_Q", ... "b_O"; none for KV
@@ -44,12 +46,19 @@ typedef struct attn_run_options {
     unsigned save;                      /* bits (1u << attn_output)           */
     attn_precision precision;
     int compress;                       /* 0-9                                */
-    int threads;                        /* matrix-product threads; 0 = default */
+    int threads;                        /* compute threads, 1 to
+                                           attn_thread_limit(); 0 = default */
     size_t slice_items;                 /* batch items per slice; 0 = by memory */
     size_t memory_budget;               /* bytes for one slice's buffers      */
     const char *command_line;           /* stored as provenance               */
-    volatile sig_atomic_t *cancel;      /* nonzero: stop (ATTN_EINTR); may be NULL */
-    void (*progress)(size_t done, size_t total, void *context);
+    volatile sig_atomic_t *cancel;      /* nonzero: stop (ATTN_EINTR) at the next
+                                           step, while waiting for a lock, or
+                                           at the latest just before the
+                                           output is renamed into place; may
+                                           be NULL                            */
+    /* Called after each slice is written; returning false stops the run
+     * (ATTN_EIO).  May be NULL. */
+    bool (*progress)(size_t done, size_t total, void *context);
     void *progress_context;
     attn_atomic *transaction;           /* caller-owned, so a signal handler
                                            can remove its temp_path; may be
@@ -77,11 +86,17 @@ attn_run_options attn_run_defaults(void);
 const char *attn_input_default_name(attn_input which);
 
 /*
- * Runs the whole computation.  Returns ATTN_OK, or
- *   ATTN_EUSAGE  OUT exists without force, OUT is IN, bad option values;
- *   ATTN_EINPUT  the input was rejected (missing, shape, type, non-finite);
- *   ATTN_EIO     reading or writing failed;
- *   ATTN_ENOMEM  a buffer could not be allocated;
+ * Runs the whole computation.  IN is locked for the whole run (shared; for
+ * --in-place exclusive, until its copy is renamed over it).  Returns
+ * ATTN_OK, or
+ *   ATTN_EUSAGE  OUT exists without force, OUT is IN or names no file, a
+ *                name in the way of --in-place, bad option values;
+ *   ATTN_EINPUT  the input was rejected (missing, shape, type, non-finite,
+ *                not a regular file, values that overflow the precision);
+ *   ATTN_EIO     reading or writing failed, IN is locked by another
+ *                program or changed while it was read, threads that
+ *                cannot start;
+ *   ATTN_ENOMEM  a buffer (or the address space for it) is not there;
  *   ATTN_EINTR   *cancel became nonzero.
  * On failure no output file and no temporary file remain, and IN is as it was.
  */

@@ -105,7 +105,8 @@ static void test_begin_creates_marked_temp_beside_destination(void **state)
     umask(old_mask);
     assert_int_equal(status, ATTN_OK);
 
-    /* dir/.out.h5.attnrun-tmp-XXXXXX, empty, 0666 less the umask 027 */
+    /* dir/.out.h5.attnrun-tmp-XXXXXX, empty, the owner's alone while it is
+     * written (whatever the umask, the owner can reopen it) */
     char prefix[256];
     snprintf(prefix, sizeof prefix, "%s/.out.h5" ATTN_TEMP_MARKER, f->dir);
     assert_int_equal(strncmp(tx.temp_path, prefix, strlen(prefix)), 0);
@@ -115,7 +116,7 @@ static void test_begin_creates_marked_temp_beside_destination(void **state)
     assert_int_equal(stat(tx.temp_path, &st), 0);
     assert_true(S_ISREG(st.st_mode));
     assert_int_equal(st.st_size, 0);
-    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(st.st_mode & 07777, 0600);
     assert_false(exists(f->final_path));
 
     size_t temps;
@@ -129,15 +130,20 @@ static void test_commit_renames_temp_onto_destination(void **state)
     atomic_fixture *f = *state;
     attn_atomic tx;
     attn_error err = {{0}};
+    mode_t old_mask = umask(027);
     assert_int_equal(attn_atomic_begin(&tx, f->final_path, false, &err), ATTN_OK);
+    umask(old_mask);
     char temp[PATH_MAX];
     snprintf(temp, sizeof temp, "%s", tx.temp_path);
     write_file(temp, "result", 6);
 
-    int status = attn_atomic_commit(&tx, &err);
+    int status = attn_atomic_commit(&tx, NULL, &err);
     if (status != ATTN_OK)
         fail_msg("commit: %d %s", status, err.msg);
     assert_file_holds(f->final_path, "result");
+    struct stat st;                         /* 0666 less the umask 027 */
+    assert_int_equal(stat(f->final_path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
     assert_false(exists(temp));
     assert_string_equal(tx.temp_path, "");
     size_t temps;
@@ -190,7 +196,7 @@ static void test_begin_with_replace_replaces_on_commit(void **state)
     assert_file_holds(f->final_path, "old");   /* untouched until the commit */
     write_file(tx.temp_path, "new!", 4);
     assert_file_holds(f->final_path, "old");
-    assert_int_equal(attn_atomic_commit(&tx, &err), ATTN_OK);
+    assert_int_equal(attn_atomic_commit(&tx, NULL, &err), ATTN_OK);
     assert_file_holds(f->final_path, "new!");
     size_t temps;
     assert_int_equal(count_entries(f->dir, &temps), 1);
@@ -205,7 +211,7 @@ static void test_commit_refuses_destination_that_appeared(void **state)
     assert_int_equal(attn_atomic_begin(&tx, f->final_path, false, &err), ATTN_OK);
     write_file(tx.temp_path, "mine", 4);
     write_file(f->final_path, "theirs", 6);   /* another writer got there first */
-    assert_int_equal(attn_atomic_commit(&tx, &err), ATTN_EUSAGE);
+    assert_int_equal(attn_atomic_commit(&tx, NULL, &err), ATTN_EUSAGE);
     assert_file_holds(f->final_path, "theirs");
     size_t temps;
     assert_int_equal(count_entries(f->dir, &temps), 1);
@@ -247,7 +253,7 @@ static void test_begin_copy_is_byte_identical_with_same_mode(void **state)
 
     attn_atomic tx;
     attn_error err = {{0}};
-    int status = attn_atomic_begin_copy(&tx, f->final_path, &err);
+    int status = attn_atomic_begin_copy(&tx, f->final_path, -1, &err);
     if (status != ATTN_OK)
         fail_msg("begin_copy: %d %s", status, err.msg);
     assert_non_null(strstr(tx.temp_path, ATTN_TEMP_MARKER));
@@ -257,9 +263,9 @@ static void test_begin_copy_is_byte_identical_with_same_mode(void **state)
     assert_int_equal(copy_len, len);
     assert_memory_equal(copy, payload, len);
     free(copy);
-    struct stat st;
+    struct stat st;                 /* the owner's while written */
     assert_int_equal(stat(tx.temp_path, &st), 0);
-    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(st.st_mode & 07777, 0600);
 
     /* a change to the copy reaches the destination only on commit */
     FILE *temp = fopen(tx.temp_path, "r+b");
@@ -271,7 +277,7 @@ static void test_begin_copy_is_byte_identical_with_same_mode(void **state)
     assert_memory_equal(before, payload, len);
     free(before);
 
-    assert_int_equal(attn_atomic_commit(&tx, &err), ATTN_OK);
+    assert_int_equal(attn_atomic_commit(&tx, NULL, &err), ATTN_OK);
     unsigned char *after = read_file(f->final_path, &final_len);
     assert_int_equal(final_len, len);
     assert_int_equal(after[0], 'Z');
@@ -290,7 +296,7 @@ static void test_begin_copy_of_missing_file_is_io_error(void **state)
     atomic_fixture *f = *state;
     attn_atomic tx;
     attn_error err = {{0}};
-    assert_int_equal(attn_atomic_begin_copy(&tx, f->final_path, &err), ATTN_EIO);
+    assert_int_equal(attn_atomic_begin_copy(&tx, f->final_path, -1, &err), ATTN_EIO);
     assert_non_null(strstr(err.msg, f->final_path));
     size_t temps;
     assert_int_equal(count_entries(f->dir, &temps), 0);

@@ -346,7 +346,9 @@ static void test_round_trip_types_labels_chunks_attributes(void **state)
     H5Fclose(file);
 }
 
-static void test_out_exists_and_remove(void **state)
+/* --force: the results attnrun wrote give way; with their scales
+ * detached; without force nothing does. */
+static void test_out_clear_result_only_with_force(void **state)
 {
     h5_fixture *f = *state;
     const char *path = fixture_path(f, "out.h5");
@@ -354,28 +356,78 @@ static void test_out_exists_and_remove(void **state)
 
     attn_h5out *out = NULL;
     attn_error err = {{0}};
-    bool link = false, attribute = false;
     assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/first", &out, &err), ATTN_OK);
-    assert_int_equal(attn_h5out_exists(out, "weights", &link, &attribute, &err), ATTN_OK);
-    assert_true(link);
-    assert_false(attribute);
-    assert_int_equal(attn_h5out_exists(out, "scale", &link, &attribute, &err), ATTN_OK);
-    assert_false(link);
-    assert_true(attribute);
-    assert_int_equal(attn_h5out_exists(out, "nothing", &link, &attribute, &err), ATTN_OK);
-    assert_false(link);
-    assert_false(attribute);
-
-    assert_int_equal(attn_h5out_remove(out, "weights", &err), ATTN_OK);
-    assert_int_equal(attn_h5out_remove(out, "scale", &err), ATTN_OK);
+    assert_int_equal(attn_h5out_clear_result(out, "nothing", false, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_clear_result(out, "weights", false, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "'weights'"));
+    assert_non_null(strstr(err.msg, "--force"));
+    assert_int_equal(attn_h5out_clear_result(out, "weights", true, &err), ATTN_OK);
+    /* batch is still attached to output: shared at its length, refused at
+     * another even with force */
+    assert_int_equal(attn_h5out_clear_axis(out, "batch", 4, true, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_clear_axis(out, "batch", 5, true, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "'batch'"));
+    /* head was attached to weights only: free to replace with force */
+    assert_int_equal(attn_h5out_clear_axis(out, "head", 3, false, &err), ATTN_EUSAGE);
+    assert_int_equal(attn_h5out_clear_axis(out, "head", 3, true, &err), ATTN_OK);
     assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
 
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     assert_true(file >= 0);
     assert_int_equal(H5Lexists(file, "/runs/first/weights", H5P_DEFAULT), 0);
+    assert_int_equal(H5Lexists(file, "/runs/first/head", H5P_DEFAULT), 0);
     assert_true(H5Lexists(file, "/runs/first/output", H5P_DEFAULT) > 0);
-    assert_int_equal(H5Aexists_by_name(file, "/runs/first", "scale", H5P_DEFAULT), 0);
-    assert_true(H5Aexists_by_name(file, "/runs/first", "heads", H5P_DEFAULT) > 0);
+    assert_true(H5Lexists(file, "/runs/first/batch", H5P_DEFAULT) > 0);
+    hid_t batch = H5Dopen2(file, "/runs/first/batch", H5P_DEFAULT);
+    hid_t output = H5Dopen2(file, "/runs/first/output", H5P_DEFAULT);
+    assert_true(H5DSis_attached(output, batch, 0) > 0);
+    H5Dclose(output);
+    H5Dclose(batch);
+    H5Fclose(file);
+}
+
+/* What attnrun did not write is never replaced, force or not; attributes
+ * and links are separate names. */
+static void test_out_clear_never_touches_a_user_object(void **state)
+{
+    h5_fixture *f = *state;
+    const char *path = fixture_path(f, "out.h5");
+    write_outputs(path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(file >= 0);
+    hsize_t three = 3;
+    hid_t space = H5Screate_simple(1, &three, NULL);
+    const char *const user[] = {"/runs/first/mine", "/runs/first/query", "/runs/first/precision"};
+    for (size_t i = 0; i < 3; i++) {
+        hid_t d = H5Dcreate2(file, user[i], H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT,
+                             H5P_DEFAULT);
+        assert_true(d >= 0);
+        H5Dclose(d);
+    }
+    H5Sclose(space);
+    H5Fclose(file);
+
+    attn_h5out *out = NULL;
+    attn_error err = {{0}};
+    assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/first", &out, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_clear_result(out, "mine", true, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "'mine'"));
+    assert_non_null(strstr(err.msg, "did not write"));
+    assert_int_equal(attn_h5out_clear_axis(out, "query", 3, true, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "'query'"));
+    /* a dataset named precision is no attribute precision */
+    assert_int_equal(attn_h5out_clear_attribute(out, "precision", false, &err), ATTN_OK);
+    /* the group's attributes are not attnrun's provenance (no
+     * attnrun_version): refused even with force */
+    assert_int_equal(attn_h5out_clear_attribute(out, "scale", false, &err), ATTN_EUSAGE);
+    assert_int_equal(attn_h5out_clear_attribute(out, "scale", true, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "'scale'"));
+    assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
+
+    file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(H5Lexists(file, user[i], H5P_DEFAULT) > 0);
+    assert_true(H5Aexists_by_name(file, "/runs/first", "scale", H5P_DEFAULT) > 0);
     H5Fclose(file);
 }
 
@@ -593,7 +645,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_round_trip_read_back_with_h5in, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round_trip_types_labels_chunks_attributes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_exists_and_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_clear_result_only_with_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_clear_never_touches_a_user_object, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_group_through_a_dataset_is_usage_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_float64_dataset_as_f32_and_f64, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_floats_out_of_range_is_an_error, setup, teardown),

@@ -677,7 +677,7 @@ typedef struct progress_log {
     bool same_total;     /* every total equal to the first */
 } progress_log;
 
-static void record_progress(size_t done, size_t total, void *context)
+static bool record_progress(size_t done, size_t total, void *context)
 {
     progress_log *log = context;
     if (log->calls == 0)
@@ -690,6 +690,7 @@ static void record_progress(size_t done, size_t total, void *context)
         log->done[log->calls] = done;
     log->last_done = done;
     log->calls++;
+    return true;
 }
 
 static void test_progress_reaches_total_in_increasing_steps(void **state)
