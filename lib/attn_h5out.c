@@ -240,20 +240,6 @@ static int detach_scales(attn_h5out *out, const char *name, attn_error *err)
     return status;
 }
 
-int attn_h5out_clear_result(attn_h5out *out, const char *name, bool force, attn_error *err)
-{
-    if (H5Lexists(out->group, name, H5P_DEFAULT) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return ATTN_OK;
-    }
-    if (!force || !written_by_attnrun(out, name, "result"))
-        return clash(out, "an object named", name, force, err);
-    int status = detach_scales(out, name, err);
-    if (status == ATTN_OK && H5Ldelete(out->group, name, H5P_DEFAULT) < 0)
-        status = h5_failure(out, err, "remove the old result", name);
-    return status;
-}
-
 /* Datasets attached to the dimension scale `label` (its REFERENCE_LIST),
  * or -1 when that cannot be read. */
 static hssize_t scale_users(const attn_h5out *out, const char *label)
@@ -269,6 +255,23 @@ static hssize_t scale_users(const attn_h5out *out, const char *label)
     if (attr >= 0)
         H5Aclose(attr);
     return users;
+}
+
+int attn_h5out_clear_result(attn_h5out *out, const char *name, bool force, attn_error *err)
+{
+    if (H5Lexists(out->group, name, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ATTN_OK;
+    }
+    if (!force || !written_by_attnrun(out, name, "result"))
+        return clash(out, "an object named", name, force, err);
+    if (scale_users(out, name) != 0)            /* made a scale since */
+        return attn_fail(err, ATTN_EUSAGE, "%s: group %s: '%s' is used as a dimension scale by "
+                         "other datasets; choose another --group", out->path, out->group_name, name);
+    int status = detach_scales(out, name, err);
+    if (status == ATTN_OK && H5Ldelete(out->group, name, H5P_DEFAULT) < 0)
+        status = h5_failure(out, err, "remove the old result", name);
+    return status;
 }
 
 /* The length of the 1-D dataset `label`, or -1. */
