@@ -98,7 +98,7 @@ $(FAULT_BIN): cmd/attnrun.c $(LIB_SRC) lib/*.h lib/*.inc
 	    $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) -o $@
 
 CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \
-            tests/test_alloc.sh
+            tests/test_alloc.sh tests/test_h5files.sh tests/test_runtime.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)
@@ -145,11 +145,13 @@ fuzz:
 	    $(FUZZ_ARGS) $(FUZZ_DIR)/corpus
 
 # make memcheck: the command-line suites under valgrind (tests/valgrind-attnrun):
-# no memory error and no definite leak in any run.  test_cli.sh is left out:
-# its signal and timing checks do not hold at valgrind's speed; so are the
+# no memory error and no definite leak in any run.  test_cli.sh and
+# test_runtime.sh are left out: their signal, lock and resource-limit checks
+# do not hold at valgrind's speed (or under its own memory); so are the
 # fuzz inputs on which HDF5 itself crashes (valgrind reports HDF5's invalid
 # access first; the other builds check that attnrun ends cleanly on them).
-MEMCHECK_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_fast.sh tests/test_bad.sh
+MEMCHECK_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_fast.sh tests/test_bad.sh \
+                 tests/test_h5files.sh
 
 memcheck:
 	@sh scripts/install-deps.sh memcheck
