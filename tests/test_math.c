@@ -779,6 +779,77 @@ static void test_forward_item_with_every_key_masked_gives_bias(void **state)
     free_case(&fc);
 }
 
+/* attn_forward in float32 on fc with X, W_V and W_O times x_factor,
+ * v_factor and o_factor; returns the slice's overflow bits. */
+static int overflow_bits(const forward_case *fc, double x_factor, double v_factor,
+                         double o_factor, bool check)
+{
+    const size_t c = fc->c, n = fc->n, m = fc->m, D = fc->D, H = fc->H;
+    const size_t hk = H * fc->dk, hv = H * fc->dv;
+    attn_config cfg = {
+        .dims = {.batch = c, .n = n, .m = m, .d_model = D, .heads = H, .d_k = fc->dk, .d_v = fc->dv},
+        .scale = fc->scale, .precision = ATTN_F32, .check_overflow = check,
+    };
+    float *x = converted(fc->x, c * n * D, ATTN_F32), *w_o = converted(fc->w_o, hv * D, ATTN_F32);
+    float *w_v = converted(fc->w_v, D * hv, ATTN_F32);
+    assert_true(x != NULL && w_o != NULL && w_v != NULL);
+    for (size_t i = 0; i < c * n * D; i++)
+        x[i] = (float)(x[i] * x_factor);
+    for (size_t i = 0; i < hv * D; i++) {
+        w_o[i] = (float)(w_o[i] * o_factor);
+        w_v[i] = (float)(w_v[i] * v_factor);
+    }
+    for (size_t i = 0; i < c * n * D; i++)
+        assert_true(isfinite(x[i]));              /* the inputs stay finite */
+    attn_weights w = {
+        .w_q = converted(fc->w_q, D * hk, ATTN_F32), .w_k = converted(fc->w_k, D * hk, ATTN_F32),
+        .w_v = w_v, .w_o = w_o,
+    };
+    attn_slice s = {
+        .count = c, .x = x, .y = x, .y_stride = n * D,
+        .q = calloc(c * n * hk, 4), .k = calloc(c * m * hk, 4), .v = calloc(c * m * hv, 4),
+        .scores = calloc(c * H * n * m, 4), .weights = calloc(c * H * n * m, 4),
+        .concat = calloc(c * n * hv, 4), .output = calloc(c * n * D, 4),
+        .scratch = aligned_alloc(64, (attn_attend_scratch_bytes(&cfg, c, false) + 63) / 64 * 64),
+    };
+    assert_true(w.w_q && w.w_k && w.w_v && s.q && s.k && s.v && s.scores && s.weights && s.concat &&
+                s.output && s.scratch);
+    attn_forward(&cfg, &w, &s);
+    free(x);
+    free(w_o);
+    free(w_v);
+    free((void *)w.w_q); free((void *)w.w_k);
+    free(s.q); free(s.k); free(s.v); free(s.scores); free(s.weights);
+    free(s.concat); free(s.output); free(s.scratch);
+    return s.overflow;
+}
+
+/* Finite inputs whose products exceed float32 are flagged where they
+ * overflow, and only when asked. */
+static void test_forward_flags_overflow_of_finite_inputs(void **state)
+{
+    (void)state;
+    forward_case fc = {.c = 2, .n = 3, .m = 3, .D = 4, .H = 2, .dk = 2, .dv = 2, .scale = 1};
+    make_case(&fc);
+    /* the values of make_case are below 1: X of 1e17 keeps q and k below
+     * 1e18, and their products of about 1e34 times 2 terms in float32 */
+    assert_int_equal(overflow_bits(&fc, 1, 1, 1, true), 0);
+    assert_int_equal(overflow_bits(&fc, 1e17, 1, 1, true), 0);
+    /* X around 1e21: q and k near 1e21, logits near 1e42 > 3.4e38 (and
+     * the NaN weights that follow reach the output) */
+    int bits = overflow_bits(&fc, 1e21, 1, 1, true);
+    assert_true(bits & ATTN_OVERFLOW_SCORES);
+    assert_false(bits & ATTN_OVERFLOW_PROJECTIONS);
+    /* X around 3e38: the projections themselves overflow */
+    assert_true(overflow_bits(&fc, 3e38, 1, 1, true) & ATTN_OVERFLOW_PROJECTIONS);
+    /* W_V around 1e6 (heads near 1e5, finite) and W_O around 3e38: each
+     * product of the output projection passes 3.4e38 */
+    assert_int_equal(overflow_bits(&fc, 1, 1e6, 3e38, true), ATTN_OVERFLOW_OUTPUT);
+    /* not asked (--allow-nonfinite): nothing flagged */
+    assert_int_equal(overflow_bits(&fc, 1e21, 1, 3e38, false), 0);
+    free_case(&fc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -806,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_forward_causal_matches_reference),
         cmocka_unit_test(test_forward_cross_shared_kv_and_keep),
         cmocka_unit_test(test_forward_item_with_every_key_masked_gives_bias),
+        cmocka_unit_test(test_forward_flags_overflow_of_finite_inputs),
     };
     attn_set_threads(1);
     return cmocka_run_group_tests(tests, NULL, NULL);
