@@ -1,6 +1,7 @@
 # tests/checks.sh - the counters and verdict shared by the command-line
 # suites: set SUITE, then source this file.  finish prints
-# "<SUITE>: N passed, M failed" and exits nonzero when any check failed.
+# "<SUITE>: N passed, M failed" and exits nonzero when any check failed;
+# run_problem judges how a run of attnrun ended.
 pass=0
 fail=0
 ok()  { echo "ok $*"; pass=$((pass + 1)); }
@@ -9,4 +10,22 @@ finish() {
     echo "$SUITE: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
     exit
+}
+
+# run_problem RC STATUS STDERR: why a run of attnrun that ended with RC
+# (its messages in the file STDERR) did not end as documented for STATUS:
+# killed by the hang guard (timeout -s KILL: 137) or another signal, a
+# different status, or -- for a failure -- not exactly one stderr line
+# starting "attnrun: ".  Prints nothing when it did.
+run_problem() {
+    local rc=$1 status=$2 stderr=$3
+    if [ "$rc" -eq 137 ]; then
+        echo "no answer within the time limit (killed)"
+    elif [ "$rc" -gt 128 ]; then
+        echo "killed by signal $((rc - 128)): $(head -c 300 "$stderr")"
+    elif [ "$rc" -ne "$status" ]; then
+        echo "exit $rc, expected $status: $(head -c 300 "$stderr")"
+    elif [ "$status" -ne 0 ] && { [ "$(wc -l <"$stderr")" -ne 1 ] || ! grep -q '^attnrun: ' "$stderr"; }; then
+        echo "stderr is not one 'attnrun: ' line: $(head -c 300 "$stderr")"
+    fi
 }

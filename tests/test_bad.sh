@@ -42,22 +42,16 @@ fingerprint() {
 attempt() {
     local name=$1 expected=$2 input=$3
     shift 3
-    local out=$tmp/out/$name before after rc lines
+    local out=$tmp/out/$name before after rc problem
     mkdir -p "$out"
     before=$(fingerprint "$input")
     timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" -q "$@" -o "$out/out.h5" \
         </dev/null >"$tmp/stdout" 2>"$tmp/stderr"
     rc=$?
     after=$(fingerprint "$input")
-    lines=$(wc -l <"$tmp/stderr")
-    if [ "$rc" -eq 137 ]; then
-        bad "$name: no answer within $TIME_LIMIT s (killed)"
-    elif [ "$rc" -gt 128 ]; then
-        bad "$name: killed by signal $((rc - 128)): $(head -c 300 "$tmp/stderr")"
-    elif [ "$rc" -ne "$expected" ]; then
-        bad "$name: exit $rc, expected $expected: $(head -c 300 "$tmp/stderr")"
-    elif [ "$expected" -ne 0 ] && { [ "$lines" -ne 1 ] || ! grep -q '^attnrun: ' "$tmp/stderr"; }; then
-        bad "$name: stderr is not one 'attnrun: ' line: $(head -c 300 "$tmp/stderr")"
+    problem=$(run_problem "$rc" "$expected" "$tmp/stderr")
+    if [ -n "$problem" ]; then
+        bad "$name: $problem"
     elif [ "$expected" -ne 0 ] && [ -n "$(ls -A "$out")" ]; then
         bad "$name: left behind: $(ls -A "$out" | tr '\n' ' ')"
     elif [ "$before" != "$after" ]; then

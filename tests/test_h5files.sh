@@ -412,7 +412,7 @@ temps() { find "$1" -maxdepth 1 -name '.*attnrun-tmp*' -printf '%f ' ; }
 # OUT's place) exactly as it was: IN's bytes, no OUT, no temporary.
 # Whatever a wrong run added to DIR is removed afterwards.
 refused() {
-    local name=$1 status=$2 pattern=$3 dir=$4 limit=$5 before after f
+    local name=$1 status=$2 pattern=$3 dir=$4 limit=$5 before after f problem
     shift 5
     before=$(snap "$dir")
     attn "$limit" "$@"
@@ -421,14 +421,9 @@ refused() {
         [ -e "$f" ] || [ -L "$f" ] || continue
         printf '%s\n' "$before" | cut -d ' ' -f 1 | grep -qxF -e "${f##*/}" || rm -rf "$f"
     done
-    if [ "$rc" -eq 137 ]; then
-        bad "$name: no answer within $limit s (killed)"
-    elif [ "$rc" -gt 128 ]; then
-        bad "$name: killed by signal $((rc - 128)): $(err1)"
-    elif [ "$rc" -ne "$status" ]; then
-        bad "$name: exit $rc, expected $status: $(err1)"
-    elif [ "$(wc -l <"$T/stderr")" -ne 1 ] || ! grep -q '^attnrun: ' "$T/stderr"; then
-        bad "$name: stderr is not one 'attnrun: ' line: $(head -c 300 "$T/stderr")"
+    problem=$(run_problem "$rc" "$status" "$T/stderr")
+    if [ -n "$problem" ]; then
+        bad "$name: $problem"
     elif [ -n "$pattern" ] && ! grep -qF -e "$pattern" "$T/stderr"; then
         bad "$name: the message does not contain '$pattern': $(err1)"
     elif [ "$before" != "$after" ]; then
@@ -441,13 +436,10 @@ refused() {
 # succeeded NAME DIR: the last attn run exited 0 and left no temporary in
 # DIR; otherwise records the failure.  Status 0 when it did.
 succeeded() {
-    local name=$1 dir=$2 left
-    if [ "$rc" -eq 137 ]; then
-        bad "$name: no answer within the time limit (killed)"
-    elif [ "$rc" -gt 128 ]; then
-        bad "$name: killed by signal $((rc - 128)): $(err1)"
-    elif [ "$rc" -ne 0 ]; then
-        bad "$name: exit $rc, expected 0: $(err1)"
+    local name=$1 dir=$2 left problem
+    problem=$(run_problem "$rc" 0 "$T/stderr")
+    if [ -n "$problem" ]; then
+        bad "$name: $problem"
     elif [ -s "$T/stderr" ]; then
         bad "$name: exit 0 but stderr says: $(err1)"
     elif left=$(temps "$dir") && [ -n "$left" ]; then

@@ -407,22 +407,16 @@ verdict() {
     return $status
 }
 _verdict() {
-    local name=$1 want=$2 text=$3 dir=$4 out=$5 in=${6:-} sum=${7:-} lines pat missing=
-    lines=$(wc -l <"$ERR")
+    local name=$1 want=$2 text=$3 dir=$4 out=$5 in=${6:-} sum=${7:-} pat missing= problem
     local rest=$text
     while [ "$want" -ne 0 ] && [ -n "$rest" ]; do
         pat=${rest%%&&*}
         if [ "$pat" = "$rest" ]; then rest=; else rest=${rest#*&&}; fi
         grep -qE -- "$pat" "$ERR" || missing="$missing '$pat'"
     done
-    if [ "$rc" -eq 137 ]; then
-        bad "$name: no answer within the time limit (killed): $(err1)"
-    elif [ "$rc" -gt 128 ]; then
-        bad "$name: killed by signal $((rc - 128)): $(err1)"
-    elif [ "$rc" -ne "$want" ]; then
-        bad "$name: exit $rc, expected $want: $(err1)"
-    elif [ "$want" -ne 0 ] && { [ "$lines" -ne 1 ] || ! grep -q '^attnrun: ' "$ERR"; }; then
-        bad "$name: stderr is not one 'attnrun: ' line: $(err1)"
+    problem=$(run_problem "$rc" "$want" "$ERR")
+    if [ -n "$problem" ]; then
+        bad "$name: $problem"
     elif [ -n "$missing" ]; then
         bad "$name: the message lacks$missing: $(err1)"
     elif [ "$want" -ne 0 ] && [ -n "$out" ] && [ -e "$out" ]; then
