@@ -355,6 +355,14 @@ static void describe_external(hid_t group, const char *link, size_t size, char *
     free(value);
 }
 
+/* A link on the way to `name` that HDF5 cannot read: a damaged file. */
+static int damaged(const attn_h5in *in, const char *name, const char *link, attn_error *err)
+{
+    char detail[256];
+    return attn_fail(err, ATTN_EINPUT, "%s: cannot follow %.200s on the way to %.200s (a damaged "
+                     "file): %s", in->path, link, name, attn_h5_error_detail(detail, sizeof detail));
+}
+
 /*
  * Opens the object `name` names ("/a/b/X" or "a/b/X", from the root),
  * following every link on the way itself, once, left to right: a hard link
@@ -387,8 +395,13 @@ static int resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *e
         H5L_info_t info;
         memcpy(link, part, len);
         link[len] = '\0';
-        if (H5Lget_info(here, link, &info, H5P_DEFAULT) < 0) {
-            status = 1;                       /* no such link (or not a group) */
+        htri_t there = H5Iget_type(here) == H5I_GROUP ? H5Lexists(here, link, H5P_DEFAULT) : 0;
+        if (there == 0) {
+            status = 1;                       /* no such link, or not a group */
+            goto out;
+        }
+        if (there < 0 || H5Lget_info(here, link, &info, H5P_DEFAULT) < 0) {
+            status = damaged(in, name, link, err);
             goto out;
         }
         if (info.type == H5L_TYPE_SOFT) {
@@ -435,12 +448,12 @@ static int resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *e
             goto out;
         }
         hid_t next = H5Oopen(here, link, H5P_DEFAULT);
-        H5Oclose(here);
-        here = next;
-        if (here < 0) {
-            status = 1;
+        if (next < 0) {
+            status = damaged(in, name, link, err);
             goto out;
         }
+        H5Oclose(here);
+        here = next;
     } while (next_part(path, &at, &part, &len));
     *object = here;
     here = H5I_INVALID_HID;
