@@ -68,8 +68,10 @@ $(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
 $(LIB): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
-$(BIN): cmd/attnrun.c $(LIB) lib/*.h
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+CMD_SRC = cmd/attnrun.c cmd/process.c
+
+$(BIN): $(CMD_SRC) cmd/*.h $(LIB) lib/*.h
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CMD_SRC) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: tests/%.c tests/test_support.h $(LIB) lib/*.h | $(BUILD)/tests
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
@@ -91,10 +93,10 @@ demo: deps
 FAULT_DIR = build/fault
 FAULT_BIN = $(FAULT_DIR)/attnrun
 
-$(FAULT_BIN): cmd/attnrun.c $(LIB_SRC) lib/*.h lib/*.inc
+$(FAULT_BIN): $(CMD_SRC) cmd/*.h $(LIB_SRC) lib/*.h lib/*.inc
 	@mkdir -p $(FAULT_DIR)
 	$(CC) $(CPPFLAGS) -DATTN_FAULT_INJECTION $(ALL_CFLAGS) -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -fno-omit-frame-pointer cmd/attnrun.c $(LIB_SRC) \
+	    -fno-sanitize-recover=all -fno-omit-frame-pointer $(CMD_SRC) $(LIB_SRC) \
 	    $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) -o $@
 
 CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \

@@ -1,0 +1,52 @@
+/*
+ * process.h - what attnrun does about its own process, apart from the
+ * command line: descriptors 0-2 that may be closed, every signal that
+ * would end it, libraries that call exit(), and OpenBLAS's start-up
+ * buffers (checked before main, see process.c).  Only cmd/ uses it.
+ *
+ *     process_open_standard_descriptors();          // first thing in main
+ *     attn_atomic *tx = process_watch("in.h5", "out.h5", false);
+ *     ... attn_run with options.transaction = tx ...
+ *     process_run_ended();
+ */
+#ifndef ATTN_CMD_PROCESS_H
+#define ATTN_CMD_PROCESS_H
+
+#include "attn_atomic.h"
+
+#include <stdbool.h>
+
+/* attnrun's exit statuses (README, Exit status). */
+enum exit_code {
+    EXIT_OK = 0,          /* success                                        */
+    EXIT_RUNTIME = 1,     /* runtime or I/O failure, interrupted            */
+    EXIT_USAGE = 2,       /* usage error                                    */
+    EXIT_INPUT = 3        /* input rejected                                 */
+};
+
+/* Opens each of descriptors 0, 1 and 2 that is closed on /dev/null, the
+ * other way round (stdin for writing, stdout and stderr for reading), so
+ * that no file opened later becomes one of them.  Ends the process
+ * (EXIT_RUNTIME) when that is impossible. */
+void process_open_standard_descriptors(void);
+
+/*
+ * Installs the handlers: every signal that would end the process ends the
+ * run at once on the main thread -- the transaction's temporary removed,
+ * one line naming `target` (OUT, or IN when `is_input`), EXIT_RUNTIME --
+ * unless the transaction is committing (the point of no return); the
+ * fatal signals end it with EXIT_INPUT when HDF5 was reading `input`, else
+ * EXIT_RUNTIME; SIGPIPE and SIGXFSZ are ignored; an exit() from a library
+ * removes the temporary.  Returns the transaction the caller passes to
+ * attn_run.
+ */
+attn_atomic *process_watch(const char *input, const char *target, bool is_input);
+
+/* A "\r" progress line is on stderr: a handler's line starts a new one. */
+void process_progress_line_open(void);
+bool process_progress_line_is_open(void);
+
+/* attn_run has returned: a signal from now on leaves main to finish. */
+void process_run_ended(void);
+
+#endif
