@@ -29,7 +29,8 @@ TIME_LIMIT=${TIME_LIMIT:-10}
 BOMB_LIMIT=$(( TIME_LIMIT / 2 > 5 ? TIME_LIMIT / 2 : 5 ))
 
 SUITE="hdf5 files"
-. "$(dirname "$0")/checks.sh"
+TESTS=$(cd "$(dirname "$0")" && pwd)      # checks.sh, reference.py
+. "$TESTS/checks.sh"
 
 case $ATTNRUN in
     /*) ;;
@@ -57,8 +58,9 @@ cat >"$T/h.py" <<'EOF'
 import sys, argparse
 import numpy as np
 import h5py
+import reference as attention_reference
 
-OUTPUTS = ("scores", "weights", "heads", "output", "q", "k", "v")
+OUTPUTS = attention_reference.OUTPUTS
 AXES = {
     "scores":  ("batch", "head", "query", "key"),
     "weights": ("batch", "head", "query", "key"),
@@ -88,42 +90,8 @@ def gen(f, B, n, d, H=2, seed=0, bias=False, x=None, xname="X"):
             f[b] = (0.1 * rng.standard_normal(d)).astype(np.float32)
 
 def reference(f, x="X", heads=2, scale=None, causal=False):
-    """Every output in float64, from the formulas: per head columns of the
-    packed weights, scores = Q K^T * scale, softmax over keys, concat, W_O."""
-    X = np.asarray(f[x][...], dtype=np.float64)
-    W = {k: np.asarray(f[k][...], dtype=np.float64) for k in ("W_Q", "W_K", "W_V", "W_O")}
-    b = {k: np.asarray(f[k][...], dtype=np.float64).reshape(-1) if k in f else None
-         for k in ("b_Q", "b_K", "b_V", "b_O")}
-    rank2 = X.ndim == 2
-    if rank2:
-        X = X[None]
-    H = heads
-    dk = W["W_Q"].shape[1] // H
-    dv = W["W_V"].shape[1] // H
-    B, n, _ = X.shape
-
-    def proj(w, bias, dh):
-        P = X @ W[w]
-        if b[bias] is not None:
-            P = P + b[bias]
-        return P.reshape(B, n, H, dh).transpose(0, 2, 1, 3)
-
-    Q, K, V = proj("W_Q", "b_Q", dk), proj("W_K", "b_K", dk), proj("W_V", "b_V", dv)
-    s = 1.0 / np.sqrt(dk) if scale is None else scale
-    S = np.einsum("bhqd,bhkd->bhqk", Q, K) * s
-    if causal:
-        S = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, S)
-    M = S.max(axis=-1, keepdims=True)
-    E = np.exp(S - M)
-    A = E / E.sum(axis=-1, keepdims=True)
-    Hd = A @ V
-    O = Hd.transpose(0, 2, 1, 3).reshape(B, n, H * dv) @ W["W_O"]
-    if b["b_O"] is not None:
-        O = O + b["b_O"]
-    out = {"scores": S, "weights": A, "heads": Hd, "output": O, "q": Q, "k": K, "v": V}
-    if rank2:
-        out = {k: v[0] for k, v in out.items()}
-    return out
+    """Every output in float64 (tests/reference.py)."""
+    return attention_reference.from_file(f, heads, x=x, scale=scale, causal=causal)
 
 def compare(name, got, ref, f64):
     """'' when got matches ref: dtype, shape, within the tolerance."""
@@ -343,7 +311,7 @@ print("19_link=%d 19_other=%d" % (os.path.getsize(path("19")),
                                   os.path.getsize(os.path.join(d19, "other.h5"))))
 EOF
 
-if ! PYTHONPATH=$T "$PY" "$T/make.py" "$T/c" >"$T/make.log" 2>&1; then
+if ! PYTHONPATH=$T:$TESTS "$PY" "$T/make.py" "$T/c" >"$T/make.log" 2>&1; then
     bad "setup: generating the inputs failed: $(tail -n 3 "$T/make.log")"
     finish
 fi
@@ -352,7 +320,7 @@ sizes=$(tr '\n' ' ' <"$T/make.log")
 # Runs a Python check from stdin with h.py importable; arguments go to
 # sys.argv[1:].  Prints what it printed; its status is the check's.
 pycheck() {
-    PYTHONPATH=$T "$PY" - "$@" 2>&1
+    PYTHONPATH=$T:$TESTS "$PY" - "$@" 2>&1
 }
 
 # verify NAME OUT IN [h.py verify options]: records NAME as ok when every
@@ -360,7 +328,7 @@ pycheck() {
 verify() {
     local name=$1 out
     shift
-    if out=$(PYTHONPATH=$T "$PY" "$T/h.py" verify "$@" 2>&1); then
+    if out=$(PYTHONPATH=$T:$TESTS "$PY" "$T/h.py" verify "$@" 2>&1); then
         ok "$name ($(printf '%s' "$out" | tail -n 1 | head -c 200))"
     else
         bad "$name: $(printf '%s' "$out" | tail -n 1 | head -c 300)"

@@ -32,7 +32,8 @@ esac
 export ATTNRUN TIME_LIMIT=$TL
 
 SUITE="runtime"
-. "$(dirname "$0")/checks.sh"
+TESTS=$(cd "$(dirname "$0")" && pwd)      # checks.sh, reference.py
+. "$TESTS/checks.sh"
 skip() { echo "skip $*"; }
 
 ulimit -c 0 2>/dev/null     # SIGQUIT/SIGXCPU against an old binary would dump core
@@ -58,10 +59,11 @@ comparisons, and running attnrun with mid-run events ordered by polling."""
 import os, sys, time, signal, subprocess
 import numpy as np
 import h5py
+import reference as attention_reference
 
 TL = float(os.environ.get("TIME_LIMIT") or 10)
 ATTNRUN = os.environ.get("ATTNRUN", "")
-OUTPUTS = ("scores", "weights", "heads", "output", "q", "k", "v")
+OUTPUTS = attention_reference.OUTPUTS
 # The long run, on $T/long.h5: 16384 items of n=4, one per slice, on one
 # thread (about 0.8 s on 2 cores), so there is time to act mid-run; its
 # reference is cheap.
@@ -82,44 +84,10 @@ def gen(path, B, n, d, seed=0):
             f[w] = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
 
 
-# ---- the reference: float64, straight from the formulas -------------------
-
-def _per_head(w, H):
-    """(d_model, H*d) packed or (H, d_model, d) -> (H, d_model, d)."""
-    if w.ndim == 3:
-        return w
-    d_in, cols = w.shape
-    return w.reshape(d_in, H, cols // H).transpose(1, 0, 2)
-
-
-def _bias(b, H):
-    return 0.0 if b is None else b.reshape(H, -1)[None, :, None, :]
-
+# ---- the reference: float64, straight from the formulas (tests/reference.py)
 
 def reference(path, H, x="X"):
-    with h5py.File(path, "r") as f:
-        def get(k):
-            return f[k][...].astype(np.float64) if k in f else None
-        X = get(x)
-        WQ, WK, WV, WO = (get(k) for k in ("W_Q", "W_K", "W_V", "W_O"))
-        bQ, bK, bV, bO = (get(k) for k in ("b_Q", "b_K", "b_V", "b_O"))
-    rank2 = X.ndim == 2
-    if rank2:
-        X = X[None]
-    if WQ.ndim == 3:
-        H = WQ.shape[0]
-    Q = np.einsum("bnd,hdk->bhnk", X, _per_head(WQ, H)) + _bias(bQ, H)
-    K = np.einsum("bnd,hdk->bhnk", X, _per_head(WK, H)) + _bias(bK, H)
-    V = np.einsum("bnd,hdk->bhnk", X, _per_head(WV, H)) + _bias(bV, H)
-    S = np.einsum("bhqk,bhmk->bhqm", Q, K) / np.sqrt(Q.shape[-1])
-    W = np.exp(S - S.max(axis=-1, keepdims=True))
-    W /= W.sum(axis=-1, keepdims=True)
-    heads = np.einsum("bhqm,bhmv->bhqv", W, V)
-    out = np.einsum("bhqv,hvd->bqd", heads, WO.reshape(H, V.shape[-1], -1))
-    if bO is not None:
-        out = out + bO
-    res = {"scores": S, "weights": W, "heads": heads, "output": out, "q": Q, "k": K, "v": V}
-    return {k: v[0] for k, v in res.items()} if rank2 else res
+    return attention_reference.from_file(path, H, x=x)
 
 
 def check_values(out, group, inp, H, names=None):
@@ -348,7 +316,7 @@ EOF
 
 # Runs the Python driver on stdin (h importable); its stdout in $drv.
 drive() {
-    drv=$(PYTHONPATH=$T timeout -s KILL $((TL * 6 + 30)) "$PY" - "$@" 2>"$T/driver.err")
+    drv=$(PYTHONPATH=$T:$TESTS timeout -s KILL $((TL * 6 + 30)) "$PY" - "$@" 2>"$T/driver.err")
     [ -n "$drv" ] || drv="driver failed: $(tail -n 1 "$T/driver.err")"
 }
 
@@ -356,7 +324,7 @@ drive() {
 expect_py() {
     local name=$1 out
     shift
-    if out=$(PYTHONPATH=$T "$PY" - "$@" 2>&1) && [ -z "$out" ]; then
+    if out=$(PYTHONPATH=$T:$TESTS "$PY" - "$@" 2>&1) && [ -z "$out" ]; then
         ok "$name"
     else
         bad "$name: $(printf '%s\n' "$out" | tail -n 1)"
@@ -1193,7 +1161,7 @@ check_in_place_tmpfs() {
     fi
     MOUNTS+=("$small")
     # 544 KB: fits the tmpfs once, not twice
-    PYTHONPATH=$T "$PY" -c 'import sys, h; h.gen(sys.argv[1], 64, 64, 32)' "$small/in.h5"
+    PYTHONPATH=$T:$TESTS "$PY" -c 'import sys, h; h.gen(sys.argv[1], 64, 64, 32)' "$small/in.h5"
     ln -s "$small/in.h5" "$d/big/link.h5"
     sum=$(sha "$small/in.h5")
     real=$(realpath "$small")
@@ -1314,7 +1282,7 @@ if [ ! -x "$ATTNRUN" ]; then
     bad "setup: $ATTNRUN is not an executable (run make first)"
 elif ! "$PY" -c 'import numpy, h5py' 2>/dev/null; then
     bad "setup: $PY lacks numpy or h5py (set PYTHON)"
-elif ! PYTHONPATH=$T "$PY" -c 'import sys, h; h.gen(sys.argv[1], 16384, 4, 8, seed=1)' "$T/long.h5"; then
+elif ! PYTHONPATH=$T:$TESTS "$PY" -c 'import sys, h; h.gen(sys.argv[1], 16384, 4, 8, seed=1)' "$T/long.h5"; then
     bad "setup: cannot write the inputs"
 else
     for check in ${RUNTIME_CHECKS:-closed_descriptors input_changed locks special_inputs address_limit \
