@@ -371,7 +371,8 @@ static int damaged(const attn_h5in *in, const char *name, const char *link, attn
  * the kernel's ELOOP; an external link (another file) only when allowed;
  * a user-defined link never.  Any length of path works.
  * Returns ATTN_OK with *object open, 1 when the name leads nowhere (no
- * message), or ATTN_EINPUT / ATTN_ENOMEM with a message.
+ * message), or ATTN_EINPUT / ATTN_ENOMEM with a message -- also for a
+ * soft link on the way that leads nowhere.
  */
 static int resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *err)
 {
@@ -396,6 +397,11 @@ static int resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *e
         memcpy(link, part, len);
         link[len] = '\0';
         htri_t there = H5Iget_type(here) == H5I_GROUP ? H5Lexists(here, link, H5P_DEFAULT) : 0;
+        if (there == 0 && links > 0) {        /* a soft link led nowhere */
+            status = attn_fail(err, ATTN_EINPUT, "%s: %.200s leads through a soft link to "
+                               "%.200s, which does not exist", in->path, name, path);
+            goto out;
+        }
         if (there == 0) {
             status = 1;                       /* no such link, or not a group */
             goto out;
