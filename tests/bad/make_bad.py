@@ -211,6 +211,12 @@ def hostile_files(c):
     with h5py.File(path, "a") as f:
         f["X"] = h5py.SoftLink("/nowhere/X")
     c.case("dangling_soft_link", 3, "IN --heads 2", path)
+    # an optional bias that is a soft link to nothing: refused, not dropped
+    path = c.path("dangling_soft_link_bias")
+    write(path, arrays, skip=("b_Q",))
+    with h5py.File(path, "a") as f:
+        f["b_Q"] = h5py.SoftLink("/nowhere/b_Q")
+    c.case("dangling_soft_link_bias", 3, "IN --heads 2", path)
     # a group on the way to a weight is an external link
     path = c.path("external_group")
     write(path, arrays)
