@@ -21,6 +21,19 @@ import h5py
 
 OUTPUTS = ("scores", "weights", "heads", "output", "q", "k", "v")
 
+# The axis labels (and dimension-scale names) of each output (DESIGN
+# section 3); a rank-2 X drops the first.
+LABELS = {
+    "scores":  ("batch", "head", "query", "key"),
+    "weights": ("batch", "head", "query", "key"),
+    "heads":   ("batch", "head", "query", "d_v"),
+    "output":  ("batch", "query", "d_model"),
+    "q":       ("batch", "head", "query", "d_k"),
+    "k":       ("batch", "head", "key", "d_k"),
+    "v":       ("batch", "head", "key", "d_v"),
+}
+AXES = ("batch", "head", "query", "key", "d_k", "d_v", "d_model")
+
 
 def _per_head(w, heads):
     """(d_model, H*d) packed or (H, d_model, d) -> (H, d_model, d)."""

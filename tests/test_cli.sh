@@ -20,6 +20,7 @@ set -u
 ATTNRUN=${ATTNRUN:-build/attnrun}
 PY=${PYTHON:-/usr/bin/python3}
 FIX=$PWD/fixtures
+TESTS=$(cd "$(dirname "$0")" && pwd)      # reference.py
 
 # A relative path to the binary is taken from the directory we started in.
 case $ATTNRUN in
@@ -46,17 +47,7 @@ import re, sys
 import numpy as np
 import h5py
 
-OUTPUTS = ("scores", "weights", "heads", "output", "q", "k", "v")
-AXES = ("batch", "head", "query", "key", "d_k", "d_v", "d_model")
-LABELS = {
-    "scores":  ("batch", "head", "query", "key"),
-    "weights": ("batch", "head", "query", "key"),
-    "heads":   ("batch", "head", "query", "d_v"),
-    "output":  ("batch", "query", "d_model"),
-    "q":       ("batch", "head", "query", "d_k"),
-    "k":       ("batch", "head", "key", "d_k"),
-    "v":       ("batch", "head", "key", "d_v"),
-}
+from reference import AXES, LABELS, OUTPUTS      # tests/reference.py
 
 def fail(msg):
     print(msg)
@@ -117,7 +108,7 @@ EOF
 # Runs a Python check read from stdin with h.py importable; arguments go to
 # sys.argv[1:]. Prints what the check printed; the status is the check's.
 pycheck() {
-    PYTHONPATH=$T "$PY" - "$@" 2>&1
+    PYTHONPATH=$T:$TESTS "$PY" - "$@" 2>&1
 }
 
 # Records NAME as ok when the Python check on stdin passes, else FAIL with
@@ -136,7 +127,7 @@ expect_py() {
 
 # Generates an input: gen PATH B n d_model [seed].
 gen() {
-    PYTHONPATH=$T "$PY" -c 'import sys, h; h.gen(sys.argv[1], *map(int, sys.argv[2:]))' "$@"
+    PYTHONPATH=$T:$TESTS "$PY" -c 'import sys, h; h.gen(sys.argv[1], *map(int, sys.argv[2:]))' "$@"
 }
 
 # Runs attnrun with stdout/stderr captured in $T/stdout, $T/stderr; sets $rc.
@@ -360,7 +351,7 @@ check_compress() {
     d=$(workdir compress)
     # Compressible: every query row of an item is the same, so each row of
     # scores/weights is constant-per-row and heads/output repeat row after row.
-    PYTHONPATH=$T "$PY" - "$d/in.h5" <<'EOF'
+    PYTHONPATH=$T:$TESTS "$PY" - "$d/in.h5" <<'EOF'
 import sys, h
 def same_rows(X):
     X[:, 1:, :] = X[:, :1, :]
@@ -859,7 +850,7 @@ EOF
 check_nonfinite() {
     local d
     d=$(workdir nonfinite)
-    PYTHONPATH=$T "$PY" - "$d/in.h5" <<'EOF'
+    PYTHONPATH=$T:$TESTS "$PY" - "$d/in.h5" <<'EOF'
 import sys, numpy as np, h
 def nan_at(X):
     X[1, 2, 3] = np.nan
@@ -958,7 +949,7 @@ EOF
     run "$d/in.h5" -o "$d/g.h5" --wq none
     expect_refusal option_named_in_message 2 "^attnrun: --wq none"
 
-    PYTHONPATH=$T "$PY" - "$d/wide.h5" <<'EOF'
+    PYTHONPATH=$T:$TESTS "$PY" - "$d/wide.h5" <<'EOF'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "w") as f:
     x = np.ones((2, 3, 4)); x[1, 2, 3] = 1e100     # its logits fit float64

@@ -61,15 +61,7 @@ import h5py
 import reference as attention_reference
 
 OUTPUTS = attention_reference.OUTPUTS
-AXES = {
-    "scores":  ("batch", "head", "query", "key"),
-    "weights": ("batch", "head", "query", "key"),
-    "heads":   ("batch", "head", "query", "d_v"),
-    "output":  ("batch", "query", "d_model"),
-    "q":       ("batch", "head", "query", "d_k"),
-    "k":       ("batch", "head", "key", "d_k"),
-    "v":       ("batch", "head", "key", "d_v"),
-}
+AXES = attention_reference.LABELS
 
 def fail(msg):
     print(msg)
