@@ -6,7 +6,6 @@
  * is cmd/process.c; everything else is libattn (lib/).
  */
 #define _GNU_SOURCE
-#include "attn_h5.h"
 #include "attn_run.h"
 #include "process.h"
 

@@ -77,11 +77,6 @@ static void attn_blas_single(void)
         openblas_set_num_threads(1);
 }
 
-void attn_blas_prepare(void)
-{
-    attn_blas_single();
-}
-
 #define REAL float
 #define SUFFIX f32
 #define GEMM cblas_sgemm

@@ -206,14 +206,6 @@ void attn_set_threads(int threads);
 int attn_threads(void);
 
 /*
- * Sets OpenBLAS up to run one thread inside each of attnrun's, as every
- * kernel does on entry.  Called before the first product, it gives back
- * the work buffers (128 MiB each) OpenBLAS took at start for threads of
- * its own, so the address space left can be measured.
- */
-void attn_blas_prepare(void);
-
-/*
  * Overlap for the caller: the next parallel region of a kernel called from
  * this thread runs job(context) on its thread 0 -- the calling thread
  * itself -- while the other threads start the region's blocks; thread 0

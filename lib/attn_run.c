@@ -922,7 +922,6 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         release(&st);
         return status;
     }
-    attn_blas_prepare();
     if ((status = attn_guard_threads(attn_threads(), err)) == ATTN_OK &&
         (status = attn_guard_memory(planned_bytes(&st), attn_threads(), err)) == ATTN_OK &&
         (status = check_free_space(&st, err)) == ATTN_OK &&
