@@ -20,6 +20,7 @@
 #define ATTN_MATH_H
 
 #include "attn_common.h"
+#include "attn_threads.h"
 
 #include <stddef.h>
 
@@ -184,37 +185,5 @@ void attn_split_heads_ld_f64(const double *packed, size_t ld, size_t rows, size_
  * every value is finite. */
 size_t attn_find_nonfinite_f32(const float *values, size_t count);
 size_t attn_find_nonfinite_f64(const double *values, size_t count);
-
-/* Threads per core attnrun starts at most (--threads, OMP_NUM_THREADS),
- * and the most in any case. */
-#define ATTN_THREADS_PER_CORE 4
-#define ATTN_MAX_THREADS 4096
-
-/* ATTN_THREADS_PER_CORE x the online cores (at most ATTN_MAX_THREADS). */
-int attn_thread_limit(void);
-
-/*
- * Sets the number of threads the kernels use (1 to attn_thread_limit();
- * default: all cores, or OMP_NUM_THREADS capped at attn_thread_limit()).
- * The work is split into fixed blocks, each computed by one thread with
- * single-threaded BLAS, so the results are the same for every thread count.
- */
-void attn_set_threads(int threads);
-
-/* Threads the kernels will use: 1 when the OpenBLAS linked is the
- * sequential build, which is not safe to call from several threads. */
-int attn_threads(void);
-
-/*
- * Overlap for the caller: the next parallel region of a kernel called from
- * this thread runs job(context) on its thread 0 -- the calling thread
- * itself -- while the other threads start the region's blocks; thread 0
- * joins them when the job returns.  attn_beside_finish runs the job now if
- * no region took it.  The pipeline writes one step and reads the next
- * slice this way, keeping every HDF5 call on its own thread.
- * The job, like attn_set_threads, is process-wide: one pipeline at a time.
- */
-void attn_beside(void (*job)(void *context), void *context);
-void attn_beside_finish(void);
 
 #endif

@@ -1,0 +1,315 @@
+/*
+ * attn_pipeline.c - the slices of the batch: read, computed and written,
+ * the I/O of one step overlapping the compute of the next.
+ *
+ * Legend: see attn_run_state.h.
+ */
+#include "attn_run_state.h"
+
+#include <string.h>
+
+/*
+ * Carves one allocation into the buffers of two slices (the pipeline
+ * computes one while it writes the other, see compute) and two sets of
+ * maps (one block of rows each).
+ */
+int run_allocate_slices(run_state *st, attn_error *err)
+{
+    const attn_slice_sizes *sizes = &st->sizes;
+    const size_t c = st->report->slice_items, elem = attn_precision_size(st->opt->precision);
+    const attn_layout *layout = &st->report->layout;
+    const attn_dims *d = &layout->dims;
+    const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
+    const size_t qk = d->heads * d->d_k, vc = d->heads * d->d_v;
+    size_t total;
+    if (!run_slice_memory_bytes(st, &total))
+        return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
+    st->slice_memory = run_alloc(st, 1, total, "the buffers of two slices (see --memory)", err);
+    if (st->slice_memory == NULL)
+        return ATTN_ENOMEM;
+    char *p = run_align_up(st->slice_memory);
+    for (int i = 0; i < 2; i++) {
+        attn_slice *slice = &st->slots[i];
+        void *projections = NULL, *keep = NULL;
+        void **targets[] = {(void **)&slice->x, (void **)&slice->y, &projections,
+                            &st->maps[i][0], &st->maps[i][1], &slice->concat, &slice->output,
+                            &keep};
+        const size_t bytes[] = {sizes->x * elem, sizes->y * elem, sizes->projections * elem,
+                                (sizes->map_count == 2 ? map : 0) * elem,
+                                (sizes->map_count >= 1 ? map : 0) * elem,
+                                sizes->concat * elem, sizes->output * elem, sizes->keep};
+        for (size_t j = 0; j < sizeof bytes / sizeof bytes[0]; j++) {
+            *targets[j] = p;
+            p = run_align_up(p + c * bytes[j]);
+        }
+        if (sizes->map_count < 2)
+            st->maps[i][0] = NULL;
+        if (sizes->map_count < 1)
+            st->maps[i][1] = NULL;
+        /* Projections side by side, for one GEMM: (c, n, q|k|v) for
+         * self-attention, (c, n, q) then (c, m, k|v) for --kv. */
+        slice->q = projections;
+        if (!layout->cross) {
+            slice->ldq = slice->ldk = slice->ldv = 2 * qk + vc;
+            slice->k = (char *)projections + qk * elem;
+        } else {
+            slice->ldq = qk;
+            slice->ldk = slice->ldv = qk + vc;
+            slice->k = (char *)projections + c * d->n * qk * elem;
+        }
+        slice->v = (char *)slice->k + qk * elem;
+        slice->keep = layout->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL : keep;
+        slice->keep_stride = layout->mask_shared ? 0 : d->m;
+        if (!layout->cross) {
+            slice->y = slice->x;
+            slice->y_stride = d->n * d->d_model;
+        } else {
+            slice->y_stride = layout->kv_shared ? 0 : d->m * d->d_model;
+        }
+    }
+    st->slots[0].scratch = st->slots[1].scratch = p;   /* steps run one at a time */
+    /* The reordering room is used by the writing thread only: once. */
+    st->split = run_alloc(st, c * sizes->reorder, elem, "the output reordering buffer", err);
+    return st->split == NULL ? ATTN_ENOMEM : ATTN_OK;
+}
+
+/* Reads X, the keys/values and the mask of items [first, first + c). */
+static int read_slice(run_state *st, attn_slice *slice, size_t first, size_t c, attn_error *err)
+{
+    const attn_layout *layout = &st->report->layout;
+    const attn_dims *d = &layout->dims;
+    const attn_tensor_info *x = &st->info[ATTN_IN_X], *kv = &st->info[ATTN_IN_KV];
+    const attn_precision p = st->opt->precision;
+    size_t rows_first = layout->batched ? first : 0, rows = layout->batched ? c : d->n;
+    int status = attn_h5in_read_floats(st->in, x->name, p, rows_first, rows, (void *)slice->x, err);
+    if (status == ATTN_OK)
+        status = run_check_finite(st, x, slice->x, rows_first, c * d->n * d->d_model, err);
+    if (status == ATTN_OK && layout->cross && !layout->kv_shared) {
+        rows = layout->batched ? c : d->m;
+        status = attn_h5in_read_floats(st->in, kv->name, p, rows_first, rows, (void *)slice->y, err);
+        if (status == ATTN_OK)
+            status = run_check_finite(st, kv, slice->y, rows_first, c * d->m * d->d_model, err);
+    }
+    if (status == ATTN_OK && st->info[ATTN_IN_MASK].present && !layout->mask_shared)
+        status = attn_h5in_read_mask(st->in, st->info[ATTN_IN_MASK].name, first, c,
+                                     (unsigned char *)slice->keep, err);
+    return status;
+}
+
+/* The slice buffer holding an output; q, k, v and heads reordered
+ * head-major, (c, rows, H*d | ld) -> (c, H, rows, d). */
+static const void *output_buffer(run_state *st, const attn_slice *slice, attn_output which,
+                                 size_t c)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    const size_t elem = attn_precision_size(st->opt->precision);
+    const char *packed;
+    size_t rows, width, ld;
+    switch (which) {
+    case ATTN_OUT_OUTPUT:  return slice->output;
+    case ATTN_OUT_HEADS:
+        packed = slice->concat; rows = d->n; width = d->d_v; ld = d->heads * d->d_v; break;
+    case ATTN_OUT_Q: packed = slice->q; rows = d->n; width = d->d_k; ld = slice->ldq; break;
+    case ATTN_OUT_K: packed = slice->k; rows = d->m; width = d->d_k; ld = slice->ldk; break;
+    case ATTN_OUT_V:
+    default:         packed = slice->v; rows = d->m; width = d->d_v; ld = slice->ldv; break;
+    }
+    for (size_t b = 0; b < c; b++) {
+        const char *from = packed + b * rows * ld * elem;
+        char *to = (char *)st->split + b * rows * d->heads * width * elem;
+        if (st->opt->precision == ATTN_F64)
+            attn_split_heads_ld_f64((const double *)from, ld, rows, d->heads, width, (double *)to);
+        else
+            attn_split_heads_ld_f32((const float *)from, ld, rows, d->heads, width, (float *)to);
+    }
+    return st->split;
+}
+
+/* Writes scores and weights of items [first, first + c), query rows
+ * [row, row + rows). */
+static int write_maps(run_state *st, void *const maps_of[2], size_t first, size_t c, size_t row,
+                      size_t rows, attn_error *err)
+{
+    const attn_layout *layout = &st->report->layout;
+    const attn_output maps[2] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS};
+    for (int i = 0; i < 2; i++) {
+        if (!run_saved(st, maps[i]))
+            continue;
+        size_t at[4] = {first, 0, row, 0}, count[4] = {c, layout->dims.heads, rows, layout->dims.m};
+        const size_t *a = layout->batched ? at : at + 1, *n = layout->batched ? count : count + 1;
+        int status = attn_h5out_write_block(st->out, st->handles[maps[i]], a, n, maps_of[i], err);
+        if (status != ATTN_OK)
+            return status;
+    }
+    return ATTN_OK;
+}
+
+/* Writes every output but the maps for items [first, first + c). */
+static int write_slice(run_state *st, const attn_slice *slice, size_t first, size_t c,
+                       attn_error *err)
+{
+    const attn_layout *layout = &st->report->layout;
+    for (int i = ATTN_OUT_HEADS; i < ATTN_OUT_COUNT; i++) {
+        size_t dims[4];
+        const char *labels[4];
+        if (!run_saved(st, (attn_output)i))
+            continue;
+        attn_output_shape(layout, (attn_output)i, dims, labels);
+        const void *buf = output_buffer(st, slice, (attn_output)i, c);
+        int status = layout->batched ? attn_h5out_write(st->out, st->handles[i], first, c, buf, err)
+                                  : attn_h5out_write(st->out, st->handles[i], 0, dims[0], buf, err);
+        if (status != ATTN_OK)
+            return status;
+    }
+    return ATTN_OK;
+}
+
+static int interrupted(const run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    return attn_fail(err, ATTN_EINTR, "%s: interrupted; no output was written",
+                     opt->in_place ? opt->input : opt->output);
+}
+
+/* One step of the pipeline: a block of query rows of one slice. */
+typedef struct step {
+    size_t first, count;         /* batch items [first, first + count)    */
+    size_t row, rows;            /* query rows [row, row + rows)          */
+    attn_slice *slice;           /* its slot                              */
+    void *maps[2];               /* scores, weights: the set of its parity */
+    bool starts, ends;           /* first / last block of its slice       */
+} step;
+
+/* The step with index t (steps run slice by slice, block by block). */
+static step step_at(run_state *st, size_t t)
+{
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    const size_t blocks = (n + block - 1) / block, batch = st->report->layout.dims.batch;
+    const size_t items = st->report->slice_items, slice = t / blocks, b = t % blocks;
+    step s = {
+        .first = slice * items, .row = b * block, .starts = b == 0, .ends = b + 1 == blocks,
+        .slice = &st->slots[slice % 2],
+    };
+    s.count = batch - s.first < items ? batch - s.first : items;
+    s.rows = n - s.row < block ? n - s.row : block;
+    s.maps[0] = st->maps[t % 2][0];
+    s.maps[1] = st->maps[t % 2][1];
+    return s;
+}
+
+/* The compute of one step. */
+static void compute_step(run_state *st, const step *s)
+{
+    s->slice->count = s->count;
+    s->slice->scores = s->maps[0];
+    s->slice->weights = s->maps[1];
+    if (s->starts)
+        attn_project_inputs(&st->cfg, &st->weights, s->slice);
+    attn_attend(&st->cfg, s->slice, s->row, s->rows);
+    if (s->ends)
+        attn_project_output(&st->cfg, &st->weights, s->slice);
+}
+
+/* Writes what step s computed: its maps, and at the end of its slice the
+ * slice's other outputs. */
+static int write_step(run_state *st, const step *s, attn_error *err)
+{
+    int status = write_maps(st, s->maps, s->first, s->count, s->row, s->rows, err);
+    if (status == ATTN_OK && s->ends) {
+        status = write_slice(st, s->slice, s->first, s->count, err);
+        const attn_run_options *opt = st->opt;
+        if (status == ATTN_OK && opt->progress != NULL &&
+            !opt->progress(s->first + s->count, st->report->layout.dims.batch, opt->progress_context))
+            status = attn_fail(err, ATTN_EIO, "%s: stopped: progress could not be reported",
+                               opt->in_place ? opt->input : opt->output);
+    }
+    return status;
+}
+
+/* The I/O done beside the compute of one step (see run_steps). */
+typedef struct beside {
+    run_state *st;
+    const step *write;          /* the previous step, or NULL          */
+    const step *read;           /* the next step when it starts a slice */
+    int status;
+    attn_error err;
+} beside;
+
+static void beside_io(void *context)
+{
+    beside *job = context;
+    if (job->write != NULL)
+        job->status = write_step(job->st, job->write, &job->err);
+    if (job->write != NULL && job->status == ATTN_OK)
+        attn_h5out_start_writeback(job->st->out);
+    if (job->status == ATTN_OK && job->read != NULL)
+        job->status = read_slice(job->st, job->read->slice, job->read->first, job->read->count,
+                                 &job->err);
+}
+
+/*
+ * A step computed a NaN or an infinity from finite inputs: values beyond
+ * the precision's range.  Refused, naming where and what to do.
+ */
+static int overflow_failure(const run_state *st, const step *s, attn_error *err)
+{
+    const int where = s->slice->overflow;
+    const char *stage = where & ATTN_OVERFLOW_PROJECTIONS ? "the q, k and v projections"
+                      : where & ATTN_OVERFLOW_SCORES ? "the attention scores"
+                      : "the output projection";
+    if (st->opt->precision == ATTN_F64)
+        return attn_fail(err, ATTN_EINPUT,
+                         "%s: %s of batch items %zu..%zu overflow float64 (finite inputs give "
+                         "infinite or NaN values): the inputs are too large", st->opt->input,
+                         stage, s->first, s->first + s->count - 1);
+    return attn_fail(err, ATTN_EINPUT,
+                     "%s: %s of batch items %zu..%zu overflow float32 (finite inputs give "
+                     "infinite or NaN values); use --precision f64", st->opt->input, stage,
+                     s->first, s->first + s->count - 1);
+}
+
+/*
+ * The pipeline.  Step t computes one block of query rows of one slice on
+ * every thread; meanwhile thread 0, this thread, writes step t-1 and
+ * reads the slice of step t+1 when that starts one (attn_beside), then
+ * joins the compute.  So every HDF5 call stays on this thread, and there
+ * are never more busy threads than --threads.  Two slots of slice buffers
+ * and two sets of maps (by step parity) keep the stages apart.
+ */
+int run_steps(run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    const size_t blocks = (n + block - 1) / block, items = st->report->slice_items;
+    const size_t steps = (st->report->layout.dims.batch + items - 1) / items * blocks;
+    if (steps == 0)
+        return ATTN_OK;
+    step previous = {0}, current = step_at(st, 0);
+    int status = read_slice(st, current.slice, current.first, current.count, err);
+    if (status != ATTN_OK)
+        return status;
+    for (size_t t = 0; t < steps; t++) {
+        if (opt->cancel != NULL && *opt->cancel)
+            return interrupted(st, err);
+        step next = t + 1 < steps ? step_at(st, t + 1) : (step){0};
+        beside job = {
+            .st = st, .write = t > 0 ? &previous : NULL,
+            .read = t + 1 < steps && next.starts ? &next : NULL,
+        };
+        attn_beside(beside_io, &job);
+        compute_step(st, &current);
+        attn_beside_finish();
+        if (job.status != ATTN_OK) {
+            *err = job.err;
+            return job.status;
+        }
+        if (current.slice->overflow != 0)
+            return overflow_failure(st, &current, err);
+        previous = current;
+        current = next;
+    }
+    if (opt->cancel != NULL && *opt->cancel)
+        return interrupted(st, err);
+    return write_step(st, &previous, err);
+}
+

@@ -1,0 +1,133 @@
+/*
+ * attn_preflight.c - what is checked before any work: the options, the
+ * memory the plan needs, and the free space for the outputs.
+ *
+ * Legend: see attn_run_state.h.
+ */
+#include "attn_run_state.h"
+
+#include "attn_guard.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/*
+ * Bytes of the one allocation allocate_slices carves: two slices' buffers
+ * (the slice's bytes, checked by the plan, plus at most RUN_ALIGN for each of
+ * its 8 buffers to start on a 64-byte boundary) and the attend scratch.
+ */
+bool run_slice_memory_bytes(const run_state *st, size_t *total)
+{
+    const size_t scratch = attn_attend_scratch_bytes(&st->cfg, st->report->slice_items,
+                                                     st->sizes.map_count == 0);
+    return attn_size_add(total, st->report->slice_bytes, 8 * RUN_ALIGN) &&
+           attn_size_mul(total, 2, *total) && attn_size_add(total, *total, scratch + RUN_ALIGN);
+}
+
+/*
+ * Every buffer the run will allocate, roughly (for attn_guard_memory): the
+ * parameters as read and repacked, the fused projection, the slices, the
+ * reordering room and a shared --kv.
+ */
+size_t run_planned_bytes(const run_state *st)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    const size_t elem = attn_precision_size(st->opt->precision);
+    size_t total = 0, part;
+    for (int i = ATTN_IN_WQ; i < ATTN_IN_COUNT; i++)
+        if (st->info[i].present && attn_size_product(&part, st->info[i].dims, st->info[i].rank))
+            total += 2 * part * elem;
+    total += d->d_model * d->heads * (2 * d->d_k + d->d_v) * elem;
+    if (run_slice_memory_bytes(st, &part))
+        total += part;
+    total += st->report->slice_items * st->sizes.reorder * elem;
+    if (st->report->layout.kv_shared)
+        total += d->m * d->d_model * elem;
+    return total;
+}
+
+/*
+ * Refuses a plan that cannot fit: the outputs (the --dry-run total) and,
+ * for --in-place, the copy of IN, against the free space of the file
+ * system the output goes to (IN's real one for --in-place).  --force
+ * skips the check; so do compressed outputs, which take less than the
+ * plan says, by how much is not known before writing.
+ */
+int run_check_free_space(run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    struct stat in;
+    if (opt->force || opt->compress > 0)
+        return ATTN_OK;
+    double need = (double)st->report->total_bytes;
+    if (opt->in_place && fstat(attn_h5in_descriptor(st->in), &in) == 0)
+        need += (double)in.st_size;
+    return attn_guard_free_space(opt->in_place ? opt->input : opt->output, need,
+                                 opt->in_place ? "the copy of the input and the outputs"
+                                               : "the outputs", err);
+}
+
+/* "/" or "/a/b": absolute, no empty, "." or ".." parts, no trailing "/". */
+static bool group_path_valid(const char *group)
+{
+    if (group == NULL || group[0] != '/')
+        return false;
+    if (group[1] == '\0')
+        return true;
+    for (const char *part = group + 1;;) {
+        size_t len = strcspn(part, "/");
+        if (len == 0 || (len == 1 && part[0] == '.') || (len == 2 && strncmp(part, "..", 2) == 0))
+            return false;
+        if (part[len] == '\0')
+            return true;
+        part += len + 1;
+    }
+}
+
+/* OUT must name a file attnrun can create and seek in. */
+static int check_output_name(const char *output, attn_error *err)
+{
+    struct stat st;
+    size_t len = strlen(output);
+    if (len == 0)
+        return attn_fail(err, ATTN_EUSAGE, "-o '': expected a file name");
+    if (strcmp(output, "-") == 0)
+        return attn_fail(err, ATTN_EUSAGE, "-o -: HDF5 output needs a file it can seek in, not "
+                         "standard output; give a file name");
+    if (output[len - 1] == '/' || (stat(output, &st) == 0 && S_ISDIR(st.st_mode)))
+        return attn_fail(err, ATTN_EUSAGE, "-o %s: names a directory; expected a file name", output);
+    return ATTN_OK;
+}
+
+int run_check_options(const attn_run_options *opt, attn_error *err)
+{
+    bool writes = !opt->dry_run;
+    if (opt->input == NULL ||
+        (writes && ((!opt->in_place && opt->output == NULL) || opt->transaction == NULL)))
+        return attn_fail(err, ATTN_EUSAGE, "an input and an output (or --in-place) are required");
+    if (!opt->in_place && opt->output != NULL && attn_same_file(opt->input, opt->output))
+        return attn_fail(err, ATTN_EUSAGE, "%s: the output is the input; use --in-place to add results to it",
+                         opt->output);
+    if (opt->compress < 0 || opt->compress > 9)
+        return attn_fail(err, ATTN_EUSAGE, "--compress %d: expected 0 to 9", opt->compress);
+    if (!group_path_valid(opt->group))
+        return attn_fail(err, ATTN_EUSAGE,
+                         "--group '%s': expected / or an absolute path of names such as /results/run1",
+                         opt->group ? opt->group : "");
+    if (opt->save == 0)
+        return attn_fail(err, ATTN_EUSAGE, "--save: nothing to save");
+    if (opt->has_scale && !(isfinite(opt->scale) && opt->scale > 0))
+        return attn_fail(err, ATTN_EUSAGE, "--scale %g: expected a finite positive number", opt->scale);
+    if (opt->has_scale && opt->precision == ATTN_F32 &&
+        (isinf((float)opt->scale) || (float)opt->scale == 0))
+        return attn_fail(err, ATTN_EUSAGE,
+                         "--scale %g does not fit float32 (%g to %g), the computation's type; "
+                         "use --precision f64", opt->scale, (double)FLT_TRUE_MIN, (double)FLT_MAX);
+    if (opt->threads > attn_thread_limit())
+        return attn_fail(err, ATTN_EUSAGE, "--threads %d: at most %d here (%d per core)",
+                         opt->threads, attn_thread_limit(), ATTN_THREADS_PER_CORE);
+    return writes && !opt->in_place ? check_output_name(opt->output, err) : ATTN_OK;
+}
+

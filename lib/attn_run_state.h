@@ -1,0 +1,78 @@
+/*
+ * attn_run_state.h - what the phases of one run share (internal to libattn).
+ *
+ * attn_run.c orchestrates; each phase is one file:
+ *   attn_preflight.c  options, memory, threads and disk checked before work
+ *   attn_params.c     weights and biases read, checked, packed and fused
+ *   attn_outfile.c    the output group: room made, datasets, provenance
+ *   attn_pipeline.c   slices read, computed and written, overlapped
+ *
+ * Legend: B batch, c items in a slice, H heads, G K/V heads, n queries,
+ *         m keys, D d_model, dk, dv.
+ */
+#ifndef ATTN_RUN_STATE_H
+#define ATTN_RUN_STATE_H
+
+#include "attn_h5.h"
+#include "attn_math.h"
+#include "attn_run.h"
+
+#include <stdint.h>
+
+typedef struct run_state {
+    const attn_run_options *opt;
+    attn_run_report *report;
+    attn_tensor_info info[ATTN_IN_COUNT];
+    attn_h5in *in;
+    attn_h5out *out;
+    attn_config cfg;
+    void *parameters[8];          /* packed W_Q W_K W_V W_O b_Q b_K b_V b_O */
+    void *fused;                  /* (D, H*(2dk+dv)) = [W_Q | W_K | W_V]    */
+    void *fused_bias;             /* (H*(2dk+dv)), zeros for absent biases  */
+    attn_weights weights;
+    attn_slice_sizes sizes;
+    void *slice_memory;           /* every per-slice buffer, carved below   */
+    void *split;                  /* (c, H, rows, d): q, k, v or heads
+                                     reordered head-major for writing     */
+    void *y_shared;               /* (m, D) when --kv is shared by all items */
+    unsigned char *keep_shared;   /* (m) when --mask is shared               */
+    attn_slice slots[2];          /* the slice computed and the one written */
+    void *maps[2][2];             /* [step parity][scores, weights]         */
+    int handles[ATTN_OUT_COUNT];
+} run_state;
+
+static inline bool run_saved(const run_state *st, attn_output which)
+{
+    return (st->opt->save >> which) & 1u;
+}
+
+/* Every buffer carved from one allocation starts on this boundary. */
+#define RUN_ALIGN ((size_t)64)
+
+static inline char *run_align_up(void *p)
+{
+    uintptr_t at = (uintptr_t)p;
+    return (char *)((at + RUN_ALIGN - 1) / RUN_ALIGN * RUN_ALIGN);
+}
+
+/* attn_params.c */
+void *run_alloc(const run_state *st, size_t count, size_t size, const char *what, attn_error *err);
+int run_check_finite(const run_state *st, const attn_tensor_info *t, const void *buf,
+                     size_t first, size_t count, attn_error *err);
+int run_load_parameters(run_state *st, attn_error *err);
+int run_load_shared(run_state *st, attn_error *err);
+
+/* attn_preflight.c */
+int run_check_options(const attn_run_options *opt, attn_error *err);
+bool run_slice_memory_bytes(const run_state *st, size_t *total);
+size_t run_planned_bytes(const run_state *st);
+int run_check_free_space(run_state *st, attn_error *err);
+
+/* attn_outfile.c */
+int run_open_output(run_state *st, attn_error *err);
+
+/* attn_pipeline.c */
+int run_allocate_slices(run_state *st, attn_error *err);
+int run_steps(run_state *st, attn_error *err);
+
+#endif
