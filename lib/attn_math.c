@@ -44,6 +44,20 @@ static size_t attn_scratch_flags(size_t items, size_t heads)
     return (items * heads + 63) / 64 * 64;
 }
 
+/*
+ * The keys [*lo, *hi) that query row `query` may see by position: the
+ * causal mask hides k > q, the window hides k <= q - window.  (Key
+ * padding is per key, applied on top: see mask_range.)
+ */
+static void attn_visible_keys(const attn_config *cfg, size_t query, size_t *lo, size_t *hi)
+{
+    const size_t m = cfg->dims.m;
+    *hi = cfg->causal && query + 1 < m ? query + 1 : m;
+    *lo = cfg->window != 0 && query >= cfg->window ? query - cfg->window + 1 : 0;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+
 #define REAL float
 #define SUFFIX f32
 #define GEMM cblas_sgemm
@@ -102,9 +116,22 @@ void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_sli
 
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online)
 {
-    size_t bytes = attn_scratch_flags(items, cfg->dims.heads);
+    size_t bytes = attn_scratch_flags(items, attn_kv_heads(&cfg->dims));
     if (online)
         bytes += (size_t)attn_threads() * ONLINE_QUERY_BLOCK * KEY_BLOCK *
                  attn_precision_size(cfg->precision);
     return bytes;
+}
+
+void attn_alibi_slopes(size_t heads, double *slopes)
+{
+    size_t power = 1;                      /* the largest power of two <= heads */
+    while (power <= heads / 2)
+        power *= 2;
+    const double base = pow(2.0, -8.0 / (double)power);
+    for (size_t h = 0; h < power && h < heads; h++)
+        slopes[h] = pow(base, (double)(h + 1));
+    const double extra = pow(2.0, -4.0 / (double)power);
+    for (size_t h = power; h < heads; h++)
+        slopes[h] = pow(extra, (double)(2 * (h - power) + 1));
 }

@@ -4,7 +4,8 @@
  * The math of shared/seed (DESIGN §2), with no knowledge of files.  Every
  * buffer is row-major and dense; its shape is written beside it.
  *
- * Legend: c batch items in a slice, H heads, n queries, m keys,
+ * Legend: c batch items in a slice, H heads, G K/V heads (G divides H;
+ *         query head h uses K/V head h*G/H), n queries, m keys,
  *         D d_model, dk = d_k, dv = d_v.
  *
  *     attn_config cfg = { .dims = dims, .scale = 1 / sqrt(dk), .causal = true,
@@ -23,6 +24,7 @@
 #include "attn_threads.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The sizes of one attention layer applied to one input. */
 typedef struct attn_dims {
@@ -31,14 +33,41 @@ typedef struct attn_dims {
     size_t m;        /* keys per item (n unless cross-attention)        */
     size_t d_model;  /* D                                               */
     size_t heads;    /* H                                               */
+    size_t kv_heads; /* G; 0 means H                                    */
     size_t d_k;      /* per-head query/key width                        */
     size_t d_v;      /* per-head value width                            */
 } attn_dims;
+
+/* G of the dims: kv_heads, or H when 0. */
+static inline size_t attn_kv_heads(const attn_dims *d)
+{
+    return d->kv_heads != 0 ? d->kv_heads : d->heads;
+}
+
+/* How rotary position embeddings pair the features they rotate. */
+typedef enum attn_rope_style {
+    ATTN_ROPE_NEOX,    /* feature i with i + R/2 (HF rotate_half)          */
+    ATTN_ROPE_GPTJ     /* feature 2i with 2i + 1 (HF rotate_every_two)     */
+} attn_rope_style;
+
+/* Rotary position embeddings of q and k; none when theta is 0. */
+typedef struct attn_rope {
+    double theta;            /* base: pair i turns by pos * theta^(-2i/R)  */
+    size_t dim;              /* R: the first R features of each head turn  */
+    attn_rope_style style;
+} attn_rope;
 
 typedef struct attn_config {
     attn_dims dims;
     double scale;               /* multiplies Q K^T; 1/sqrt(d_k) by default */
     bool causal;                /* key k is hidden from query q when k > q  */
+    size_t window;              /* 0, or key k is hidden from query q when
+                                   k <= q - window                          */
+    double softcap;             /* 0, or logit = softcap tanh(logit/softcap) */
+    const double *alibi;        /* (H) slopes: logit += slope (pos_k - pos_q);
+                                   NULL = none                              */
+    attn_rope rope;
+    double norm_eps;            /* in the RMSNorm of attn_weights.q_norm    */
     attn_precision precision;   /* element type of every buffer below       */
     bool check_overflow;        /* the inputs are finite: flag a NaN or an
                                    infinity computed from them in
@@ -53,21 +82,32 @@ enum {
     ATTN_OVERFLOW_OUTPUT = 4         /* the projected output                */
 };
 
-/* The layer's parameters in packed form, in cfg->precision. */
+/*
+ * The layer's parameters in packed form, in cfg->precision.  Shapes are
+ * for x W (linear false); with linear every weight is stored transposed,
+ * as torch.nn.Linear does (W_Q (H*dk, D), W_O (D, H*dv), ...).
+ */
 typedef struct attn_weights {
+    bool linear;      /* y = x W^T + b instead of y = x W + b            */
     const void *w_q;  /* (D, H*dk): head i owns columns i*dk .. i*dk+dk-1 */
-    const void *w_k;  /* (D, H*dk)                                       */
-    const void *w_v;  /* (D, H*dv)                                       */
+    const void *w_k;  /* (D, G*dk)                                       */
+    const void *w_v;  /* (D, G*dv)                                       */
     const void *w_o;  /* (H*dv, D)                                       */
     const void *b_q;  /* (H*dk) or NULL                                  */
-    const void *b_k;  /* (H*dk) or NULL                                  */
-    const void *b_v;  /* (H*dv) or NULL                                  */
+    const void *b_k;  /* (G*dk) or NULL                                  */
+    const void *b_v;  /* (G*dv) or NULL                                  */
     const void *b_o;  /* (D) or NULL                                     */
     /* Optional fused form of the first three: when w_qkv is not NULL it is
-     * (D, H*(2dk+dv)) = [W_Q | W_K | W_V] and b_qkv is NULL or the three
-     * biases end to end; w_q, w_k, w_v, b_q, b_k, b_v are then ignored. */
+     * (D, F) with F = H*dk + G*dk + G*dv output features, either the blocks
+     * [W_Q | W_K | W_V] or, with heads_interleaved (G = H, dv = dk), per
+     * head [q | k | v] (head h owns features h*3dk .. h*3dk+3dk-1).  b_qkv
+     * is NULL or (F) in the same order.  w_q, w_k, w_v, b_q, b_k, b_v are
+     * then ignored. */
     const void *w_qkv;
     const void *b_qkv;
+    bool heads_interleaved;
+    const void *q_norm;  /* (dk): RMSNorm weights of each head's q, or NULL */
+    const void *k_norm;  /* (dk): the same for k                           */
 } attn_weights;
 
 /* One slice of the batch: inputs, then every buffer attn_forward fills. */
@@ -80,16 +120,29 @@ typedef struct attn_slice {
     const unsigned char *keep;   /* (c, m): nonzero = key may be attended;
                                     NULL = every key                        */
     size_t keep_stride;          /* m, or 0 when one row serves every item  */
+    const int64_t *positions;    /* (c, n) query positions (RoPE, ALiBi);
+                                    NULL = 0 .. n-1                         */
+    size_t positions_stride;     /* n, or 0 when one row serves every item  */
+    const int64_t *kv_positions; /* (c, m) key positions; NULL = 0 .. m-1   */
+    size_t kv_positions_stride;
+    const void *bias;            /* (c, H, n, m) added to the logits, with
+                                    the strides below (0 = broadcast); NULL
+                                    = none                                 */
+    size_t bias_item_stride, bias_head_stride;
     void *q;                     /* (c, n, H*dk | ldq) packed projections   */
-    void *k;                     /* (c, m, H*dk | ldk)                      */
-    void *v;                     /* (c, m, H*dv | ldv)                      */
+    void *k;                     /* (c, m, G*dk | ldk)                      */
+    void *v;                     /* (c, m, G*dv | ldv)                      */
+    size_t hsq, hsk, hsv;        /* elements between heads in a row; 0 = dk,
+                                    dk, dv (3dk for every one when the
+                                    fused weights interleave heads)       */
     size_t ldq, ldk, ldv;        /* row strides; 0 = the packed width. With
                                     fused weights, q k v side by side in one
                                     (c, n, H*(2dk+dv)) buffer (k = q + H*dk,
                                     v = k + H*dk, ld = H*(2dk+dv)) take one
                                     GEMM for self-attention, and k v side by
                                     side one GEMM for cross-attention      */
-    void *scores;                /* (c, H, rows, m) scaled, masked = -inf;
+    void *scores;                /* (c, H, rows, m) logits (attn_attend),
+                                    masked = -inf;
                                     NULL = not kept (softmax in place)     */
     void *weights;               /* (c, H, rows, m) softmax of scores; NULL
                                     with scores NULL = online softmax, no maps */
@@ -112,15 +165,20 @@ typedef struct attn_slice {
 void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /* Step 1: q, k and v of every item (one GEMM when fused, see attn_slice),
- * and in s->scratch which heads' v are finite, for attn_attend. */
+ * the RMSNorm of q and k per head (w->q_norm, w->k_norm) and then their
+ * rotary embeddings (cfg->rope), and in s->scratch which K/V heads' v are
+ * finite, for attn_attend. */
 void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /*
  * Step 2, for query rows [row_first, row_first + rows) of every head and
  * item: the maps (c, H, rows, m) into s->scores / s->weights, and those
  * rows of every head into s->concat.  Calls covering all n rows, in any
- * blocks, make the complete concat.  Causal blocks above the diagonal are
- * skipped (not when v holds a NaN or an infinity: then every key takes
+ * blocks, make the complete concat.  The logits are, in this order,
+ *     scale q.k  ->  softcap  ->  + ALiBi + s->bias  ->  masks (-inf):
+ * causal, window, key padding.  Keys that no row of a block sees (above
+ * the causal diagonal, before the window) are skipped (not when v holds
+ * a NaN or an infinity: then every key takes
  * part, as in weights . V written out, so the result does not depend on
  * the blocks).  With scores and weights NULL it keeps no maps: an online
  * softmax over blocks of keys (flash attention), O(rows) extra memory.
@@ -170,16 +228,43 @@ void attn_head_output_f32(const float *weights, const float *v, size_t ldv, size
 void attn_head_output_f64(const double *weights, const double *v, size_t ldv, size_t n,
                           size_t m, size_t dv, double *out, size_t ldo);
 
+/* The ALiBi slopes of `heads` heads into slopes (heads): the geometric
+ * sequence 2^(-8/P), its powers 1..P for the largest power of two P <=
+ * heads, then the odd powers of 2^(-4/P) for the rest (ALiBi paper, as
+ * BLOOM's build_alibi_tensor). */
+void attn_alibi_slopes(size_t heads, double *slopes);
+
+/* Rotates x (rows, . | ld), `heads` heads hs apart, each head's first
+ * rope->dim features, row r at position pos[r] (pos NULL: first + r). */
+void attn_rope_rows_f32(const attn_rope *rope, float *x, size_t ld, size_t rows, size_t heads,
+                        size_t hs, const int64_t *pos, size_t first);
+void attn_rope_rows_f64(const attn_rope *rope, double *x, size_t ld, size_t rows,
+                        size_t heads, size_t hs, const int64_t *pos, size_t first);
+
+/* RMSNorm of each head of x (rows, . | ld), `heads` heads hs apart, d
+ * features each: x / sqrt(mean(x^2) + eps) * w (d). */
+void attn_rms_norm_rows_f32(float *x, size_t ld, size_t rows, size_t heads, size_t hs, size_t d,
+                            const float *w, double eps);
+void attn_rms_norm_rows_f64(double *x, size_t ld, size_t rows, size_t heads, size_t hs,
+                            size_t d, const double *w, double eps);
+
 /* Reorders packed per-row head blocks into head-major order:
  * packed (rows, H*d) -> split (H, rows, d).  Used to store q, k and v. */
 void attn_split_heads_f32(const float *packed, size_t rows, size_t heads, size_t d, float *split);
 void attn_split_heads_f64(const double *packed, size_t rows, size_t heads, size_t d, double *split);
 
 /* The same from packed rows with a row stride of ld elements (>= H*d). */
+/* (The head stride is d; attn_split_heads_hs takes another.) */
 void attn_split_heads_ld_f32(const float *packed, size_t ld, size_t rows, size_t heads, size_t d,
                              float *split);
 void attn_split_heads_ld_f64(const double *packed, size_t ld, size_t rows, size_t heads, size_t d,
                              double *split);
+
+/* packed (rows, . | ld) with heads hs apart -> split (H, rows, d). */
+void attn_split_heads_hs_f32(const float *packed, size_t ld, size_t hs, size_t rows,
+                             size_t heads, size_t d, float *split);
+void attn_split_heads_hs_f64(const double *packed, size_t ld, size_t hs, size_t rows,
+                             size_t heads, size_t d, double *split);
 
 /* Index of the first NaN or infinity among values (count), or count when
  * every value is finite. */
