@@ -23,10 +23,10 @@
 
 /* Long options without a short form. */
 enum {
-    OPT_IN_PLACE = 256, OPT_SCALE, OPT_KV, OPT_MASK, OPT_X, OPT_WQ, OPT_WK, OPT_WV, OPT_WO,
-    OPT_BQ, OPT_BK, OPT_BV, OPT_BO, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_COMPRESS,
+    OPT_IN_PLACE = 256, OPT_SCALE, OPT_DATASET, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_COMPRESS,
     OPT_THREADS, OPT_BATCH_SLICE, OPT_MEMORY, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE, OPT_ALLOW_EXTERNAL, OPT_ALLOW_PLUGINS,
-    OPT_WAIT
+    OPT_WAIT, OPT_LAYOUT, OPT_QKV_SPLIT, OPT_WEIGHTS_GROUP, OPT_PRESET, OPT_KV_HEADS, OPT_ROPE,
+    OPT_ROPE_DIM, OPT_ROPE_STYLE, OPT_ALIBI, OPT_WINDOW, OPT_SOFTCAP, OPT_NORM_EPS, OPT_MASK_INVERT
 };
 
 static const struct option long_options[] = {
@@ -35,17 +35,39 @@ static const struct option long_options[] = {
     {"heads", required_argument, NULL, 'H'},
     {"causal", no_argument, NULL, 'c'},
     {"scale", required_argument, NULL, OPT_SCALE},
-    {"kv", required_argument, NULL, OPT_KV},
-    {"mask", required_argument, NULL, OPT_MASK},
-    {"x", required_argument, NULL, OPT_X},
-    {"wq", required_argument, NULL, OPT_WQ},
-    {"wk", required_argument, NULL, OPT_WK},
-    {"wv", required_argument, NULL, OPT_WV},
-    {"wo", required_argument, NULL, OPT_WO},
-    {"bq", required_argument, NULL, OPT_BQ},
-    {"bk", required_argument, NULL, OPT_BK},
-    {"bv", required_argument, NULL, OPT_BV},
-    {"bo", required_argument, NULL, OPT_BO},
+    /* Every option naming an input dataset (the input table's `option`). */
+    {"kv", required_argument, NULL, OPT_DATASET},
+    {"mask", required_argument, NULL, OPT_DATASET},
+    {"x", required_argument, NULL, OPT_DATASET},
+    {"wq", required_argument, NULL, OPT_DATASET},
+    {"wk", required_argument, NULL, OPT_DATASET},
+    {"wv", required_argument, NULL, OPT_DATASET},
+    {"wo", required_argument, NULL, OPT_DATASET},
+    {"bq", required_argument, NULL, OPT_DATASET},
+    {"bk", required_argument, NULL, OPT_DATASET},
+    {"bv", required_argument, NULL, OPT_DATASET},
+    {"bo", required_argument, NULL, OPT_DATASET},
+    {"wqkv", required_argument, NULL, OPT_DATASET},
+    {"bqkv", required_argument, NULL, OPT_DATASET},
+    {"q-norm", required_argument, NULL, OPT_DATASET},
+    {"k-norm", required_argument, NULL, OPT_DATASET},
+    {"alibi-slopes", required_argument, NULL, OPT_DATASET},
+    {"positions", required_argument, NULL, OPT_DATASET},
+    {"kv-positions", required_argument, NULL, OPT_DATASET},
+    {"attn-bias", required_argument, NULL, OPT_DATASET},
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"qkv-split", required_argument, NULL, OPT_QKV_SPLIT},
+    {"weights-group", required_argument, NULL, OPT_WEIGHTS_GROUP},
+    {"preset", required_argument, NULL, OPT_PRESET},
+    {"kv-heads", required_argument, NULL, OPT_KV_HEADS},
+    {"rope", required_argument, NULL, OPT_ROPE},
+    {"rope-dim", required_argument, NULL, OPT_ROPE_DIM},
+    {"rope-style", required_argument, NULL, OPT_ROPE_STYLE},
+    {"alibi", no_argument, NULL, OPT_ALIBI},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"softcap", required_argument, NULL, OPT_SOFTCAP},
+    {"norm-eps", required_argument, NULL, OPT_NORM_EPS},
+    {"mask-invert", no_argument, NULL, OPT_MASK_INVERT},
     {"group", required_argument, NULL, OPT_GROUP},
     {"save", required_argument, NULL, OPT_SAVE},
     {"precision", required_argument, NULL, OPT_PRECISION},
@@ -66,7 +88,8 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-static const char usage_text[] =
+/* The help text, in parts (each within what C compilers must support). */
+static const char *const usage_text[] = {
     "Usage: attnrun [OPTIONS] IN.h5 (-o OUT.h5 | --in-place)\n"
     "\n"
     "Multi-head scaled dot-product attention for every sequence of a batch stored\n"
@@ -89,6 +112,30 @@ static const char usage_text[] =
     "      --scale S        multiply Q K^T by S instead of 1/sqrt(d_k)\n"
     "      --kv NAME        cross-attention: keys and values from dataset NAME\n"
     "      --mask NAME      key padding mask (B, m) or (m): nonzero = may attend\n"
+    "      --mask-invert    the mask's nonzero entries are the masked keys (torch\n"
+    "                       key_padding_mask)\n"
+    "      --kv-heads G     K/V heads shared by H/G query heads each (GQA, MQA;\n"
+    "                       default: from the K weight's shape)\n"
+    "      --window W       sliding window: query q sees keys k > q - W\n"
+    "      --softcap C      logits become C tanh(logit / C) (Gemma 2)\n"
+    "      --alibi          add ALiBi biases slope_h (k - q) (BLOOM)\n"
+    "      --alibi-slopes NAME  (H) slopes instead of the standard ones\n"
+    "      --attn-bias NAME add a float dataset (n, m), (H, n, m) or (B, H, n, m)\n"
+    "      --rope THETA     rotary position embeddings of q and k with base THETA\n"
+    "      --rope-dim R     rotate the first R features of each head (default d_k)\n"
+    "      --rope-style S   neox (halves, default) or gptj (adjacent pairs)\n"
+    "      --positions NAME     integer positions (n) or (B, n) of the queries\n"
+    "      --kv-positions NAME  the same for the keys of --kv (default 0..m-1)\n"
+    "      --q-norm NAME, --k-norm NAME  RMSNorm weights (d_k) of each head's q, k\n"
+    "      --norm-eps E     their epsilon (default 1e-6)\n"
+    "\n"
+    "Weights:\n"
+    "      --preset NAME    a model family's names and semantics: gpt2, torch-mha,\n"
+    "                       llama, mistral, qwen2, qwen3, gemma2, neox, gptj, bloom, bert\n"
+    "      --weights-group PATH  look weight names up under PATH\n"
+    "      --layout L       xw (x W, default) or linear (x W^T, torch.nn.Linear)\n"
+    "      --wqkv NAME, --bqkv NAME  fused Q|K|V weights and bias\n"
+    "      --qkv-split S    blocks ([Q K V], default) or heads (per head [q|k|v])\n",
     "\n"
     "Input dataset names (paths inside groups allowed; 'none' ignores a bias):\n"
     "      --x NAME         queries (default X)\n"
@@ -121,10 +168,13 @@ static const char usage_text[] =
     "          --wq /layer3/attn/W_Q --wk /layer3/attn/W_K --wv /layer3/attn/W_V \\\n"
     "          --wo /layer3/attn/W_O --heads 12\n"
     "  attnrun in.h5 -o out.h5 --heads 12 --dry-run\n"
+    "  attnrun llama.h5 -o out.h5 --preset llama --weights-group /layers.0.self_attn \\\n"
+    "          --heads 32 --kv-heads 8 --rope 500000\n"
     "  h5dump -d /weights -s 0,0,0,0 -c 1,1,4,4 out.h5\n"
     "\n"
     "Exit status: 0 success, 1 runtime or I/O failure (or interrupted),\n"
-    "2 usage error, 3 input rejected.\n";
+    "2 usage error, 3 input rejected.\n",
+};
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -261,9 +311,23 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
     printf("input      %s\n", opt->input);
     printf("batch      %zu%s\n", d->batch, rep->layout.batched ? "" : " (rank-2 X: no batch axis)");
     printf("queries    n = %zu\nkeys       m = %zu%s\n", d->n, d->m, rep->layout.cross ? " (--kv)" : "");
-    printf("d_model    %zu\nheads      %zu\nd_k, d_v   %zu, %zu\n", d->d_model, d->heads, d->d_k, d->d_v);
-    printf("scale      %.9g\ncausal     %s\nprecision  %s\n", rep->scale, opt->causal ? "yes" : "no",
+    const attn_config *cfg = &rep->config;
+    printf("d_model    %zu\nheads      %zu (K/V heads %zu)\nd_k, d_v   %zu, %zu\n", d->d_model,
+           d->heads, attn_kv_heads(d), d->d_k, d->d_v);
+    printf("weights    %s%s\n", rep->layout.linear ? "x W^T (linear)" : "x W (xw)",
+           !rep->layout.fused ? "" : rep->layout.heads_interleaved ? ", fused q|k|v per head"
+                                                                   : ", fused [Q K V] blocks");
+    printf("scale      %.9g\ncausal     %s\nprecision  %s\n", rep->scale, cfg->causal ? "yes" : "no",
            opt->precision == ATTN_F64 ? "f64" : "f32");
+    if (cfg->window != 0)
+        printf("window     %zu keys\n", cfg->window);
+    if (cfg->softcap != 0)
+        printf("softcap    %.9g\n", cfg->softcap);
+    if (rep->alibi)
+        printf("alibi      yes\n");
+    if (cfg->rope.theta != 0)
+        printf("rope       theta %.9g, %zu of %zu features, %s style\n", cfg->rope.theta,
+               cfg->rope.dim, d->d_k, cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox");
     printf("FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
     printf("slice      %zu batch items, %s of buffers (two slices in flight)\n", rep->slice_items,
            human_bytes((double)rep->slice_bytes, h, sizeof h));
@@ -317,22 +381,14 @@ typedef struct cli {
     bool progress, quiet, help, version;
 } cli;
 
-/* The input slot each dataset-name option fills. */
-static int name_slot(int opt)
+/* The input a dataset-name option ("--wq") names, from the input table. */
+static attn_input input_of_option(const char *name)
 {
-    switch (opt) {
-    case OPT_X:  return ATTN_IN_X;
-    case OPT_WQ: return ATTN_IN_WQ;
-    case OPT_WK: return ATTN_IN_WK;
-    case OPT_WV: return ATTN_IN_WV;
-    case OPT_WO: return ATTN_IN_WO;
-    case OPT_BQ: return ATTN_IN_BQ;
-    case OPT_BK: return ATTN_IN_BK;
-    case OPT_BV: return ATTN_IN_BV;
-    case OPT_BO: return ATTN_IN_BO;
-    case OPT_KV: return ATTN_IN_KV;
-    default:     return ATTN_IN_MASK;
-    }
+    for (int i = 0; i < ATTN_IN_COUNT; i++)
+        if (strcmp(attn_input_spec_of((attn_input)i)->option, name) == 0)
+            return (attn_input)i;
+    assert(!"a dataset option missing from the input table");
+    return ATTN_IN_X;
 }
 
 /* Applies one option with its value (NULL for flags); `name` is how the
@@ -355,15 +411,78 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
             return usage_error("%s '%s': expected a finite positive number", name, value);
         c->run.has_scale = true;
         break;
-    case OPT_KV: case OPT_MASK:
-    case OPT_X: case OPT_WQ: case OPT_WK: case OPT_WV: case OPT_WO:
-    case OPT_BQ: case OPT_BK: case OPT_BV: case OPT_BO:
+    case OPT_DATASET: {
+        attn_input which = input_of_option(name);
         if (value[0] == '\0')
             return usage_error("%s '': expected a dataset name", name);
-        if (strcmp(value, "none") == 0 && !(opt >= OPT_BQ && opt <= OPT_BO))
+        if (strcmp(value, "none") == 0 && !attn_input_spec_of(which)->optional)
             return usage_error("%s none: only a bias can be left out", name);
-        c->run.names[name_slot(opt)] = value;
+        c->run.names[which] = value;
         break;
+    }
+    case OPT_LAYOUT:
+        if (strcmp(value, "xw") == 0)
+            c->run.layout = ATTN_LAYOUT_XW;
+        else if (strcmp(value, "linear") == 0)
+            c->run.layout = ATTN_LAYOUT_LINEAR;
+        else
+            return usage_error("%s '%s': expected xw (x W) or linear (x W^T, torch.nn.Linear)",
+                               name, value);
+        break;
+    case OPT_QKV_SPLIT:
+        if (strcmp(value, "blocks") != 0 && strcmp(value, "heads") != 0)
+            return usage_error("%s '%s': expected blocks ([Q;K;V]) or heads (per head [q|k|v])",
+                               name, value);
+        c->run.qkv_heads = strcmp(value, "heads") == 0;
+        break;
+    case OPT_WEIGHTS_GROUP:
+        if (value[0] != '/')
+            return usage_error("%s '%s': expected an absolute group path such as /layer0/attn",
+                               name, value);
+        c->run.weights_group = value;
+        break;
+    case OPT_PRESET:
+        if (attn_preset_find(value) == NULL)
+            return usage_error("%s '%s': unknown (choose from %s)", name, value, attn_preset_list());
+        c->run.preset = value;
+        break;
+    case OPT_KV_HEADS:
+        if (!parse_count(value, 1, 1u << 20, &count))
+            return usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
+        c->run.kv_heads = (size_t)count;
+        break;
+    case OPT_ROPE:
+        if (!parse_real(value, &c->run.rope_theta) || c->run.rope_theta <= 0)
+            return usage_error("%s '%s': expected RoPE's base theta, a positive number such as 10000",
+                               name, value);
+        break;
+    case OPT_ROPE_DIM:
+        if (!parse_count(value, 2, 1u << 20, &count) || count % 2 != 0)
+            return usage_error("%s '%s': expected an even number of features from 2", name, value);
+        c->run.rope_dim = (size_t)count;
+        break;
+    case OPT_ROPE_STYLE:
+        if (strcmp(value, "neox") != 0 && strcmp(value, "gptj") != 0)
+            return usage_error("%s '%s': expected neox (halves) or gptj (adjacent pairs)", name, value);
+        c->run.rope_style = strcmp(value, "gptj") == 0 ? ATTN_ROPE_GPTJ : ATTN_ROPE_NEOX;
+        c->run.has_rope_style = true;
+        break;
+    case OPT_ALIBI: c->run.alibi = true; break;
+    case OPT_WINDOW:
+        if (!parse_count(value, 1, SIZE_MAX, &count))
+            return usage_error("%s '%s': expected a whole number of keys from 1", name, value);
+        c->run.window = (size_t)count;
+        break;
+    case OPT_SOFTCAP:
+        if (!parse_real(value, &c->run.softcap) || c->run.softcap <= 0)
+            return usage_error("%s '%s': expected a finite positive number", name, value);
+        break;
+    case OPT_NORM_EPS:
+        if (!parse_real(value, &c->run.norm_eps) || c->run.norm_eps < 0)
+            return usage_error("%s '%s': expected a small non-negative number such as 1e-6",
+                               name, value);
+        break;
+    case OPT_MASK_INVERT: c->run.mask_invert = true; break;
     case OPT_GROUP: c->run.group = value; break;
     case OPT_SAVE:
         if (attn_parse_save_list(value, &c->run.save, &err) != ATTN_OK)
@@ -469,7 +588,8 @@ int main(int argc, char **argv)
     if (c.help || c.version) {
         free(command_line);
         if (c.help)
-            fputs(usage_text, stdout);
+            for (size_t i = 0; i < sizeof usage_text / sizeof usage_text[0]; i++)
+                fputs(usage_text[i], stdout);
         else
             printf("attnrun %s\n", ATTN_VERSION);
         return finish_stdout(EXIT_OK);

@@ -30,11 +30,13 @@
 #include "attn_common.h"
 
 #include <signal.h>
+#include <stdint.h>
 
 /* What an input dataset must hold. */
 typedef enum attn_data_kind {
     ATTN_DATA_FLOAT,   /* any IEEE floating type, converted on read       */
-    ATTN_DATA_MASK     /* integer or boolean (enum over an integer)        */
+    ATTN_DATA_MASK,    /* integer or boolean (enum over an integer)        */
+    ATTN_DATA_INTEGER  /* integer (positions)                              */
 } attn_data_kind;
 
 typedef struct attn_h5in attn_h5in;
@@ -132,6 +134,11 @@ int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, s
  * keep flags: keep[i] = 1 where the value is nonzero, else 0. */
 int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
                         unsigned char *keep, attn_error *err);
+
+/* Reads rows [first, first + count) of an integer dataset as int64
+ * (values beyond int64 are clipped by HDF5's conversion). */
+int attn_h5in_read_integers(attn_h5in *in, const char *name, size_t first, size_t count,
+                            int64_t *values, attn_error *err);
 
 typedef struct attn_h5out attn_h5out;
 

@@ -674,11 +674,13 @@ static int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
     }
     H5T_class_t cls = H5Tget_class(type);
     bool type_ok = kind == ATTN_DATA_FLOAT ? cls == H5T_FLOAT
-                                           : (cls == H5T_INTEGER || cls == H5T_ENUM);
+                 : kind == ATTN_DATA_INTEGER ? cls == H5T_INTEGER
+                                             : (cls == H5T_INTEGER || cls == H5T_ENUM);
     if (!type_ok) {
         status = attn_fail(err, ATTN_EINPUT, "%s: dataset %s has %s elements; %s expected",
                            in->path, info->name, class_name(cls),
-                           kind == ATTN_DATA_FLOAT ? "floating-point" : "integer or boolean");
+                           kind == ATTN_DATA_FLOAT ? "floating-point"
+                           : kind == ATTN_DATA_INTEGER ? "integer" : "integer or boolean");
         goto out;
     }
     size_t elem_size = H5Tget_size(type);
@@ -817,6 +819,16 @@ out:
     return status;
 }
 
+static int h5in_read_integers(attn_h5in *in, const char *name, size_t first, size_t count,
+                              int64_t *values, attn_error *err)
+{
+    attn_tensor_info info = {.name = name};
+    int status = h5in_describe(in, ATTN_DATA_INTEGER, true, &info, err);
+    if (status == ATTN_OK)
+        status = read_rows(in, name, H5T_NATIVE_INT64, first, count, values, err);
+    return status;
+}
+
 static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,
                            double *value, attn_error *err)
 {
@@ -882,6 +894,15 @@ int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t co
 {
     attn_h5_reading++;
     int status = h5in_read_mask(in, name, first, count, keep, err);
+    attn_h5_reading--;
+    return status;
+}
+
+int attn_h5in_read_integers(attn_h5in *in, const char *name, size_t first, size_t count,
+                            int64_t *values, attn_error *err)
+{
+    attn_h5_reading++;
+    int status = h5in_read_integers(in, name, first, count, values, err);
     attn_h5_reading--;
     return status;
 }

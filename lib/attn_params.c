@@ -111,28 +111,34 @@ out:
 }
 
 /*
- * [W_Q | W_K | W_V] as one (D, H*(2dk+dv)) matrix, and the three biases end
- * to end (zeros for an absent one), so that one GEMM projects all three.
+ * [W_Q | W_K | W_V] as one matrix -- (D, F) side by side for x W, (F, D)
+ * one under the other for x W^T -- and the three biases end to end (zeros
+ * for an absent one), so that one GEMM projects all three.
  */
 static int fuse_parameters(run_state *st, attn_error *err)
 {
-    const attn_dims *d = &st->report->layout.dims;
-    const size_t elem = attn_precision_size(st->opt->precision);
-    const size_t qk = d->heads * d->d_k, widths[3] = {qk, qk, d->heads * d->d_v};
-    const size_t all = widths[0] + widths[1] + widths[2];
-    char *fused = run_alloc(st, d->d_model * all, elem, "the fused projection weights", err);
+    const attn_layout *layout = &st->report->layout;
+    const attn_dims *d = &layout->dims;
+    const size_t elem = attn_precision_size(st->opt->precision), G = attn_kv_heads(d);
+    const size_t widths[3] = {d->heads * d->d_k, G * d->d_k, G * d->d_v};
+    const size_t all = widths[0] + widths[1] + widths[2], D = d->d_model;
+    char *fused = run_alloc(st, D * all, elem, "the fused projection weights", err);
     if (fused == NULL)
         return ATTN_ENOMEM;
     st->fused = fused;
     size_t column = 0;
     for (int i = 0; i < 3; i++) {
-        const char *part = st->parameters[i];
-        for (size_t r = 0; r < d->d_model; r++)
-            memcpy(fused + (r * all + column) * elem, part + r * widths[i] * elem, widths[i] * elem);
+        const char *part = st->whole[ATTN_IN_WQ + i];
+        if (layout->linear)                        /* rows follow rows */
+            memcpy(fused + column * D * elem, part, widths[i] * D * elem);
+        else
+            for (size_t r = 0; r < D; r++)
+                memcpy(fused + (r * all + column) * elem, part + r * widths[i] * elem,
+                       widths[i] * elem);
         column += widths[i];
     }
     st->weights.w_qkv = fused;
-    if (st->parameters[4] == NULL && st->parameters[5] == NULL && st->parameters[6] == NULL)
+    if (st->whole[ATTN_IN_BQ] == NULL && st->whole[ATTN_IN_BK] == NULL && st->whole[ATTN_IN_BV] == NULL)
         return ATTN_OK;
     char *bias = run_alloc(st, all, elem, "the fused biases", err);
     if (bias == NULL)
@@ -141,56 +147,133 @@ static int fuse_parameters(run_state *st, attn_error *err)
     st->fused_bias = bias;
     column = 0;
     for (int i = 0; i < 3; i++) {
-        if (st->parameters[4 + i] != NULL)
-            memcpy(bias + column * elem, st->parameters[4 + i], widths[i] * elem);
+        if (st->whole[ATTN_IN_BQ + i] != NULL)
+            memcpy(bias + column * elem, st->whole[ATTN_IN_BQ + i], widths[i] * elem);
         column += widths[i];
     }
     st->weights.b_qkv = bias;
     return ATTN_OK;
 }
 
+/* The ALiBi slopes: the dataset's, or the standard ones for H heads. */
+static int load_alibi(run_state *st, attn_error *err)
+{
+    const attn_tensor_info *t = &st->info[ATTN_IN_ALIBI_SLOPES];
+    const size_t H = st->report->layout.dims.heads;
+    if ((st->alibi = run_alloc(st, H, sizeof(double), "the ALiBi slopes", err)) == NULL)
+        return ATTN_ENOMEM;
+    st->cfg.alibi = st->alibi;
+    if (!t->present) {
+        attn_alibi_slopes(H, st->alibi);
+        return ATTN_OK;
+    }
+    int status = attn_h5in_read_floats(st->in, t->name, ATTN_F64, 0, H, st->alibi, err);
+    if (status == ATTN_OK && attn_find_nonfinite_f64(st->alibi, H) != H)
+        status = attn_fail(err, ATTN_EINPUT, "%s: ALiBi slopes %s hold a NaN or an infinity",
+                           st->opt->input, t->name);
+    return status;
+}
+
 int run_load_parameters(run_state *st, attn_error *err)
 {
-    static const attn_input order[8] = {ATTN_IN_WQ, ATTN_IN_WK, ATTN_IN_WV, ATTN_IN_WO,
-                                        ATTN_IN_BQ, ATTN_IN_BK, ATTN_IN_BV, ATTN_IN_BO};
-    for (int i = 0; i < 8; i++) {
-        int status = load_parameter(st, order[i], &st->parameters[i], err);
+    const attn_layout *layout = &st->report->layout;
+    for (int i = 0; i < ATTN_IN_COUNT; i++) {
+        if (!attn_input_spec_of((attn_input)i)->parameter || i == ATTN_IN_ALIBI_SLOPES)
+            continue;
+        int status = load_parameter(st, (attn_input)i, &st->whole[i], err);
         if (status != ATTN_OK)
             return status;
     }
+    void *const *p = st->whole;
     st->weights = (attn_weights){
-        .w_q = st->parameters[0], .w_k = st->parameters[1], .w_v = st->parameters[2],
-        .w_o = st->parameters[3], .b_q = st->parameters[4], .b_k = st->parameters[5],
-        .b_v = st->parameters[6], .b_o = st->parameters[7],
+        .linear = layout->linear,
+        .w_q = p[ATTN_IN_WQ], .w_k = p[ATTN_IN_WK], .w_v = p[ATTN_IN_WV], .w_o = p[ATTN_IN_WO],
+        .b_q = p[ATTN_IN_BQ], .b_k = p[ATTN_IN_BK], .b_v = p[ATTN_IN_BV], .b_o = p[ATTN_IN_BO],
+        .w_qkv = p[ATTN_IN_WQKV], .b_qkv = p[ATTN_IN_BQKV],
+        .heads_interleaved = layout->heads_interleaved,
+        .q_norm = p[ATTN_IN_Q_NORM], .k_norm = p[ATTN_IN_K_NORM],
     };
-    return fuse_parameters(st, err);
+    if (st->alibi_on) {
+        int status = load_alibi(st, err);
+        if (status != ATTN_OK)
+            return status;
+    }
+    return layout->fused ? ATTN_OK : fuse_parameters(st, err);
 }
 
-/* --kv (m, D) and --mask (m) shared by every item: read once. */
-int run_load_shared(run_state *st, attn_error *err)
+/*
+ * Rejects a NaN or +inf in an attention bias buf holding `count` values
+ * from rows [first, ...) of t: -inf is a mask and is kept.
+ */
+int run_check_bias(const run_state *st, const attn_tensor_info *t, const void *buf, size_t first,
+                   size_t count, attn_error *err)
 {
-    const attn_layout *layout = &st->report->layout;
-    const attn_tensor_info *kv = &st->info[ATTN_IN_KV], *mask = &st->info[ATTN_IN_MASK];
-    int status;
-    if (layout->kv_shared) {
-        size_t count = layout->dims.m * layout->dims.d_model;
-        st->y_shared = run_alloc(st, count, attn_precision_size(st->opt->precision), kv->name, err);
-        if (st->y_shared == NULL)
-            return ATTN_ENOMEM;
-        if ((status = attn_h5in_read_floats(st->in, kv->name, st->opt->precision, 0, layout->dims.m,
-                                            st->y_shared, err)) != ATTN_OK ||
-            (status = run_check_finite(st, kv, st->y_shared, 0, count, err)) != ATTN_OK)
-            return status;
-        st->slots[0].y = st->slots[1].y = st->y_shared;
-    }
-    if (mask->present && layout->mask_shared) {
-        st->keep_shared = run_alloc(st, layout->dims.m, 1, mask->name, err);
-        if (st->keep_shared == NULL)
-            return ATTN_ENOMEM;
-        if ((status = attn_h5in_read_mask(st->in, mask->name, 0, layout->dims.m, st->keep_shared, err)) != ATTN_OK)
-            return status;
-        st->slots[0].keep = st->slots[1].keep = st->keep_shared;
+    if (st->opt->allow_nonfinite)
+        return ATTN_OK;
+    for (size_t i = 0; i < count; i++) {
+        double v = st->opt->precision == ATTN_F64 ? ((const double *)buf)[i]
+                                                  : (double)((const float *)buf)[i];
+        if (isnan(v) || v == INFINITY)
+            return attn_fail(err, ATTN_EINPUT,
+                             "%s: attention bias %s holds %s (value %zu from row %zu); only -inf "
+                             "may mask; use --allow-nonfinite to accept it", st->opt->input,
+                             t->name, isnan(v) ? "nan" : "inf", i, first);
     }
     return ATTN_OK;
 }
 
+void run_invert_mask(unsigned char *keep, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        keep[i] = !keep[i];
+}
+
+/* Reads one input every item shares, whole, into st->whole[which]. */
+static int load_whole(run_state *st, attn_input which, size_t elem, attn_error *err)
+{
+    const attn_tensor_info *t = &st->info[which];
+    const attn_input_spec *spec = attn_input_spec_of(which);
+    size_t count, rows = t->rank > 0 ? t->dims[0] : 1;
+    attn_size_product(&count, t->dims, t->rank);       /* checked by the plan */
+    if ((st->whole[which] = run_alloc(st, count, elem, t->name, err)) == NULL)
+        return ATTN_ENOMEM;
+    if (which == ATTN_IN_MASK) {
+        int status = attn_h5in_read_mask(st->in, t->name, 0, rows, st->whole[which], err);
+        if (st->opt->mask_invert)
+            run_invert_mask(st->whole[which], count);
+        return status;
+    }
+    if (spec->integer)
+        return attn_h5in_read_integers(st->in, t->name, 0, rows, st->whole[which], err);
+    int status = attn_h5in_read_floats(st->in, t->name, st->opt->precision, 0, rows,
+                                       st->whole[which], err);
+    if (status != ATTN_OK)
+        return status;
+    return which == ATTN_IN_ATTN_BIAS ? run_check_bias(st, t, st->whole[which], 0, count, err)
+                                      : run_check_finite(st, t, st->whole[which], 0, count, err);
+}
+
+/*
+ * The data inputs every item shares, read once: --kv (m, D), the mask
+ * (m), positions (n) and (m), and an attention bias without a batch axis.
+ */
+int run_load_shared(run_state *st, attn_error *err)
+{
+    const attn_layout *layout = &st->report->layout;
+    const size_t elem = attn_precision_size(st->opt->precision);
+    const struct { attn_input which; bool shared; size_t elem; } inputs[] = {
+        {ATTN_IN_KV, layout->kv_shared, elem},
+        {ATTN_IN_MASK, layout->mask_shared, 1},
+        {ATTN_IN_POSITIONS, layout->positions_shared, sizeof(int64_t)},
+        {ATTN_IN_KV_POSITIONS, layout->kv_positions_shared, sizeof(int64_t)},
+        {ATTN_IN_ATTN_BIAS, layout->bias_rank != 0 && layout->bias_rank < 4, elem},
+    };
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        if (!st->info[inputs[i].which].present || !inputs[i].shared)
+            continue;
+        int status = load_whole(st, inputs[i].which, inputs[i].elem, err);
+        if (status != ATTN_OK)
+            return status;
+    }
+    return ATTN_OK;
+}

@@ -9,8 +9,82 @@
 #include <string.h>
 
 /*
+ * Points the projections of a slice of c items into one buffer, side by
+ * side for one GEMM: (c, n, q|k|v) for self-attention -- q, k, v as blocks
+ * of heads, or per head [q|k|v] when the fused weights interleave them --
+ * and (c, n, q) then (c, m, k|v) for --kv.
+ */
+static void place_projections(const attn_layout *layout, size_t c, size_t elem, char *projections,
+                              attn_slice *slice)
+{
+    const attn_dims *d = &layout->dims;
+    const size_t G = attn_kv_heads(d);
+    const size_t qk = d->heads * d->d_k, kc = G * d->d_k, vc = G * d->d_v;
+    slice->q = projections;
+    if (layout->heads_interleaved) {          /* self-attention only */
+        slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
+        slice->hsq = slice->hsk = slice->hsv = 3 * d->d_k;
+        slice->k = projections + d->d_k * elem;
+        slice->v = projections + 2 * d->d_k * elem;
+        return;
+    }
+    if (!layout->cross) {
+        slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
+        slice->k = projections + qk * elem;
+    } else {
+        slice->ldq = qk;
+        slice->ldk = slice->ldv = kc + vc;
+        slice->k = projections + c * d->n * qk * elem;
+    }
+    slice->v = (char *)slice->k + kc * elem;
+}
+
+/*
+ * Points a slice at what every item shares (st->whole) or at its own
+ * buffers of c items (keep (c, m), positions (c, n) and (c, m), bias
+ * (c, H, n, m)), with the strides attn_slice takes.
+ */
+static void place_inputs(run_state *st, attn_slice *slice, unsigned char *keep, int64_t *positions,
+                         void *bias)
+{
+    const attn_layout *layout = &st->report->layout;
+    const attn_dims *d = &layout->dims;
+    const size_t c = st->report->slice_items;
+    void *const *whole = st->whole;
+    if (!layout->cross) {
+        slice->y = slice->x;
+        slice->y_stride = d->n * d->d_model;
+    } else {
+        slice->y_stride = layout->kv_shared ? 0 : d->m * d->d_model;
+        if (layout->kv_shared)
+            slice->y = whole[ATTN_IN_KV];
+    }
+    if (st->info[ATTN_IN_MASK].present) {
+        slice->keep = layout->mask_shared ? whole[ATTN_IN_MASK] : keep;
+        slice->keep_stride = layout->mask_shared ? 0 : d->m;
+    }
+    if (st->info[ATTN_IN_POSITIONS].present) {
+        slice->positions = layout->positions_shared ? whole[ATTN_IN_POSITIONS] : positions;
+        slice->positions_stride = layout->positions_shared ? 0 : d->n;
+    }
+    if (st->info[ATTN_IN_KV_POSITIONS].present) {
+        slice->kv_positions = layout->kv_positions_shared ? whole[ATTN_IN_KV_POSITIONS]
+                                                          : positions + (layout->positions_shared ? 0 : c * d->n);
+        slice->kv_positions_stride = layout->kv_positions_shared ? 0 : d->m;
+    } else if (!layout->cross) {              /* keys are the queries */
+        slice->kv_positions = slice->positions;
+        slice->kv_positions_stride = slice->positions_stride;
+    }
+    if (layout->bias_rank != 0) {
+        slice->bias = layout->bias_rank == 4 ? bias : whole[ATTN_IN_ATTN_BIAS];
+        slice->bias_item_stride = layout->bias_rank == 4 ? d->heads * d->n * d->m : 0;
+        slice->bias_head_stride = layout->bias_rank >= 3 ? d->n * d->m : 0;
+    }
+}
+
+/*
  * Carves one allocation into the buffers of two slices (the pipeline
- * computes one while it writes the other, see compute) and two sets of
+ * computes one while it writes the other, see run_steps) and two sets of
  * maps (one block of rows each).
  */
 int run_allocate_slices(run_state *st, attn_error *err)
@@ -20,7 +94,6 @@ int run_allocate_slices(run_state *st, attn_error *err)
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
     const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
-    const size_t qk = d->heads * d->d_k, vc = d->heads * d->d_v;
     size_t total;
     if (!run_slice_memory_bytes(st, &total))
         return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
@@ -30,15 +103,18 @@ int run_allocate_slices(run_state *st, attn_error *err)
     char *p = run_align_up(st->slice_memory);
     for (int i = 0; i < 2; i++) {
         attn_slice *slice = &st->slots[i];
-        void *projections = NULL, *keep = NULL;
-        void **targets[] = {(void **)&slice->x, (void **)&slice->y, &projections,
-                            &st->maps[i][0], &st->maps[i][1], &slice->concat, &slice->output,
-                            &keep};
-        const size_t bytes[] = {sizes->x * elem, sizes->y * elem, sizes->projections * elem,
-                                (sizes->map_count == 2 ? map : 0) * elem,
-                                (sizes->map_count >= 1 ? map : 0) * elem,
-                                sizes->concat * elem, sizes->output * elem, sizes->keep};
-        for (size_t j = 0; j < sizeof bytes / sizeof bytes[0]; j++) {
+        void *projections = NULL, *keep = NULL, *positions = NULL, *bias = NULL;
+        void **targets[RUN_SLICE_BUFFERS] = {
+            (void **)&slice->x, (void **)&slice->y, &projections, &st->maps[i][0],
+            &st->maps[i][1], &slice->concat, &slice->output, &keep, &positions, &bias,
+        };
+        const size_t bytes[RUN_SLICE_BUFFERS] = {
+            sizes->x * elem, sizes->y * elem, sizes->projections * elem,
+            (sizes->map_count == 2 ? map : 0) * elem, (sizes->map_count >= 1 ? map : 0) * elem,
+            sizes->concat * elem, sizes->output * elem, sizes->keep,
+            sizes->positions * sizeof(int64_t), sizes->bias * elem,
+        };
+        for (size_t j = 0; j < RUN_SLICE_BUFFERS; j++) {
             *targets[j] = p;
             p = run_align_up(p + c * bytes[j]);
         }
@@ -46,26 +122,8 @@ int run_allocate_slices(run_state *st, attn_error *err)
             st->maps[i][0] = NULL;
         if (sizes->map_count < 1)
             st->maps[i][1] = NULL;
-        /* Projections side by side, for one GEMM: (c, n, q|k|v) for
-         * self-attention, (c, n, q) then (c, m, k|v) for --kv. */
-        slice->q = projections;
-        if (!layout->cross) {
-            slice->ldq = slice->ldk = slice->ldv = 2 * qk + vc;
-            slice->k = (char *)projections + qk * elem;
-        } else {
-            slice->ldq = qk;
-            slice->ldk = slice->ldv = qk + vc;
-            slice->k = (char *)projections + c * d->n * qk * elem;
-        }
-        slice->v = (char *)slice->k + qk * elem;
-        slice->keep = layout->mask_shared || !st->info[ATTN_IN_MASK].present ? NULL : keep;
-        slice->keep_stride = layout->mask_shared ? 0 : d->m;
-        if (!layout->cross) {
-            slice->y = slice->x;
-            slice->y_stride = d->n * d->d_model;
-        } else {
-            slice->y_stride = layout->kv_shared ? 0 : d->m * d->d_model;
-        }
+        place_projections(layout, c, elem, projections, slice);
+        place_inputs(st, slice, keep, positions, bias);
     }
     st->slots[0].scratch = st->slots[1].scratch = p;   /* steps run one at a time */
     /* The reordering room is used by the writing thread only: once. */
@@ -73,54 +131,76 @@ int run_allocate_slices(run_state *st, attn_error *err)
     return st->split == NULL ? ATTN_ENOMEM : ATTN_OK;
 }
 
-/* Reads X, the keys/values and the mask of items [first, first + c). */
+/* Reads what items [first, first + c) have of their own: X, the
+ * keys/values, the mask, positions and an attention bias (B, H, n, m). */
 static int read_slice(run_state *st, attn_slice *slice, size_t first, size_t c, attn_error *err)
 {
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
-    const attn_tensor_info *x = &st->info[ATTN_IN_X], *kv = &st->info[ATTN_IN_KV];
+    const attn_tensor_info *info = st->info;
     const attn_precision p = st->opt->precision;
     size_t rows_first = layout->batched ? first : 0, rows = layout->batched ? c : d->n;
-    int status = attn_h5in_read_floats(st->in, x->name, p, rows_first, rows, (void *)slice->x, err);
+    int status = attn_h5in_read_floats(st->in, info[ATTN_IN_X].name, p, rows_first, rows,
+                                       (void *)slice->x, err);
     if (status == ATTN_OK)
-        status = run_check_finite(st, x, slice->x, rows_first, c * d->n * d->d_model, err);
+        status = run_check_finite(st, &info[ATTN_IN_X], slice->x, rows_first, c * d->n * d->d_model, err);
     if (status == ATTN_OK && layout->cross && !layout->kv_shared) {
         rows = layout->batched ? c : d->m;
-        status = attn_h5in_read_floats(st->in, kv->name, p, rows_first, rows, (void *)slice->y, err);
+        status = attn_h5in_read_floats(st->in, info[ATTN_IN_KV].name, p, rows_first, rows,
+                                       (void *)slice->y, err);
         if (status == ATTN_OK)
-            status = run_check_finite(st, kv, slice->y, rows_first, c * d->m * d->d_model, err);
+            status = run_check_finite(st, &info[ATTN_IN_KV], slice->y, rows_first,
+                                      c * d->m * d->d_model, err);
     }
-    if (status == ATTN_OK && st->info[ATTN_IN_MASK].present && !layout->mask_shared)
-        status = attn_h5in_read_mask(st->in, st->info[ATTN_IN_MASK].name, first, c,
+    if (status == ATTN_OK && info[ATTN_IN_MASK].present && !layout->mask_shared) {
+        status = attn_h5in_read_mask(st->in, info[ATTN_IN_MASK].name, first, c,
                                      (unsigned char *)slice->keep, err);
+        if (st->opt->mask_invert)
+            run_invert_mask((unsigned char *)slice->keep, c * d->m);
+    }
+    if (status == ATTN_OK && info[ATTN_IN_POSITIONS].present && !layout->positions_shared)
+        status = attn_h5in_read_integers(st->in, info[ATTN_IN_POSITIONS].name, first, c,
+                                         (int64_t *)slice->positions, err);
+    if (status == ATTN_OK && info[ATTN_IN_KV_POSITIONS].present && !layout->kv_positions_shared)
+        status = attn_h5in_read_integers(st->in, info[ATTN_IN_KV_POSITIONS].name, first, c,
+                                         (int64_t *)slice->kv_positions, err);
+    if (status == ATTN_OK && layout->bias_rank == 4) {
+        status = attn_h5in_read_floats(st->in, info[ATTN_IN_ATTN_BIAS].name, p, first, c,
+                                       (void *)slice->bias, err);
+        if (status == ATTN_OK)
+            status = run_check_bias(st, &info[ATTN_IN_ATTN_BIAS], slice->bias, first,
+                                    c * d->heads * d->n * d->m, err);
+    }
     return status;
 }
 
 /* The slice buffer holding an output; q, k, v and heads reordered
- * head-major, (c, rows, H*d | ld) -> (c, H, rows, d). */
+ * head-major, (c, rows, . | ld) -> (c, heads, rows, d). */
 static const void *output_buffer(run_state *st, const attn_slice *slice, attn_output which,
                                  size_t c)
 {
     const attn_dims *d = &st->report->layout.dims;
-    const size_t elem = attn_precision_size(st->opt->precision);
-    const char *packed;
-    size_t rows, width, ld;
-    switch (which) {
-    case ATTN_OUT_OUTPUT:  return slice->output;
-    case ATTN_OUT_HEADS:
-        packed = slice->concat; rows = d->n; width = d->d_v; ld = d->heads * d->d_v; break;
-    case ATTN_OUT_Q: packed = slice->q; rows = d->n; width = d->d_k; ld = slice->ldq; break;
-    case ATTN_OUT_K: packed = slice->k; rows = d->m; width = d->d_k; ld = slice->ldk; break;
-    case ATTN_OUT_V:
-    default:         packed = slice->v; rows = d->m; width = d->d_v; ld = slice->ldv; break;
-    }
+    const size_t elem = attn_precision_size(st->opt->precision), G = attn_kv_heads(d);
+    const struct { const void *packed; size_t rows, heads, width, ld, hs; } from[] = {
+        [ATTN_FROM_CONCAT] = {slice->concat, d->n, d->heads, d->d_v, d->heads * d->d_v, d->d_v},
+        [ATTN_FROM_Q] = {slice->q, d->n, d->heads, d->d_k, slice->ldq, slice->hsq ? slice->hsq : d->d_k},
+        [ATTN_FROM_K] = {slice->k, d->m, G, d->d_k, slice->ldk, slice->hsk ? slice->hsk : d->d_k},
+        [ATTN_FROM_V] = {slice->v, d->m, G, d->d_v, slice->ldv, slice->hsv ? slice->hsv : d->d_v},
+    };
+    const attn_source source = attn_output_spec_of(which)->source;
+    if (source == ATTN_FROM_OUTPUT)
+        return slice->output;
     for (size_t b = 0; b < c; b++) {
-        const char *from = packed + b * rows * ld * elem;
-        char *to = (char *)st->split + b * rows * d->heads * width * elem;
+        const char *packed = (const char *)from[source].packed + b * from[source].rows * from[source].ld * elem;
+        char *to = (char *)st->split + b * from[source].rows * from[source].heads * from[source].width * elem;
         if (st->opt->precision == ATTN_F64)
-            attn_split_heads_ld_f64((const double *)from, ld, rows, d->heads, width, (double *)to);
+            attn_split_heads_hs_f64((const double *)packed, from[source].ld, from[source].hs,
+                                    from[source].rows, from[source].heads, from[source].width,
+                                    (double *)to);
         else
-            attn_split_heads_ld_f32((const float *)from, ld, rows, d->heads, width, (float *)to);
+            attn_split_heads_hs_f32((const float *)packed, from[source].ld, from[source].hs,
+                                    from[source].rows, from[source].heads, from[source].width,
+                                    (float *)to);
     }
     return st->split;
 }

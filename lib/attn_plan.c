@@ -8,28 +8,69 @@
 #include <limits.h>
 #include <string.h>
 
-static const char *const output_names[ATTN_OUT_COUNT] = {
-    "scores", "weights", "heads", "output", "q", "k", "v",
+/* The input table: every input dataset, how it is named and read. */
+static const attn_input_spec input_table[ATTN_IN_COUNT] = {
+    [ATTN_IN_X]    = {"--x", "X", "queries", false, false, false},
+    [ATTN_IN_KV]   = {"--kv", NULL, "keys/values source", false, false, false},
+    [ATTN_IN_MASK] = {"--mask", NULL, "key padding mask", false, false, false},
+    [ATTN_IN_WQ]   = {"--wq", "W_Q", "query weights", false, true, false},
+    [ATTN_IN_WK]   = {"--wk", "W_K", "key weights", false, true, false},
+    [ATTN_IN_WV]   = {"--wv", "W_V", "value weights", false, true, false},
+    [ATTN_IN_WO]   = {"--wo", "W_O", "output weights", false, true, false},
+    [ATTN_IN_BQ]   = {"--bq", "b_Q", "query bias", false, true, true},
+    [ATTN_IN_BK]   = {"--bk", "b_K", "key bias", false, true, true},
+    [ATTN_IN_BV]   = {"--bv", "b_V", "value bias", false, true, true},
+    [ATTN_IN_BO]   = {"--bo", "b_O", "output bias", false, true, true},
+    [ATTN_IN_WQKV] = {"--wqkv", NULL, "fused Q|K|V weights", false, true, false},
+    [ATTN_IN_BQKV] = {"--bqkv", NULL, "fused Q|K|V bias", false, true, true},
+    [ATTN_IN_Q_NORM] = {"--q-norm", NULL, "q RMSNorm weights", false, true, false},
+    [ATTN_IN_K_NORM] = {"--k-norm", NULL, "k RMSNorm weights", false, true, false},
+    [ATTN_IN_ALIBI_SLOPES] = {"--alibi-slopes", NULL, "ALiBi slopes", false, true, false},
+    [ATTN_IN_POSITIONS] = {"--positions", NULL, "query positions", true, false, false},
+    [ATTN_IN_KV_POSITIONS] = {"--kv-positions", NULL, "key positions", true, false, false},
+    [ATTN_IN_ATTN_BIAS] = {"--attn-bias", NULL, "attention bias", false, false, false},
 };
 
-static const char *const output_descriptions[ATTN_OUT_COUNT] = {
-    "scaled attention scores Q K^T * scale per head; masked entries are -inf",
-    "attention weights: softmax of scores over keys; rows sum to 1, or are 0 where every key is masked",
-    "per-head attention outputs: weights V",
-    "projected output: concat(heads) W_O + b_O",
-    "per-head queries: X W_Q + b_Q",
-    "per-head keys: Y W_K + b_K (Y is X, or the --kv dataset)",
-    "per-head values: Y W_V + b_V (Y is X, or the --kv dataset)",
+/* The output table: every output dataset, its axes and where it comes from. */
+static const attn_output_spec output_table[ATTN_OUT_COUNT] = {
+    [ATTN_OUT_SCORES] = {"scores",
+        "attention logits entering the softmax: Q K^T * scale, then softcap, then ALiBi and "
+        "attention bias added; masked entries are -inf",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_KEY}, ATTN_FROM_SCORES},
+    [ATTN_OUT_WEIGHTS] = {"weights",
+        "attention weights: softmax of scores over keys; rows sum to 1, or are 0 where every key is masked",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_KEY}, ATTN_FROM_WEIGHTS},
+    [ATTN_OUT_HEADS] = {"heads", "per-head attention outputs: weights V",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_D_V}, ATTN_FROM_CONCAT},
+    [ATTN_OUT_OUTPUT] = {"output", "projected output: concat(heads) W_O + b_O",
+        {ATTN_AXIS_QUERY, ATTN_AXIS_D_MODEL, ATTN_AXIS_NONE}, ATTN_FROM_OUTPUT},
+    [ATTN_OUT_Q] = {"q", "per-head queries: X W_Q + b_Q (then q-norm and rotary embedding)",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_D_K}, ATTN_FROM_Q},
+    [ATTN_OUT_K] = {"k",
+        "per-head keys: Y W_K + b_K (Y is X, or the --kv dataset; then k-norm and rotary embedding)",
+        {ATTN_AXIS_KV_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_D_K}, ATTN_FROM_K},
+    [ATTN_OUT_V] = {"v", "per-head values: Y W_V + b_V (Y is X, or the --kv dataset)",
+        {ATTN_AXIS_KV_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_D_V}, ATTN_FROM_V},
 };
+
+const attn_input_spec *attn_input_spec_of(attn_input which)
+{
+    return &input_table[which];
+}
+
+const attn_output_spec *attn_output_spec_of(attn_output which)
+{
+    return &output_table[which];
+}
 
 const char *attn_output_name(attn_output which)
 {
-    return output_names[which];
+    return output_table[which].name;
 }
 
 const char *attn_output_description(attn_output which)
 {
-    return output_descriptions[which];
+    return output_table[which].description;
 }
 
 /* "(2, 4, 8)" for a tensor, in a caller's buffer. */
@@ -105,19 +146,25 @@ static int plan_sequences(const attn_tensor_info in[ATTN_IN_COUNT], const char *
     return ATTN_OK;
 }
 
-/* The head count: from 3-D weights, or --heads for packed ones. */
+/* The head count: from 3-D W_Q or W_O, or --heads for packed ones.  (3-D
+ * W_K and W_V have G heads, checked with them.) */
 static int plan_heads(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
-                      size_t heads_flag, attn_layout *layout, attn_error *err)
+                      const attn_plan_request *req, attn_layout *layout, attn_error *err)
 {
     const attn_tensor_info *from = NULL;
     char s1[256], s2[256];
+    const size_t heads_flag = req->heads;
     for (int i = ATTN_IN_WQ; i <= ATTN_IN_WO; i++) {
         const attn_tensor_info *w = &in[i];
-        int status = check_rank(w, file, 2, 3, "2-D packed or 3-D (H, ., .) weights", err);
+        if (layout->fused && i != ATTN_IN_WO)
+            continue;
+        int status = check_rank(w, file, 2, req->linear ? 2 : 3,
+                                req->linear ? "2-D (out features, in features) weights"
+                                            : "2-D packed or 3-D (H, ., .) weights", err);
         if (status != ATTN_OK)
             return status;
         layout->per_head[i - ATTN_IN_WQ] = w->rank == 3;
-        if (w->rank != 3)
+        if (w->rank != 3 || i == ATTN_IN_WK || i == ATTN_IN_WV)
             continue;
         if (heads_flag != 0 && w->dims[0] != heads_flag)
             return attn_fail(err, ATTN_EINPUT, "%s: --heads %zu disagrees with %s of shape %s (%zu heads)",
@@ -133,47 +180,152 @@ static int plan_heads(const attn_tensor_info in[ATTN_IN_COUNT], const char *file
         layout->dims.heads = from->dims[0];
         return ATTN_OK;
     }
+    const attn_tensor_info *first = layout->fused ? &in[ATTN_IN_WQKV] : &in[ATTN_IN_WQ];
     if (heads_flag == 0)
         return attn_fail(err, ATTN_EINPUT, "%s: %s has packed shape %s: --heads is required",
-                         file, in[ATTN_IN_WQ].name, shape_of(&in[ATTN_IN_WQ], s1, sizeof s1));
+                         file, first->name, shape_of(first, s1, sizeof s1));
     layout->dims.heads = heads_flag;
     return ATTN_OK;
 }
 
 /*
- * A projection weight: packed (rows, H*width) or per head (H, rows, width).
- * `rows` is what its input axis must be; *width receives the per-head width.
- * For W_O the roles swap: (H*width, rows) or (H, width, rows), width known.
+ * An input projection weight: packed x W (D, heads*width), per head
+ * (heads, D, width), or x W^T (heads*width, D).  With heads known, gives
+ * *width; with width known (K given d_k), gives *heads.
  */
-static int plan_in_weight(const attn_tensor_info *w, const char *file, size_t heads,
-                          size_t rows, const char *rows_name, size_t *width, attn_error *err)
+static int plan_in_weight(const attn_tensor_info *w, const char *file, bool linear, size_t D,
+                          size_t *heads, size_t *width, attn_error *err)
 {
     char s[256];
-    size_t in_axis = w->rank == 3 ? 1 : 0;
-    if (w->dims[in_axis] != rows)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; axis %zu must be %s = %zu",
-                         file, w->name, shape_of(w, s, sizeof s), in_axis, rows_name, rows);
+    const size_t in_axis = linear ? 1 : w->rank == 3 ? 1 : 0;
+    if (w->dims[in_axis] != D)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; axis %zu must be d_model = %zu",
+                         file, w->name, shape_of(w, s, sizeof s), in_axis, D);
     if (w->rank == 3) {
+        if (*heads != 0 && w->dims[0] != *heads)
+            return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu heads, expected %zu",
+                             file, w->name, shape_of(w, s, sizeof s), w->dims[0], *heads);
+        if (*width != 0 && w->dims[2] != *width)
+            return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: head width %zu, expected d_k = %zu",
+                             file, w->name, shape_of(w, s, sizeof s), w->dims[2], *width);
+        *heads = w->dims[0];
         *width = w->dims[2];
         return ATTN_OK;
     }
-    if (w->dims[1] % heads != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu columns do not split into %zu heads",
-                         file, w->name, shape_of(w, s, sizeof s), w->dims[1], heads);
-    *width = w->dims[1] / heads;
+    const size_t features = w->dims[linear ? 0 : 1];
+    if (*heads != 0) {
+        if (features % *heads != 0)
+            return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu %s do not split into %zu heads",
+                             file, w->name, shape_of(w, s, sizeof s), features,
+                             linear ? "rows" : "columns", *heads);
+        if (*width != 0 && features / *heads != *width)
+            return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu heads of width %zu, expected d_k = %zu",
+                             file, w->name, shape_of(w, s, sizeof s), *heads, features / *heads, *width);
+        *width = features / *heads;
+        return ATTN_OK;
+    }
+    if (features % *width != 0)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu %s are not a multiple of d_k = %zu",
+                         file, w->name, shape_of(w, s, sizeof s), features,
+                         linear ? "rows" : "columns", *width);
+    *heads = features / *width;
     return ATTN_OK;
 }
 
-static int plan_out_weight(const attn_tensor_info *w, const char *file, const attn_dims *d,
-                           attn_error *err)
+static int plan_out_weight(const attn_tensor_info *w, const char *file, bool linear,
+                           const attn_dims *d, attn_error *err)
 {
     char s[256];
-    bool ok = w->rank == 3 ? (w->dims[1] == d->d_v && w->dims[2] == d->d_model)
-                           : (w->dims[0] == d->heads * d->d_v && w->dims[1] == d->d_model);
+    const size_t hv = d->heads * d->d_v;
+    bool ok = linear ? (w->dims[0] == d->d_model && w->dims[1] == hv)
+            : w->rank == 3 ? (w->dims[1] == d->d_v && w->dims[2] == d->d_model)
+                           : (w->dims[0] == hv && w->dims[1] == d->d_model);
+    if (!ok && linear)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; expected (%zu, %zu) for d_model = %zu, H = %zu, d_v = %zu",
+                         file, w->name, shape_of(w, s, sizeof s), d->d_model, hv, d->d_model,
+                         d->heads, d->d_v);
     if (!ok)
         return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; expected (%zu, %zu) or (%zu, %zu, %zu) for H = %zu, d_v = %zu, d_model = %zu",
-                         file, w->name, shape_of(w, s, sizeof s), d->heads * d->d_v, d->d_model,
+                         file, w->name, shape_of(w, s, sizeof s), hv, d->d_model,
                          d->heads, d->d_v, d->d_model, d->heads, d->d_v, d->d_model);
+    return ATTN_OK;
+}
+
+/*
+ * Fused Q|K|V weights (D, F) or, linear, (F, D): F = H*dk + 2*G*dk in
+ * blocks (dv = dk; G from --kv-heads, else H), or H*3*dk with heads
+ * interleaved (G = H).
+ */
+static int plan_fused(const attn_tensor_info *w, const char *file, const attn_plan_request *req,
+                      attn_dims *d, attn_error *err)
+{
+    char s[256];
+    int status = check_rank(w, file, 2, 2, "2-D fused Q|K|V weights", err);
+    if (status != ATTN_OK)
+        return status;
+    const size_t in_axis = req->linear ? 1 : 0, features = w->dims[1 - in_axis];
+    if (w->dims[in_axis] != d->d_model)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; axis %zu must be d_model = %zu",
+                         file, w->name, shape_of(w, s, sizeof s), in_axis, d->d_model);
+    if (req->heads_interleaved && req->kv_heads != 0 && req->kv_heads != d->heads)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s interleaves q, k and v per head, so K/V heads = heads = %zu, not %zu",
+                         file, w->name, d->heads, req->kv_heads);
+    d->kv_heads = req->kv_heads != 0 ? req->kv_heads : d->heads;
+    const size_t per_width = d->heads + 2 * d->kv_heads;   /* head widths in F */
+    if (features % per_width != 0)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu features do not split into "
+                         "%zu query and 2 x %zu key/value heads", file, w->name,
+                         shape_of(w, s, sizeof s), features, d->heads, d->kv_heads);
+    d->d_k = d->d_v = features / per_width;
+    return ATTN_OK;
+}
+
+/* The RMSNorm weights of q or k: (d_k). */
+static int plan_vector(const attn_tensor_info *t, const char *file, size_t length,
+                       const char *what, attn_error *err)
+{
+    char s[256];
+    if (!t->present || (t->rank == 1 && t->dims[0] == length))
+        return ATTN_OK;
+    return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; expected (%zu,): %s",
+                     file, t->name, shape_of(t, s, sizeof s), length, what);
+}
+
+/* Positions: (count) for every item or (B, count). */
+static int plan_positions(const attn_tensor_info *t, const char *file, const attn_layout *layout,
+                          size_t count, bool *shared, attn_error *err)
+{
+    char s[256];
+    if (!t->present)
+        return ATTN_OK;
+    bool ok = (t->rank == 1 && t->dims[0] == count) ||
+              (t->rank == 2 && layout->batched && t->dims[0] == layout->dims.batch &&
+               t->dims[1] == count);
+    if (!ok)
+        return attn_fail(err, ATTN_EINPUT, "%s: positions %s have shape %s; expected (%zu,) or (B, %zu) = (%zu, %zu)",
+                         file, t->name, shape_of(t, s, sizeof s), count, count,
+                         layout->dims.batch, count);
+    *shared = t->rank == 1;
+    return ATTN_OK;
+}
+
+/* The attention bias: broadcastable to (B, H, n, m) from the right. */
+static int plan_attn_bias(const attn_tensor_info *t, const char *file, attn_layout *layout,
+                          attn_error *err)
+{
+    const attn_dims *d = &layout->dims;
+    const size_t want[4] = {d->batch, d->heads, d->n, d->m};
+    char s[256];
+    if (!t->present)
+        return ATTN_OK;
+    bool ok = t->rank >= 2 && t->rank <= (layout->batched ? 4 : 3);
+    for (size_t i = 0; ok && i < t->rank; i++)
+        ok = t->dims[i] == want[4 - t->rank + i];
+    if (!ok)
+        return attn_fail(err, ATTN_EINPUT, "%s: attention bias %s has shape %s; expected (n, m) = (%zu, %zu), "
+                         "(H, n, m) or (B, H, n, m) with H = %zu, B = %zu",
+                         file, t->name, shape_of(t, s, sizeof s), d->n, d->m, d->heads, d->batch);
+    layout->bias_rank = t->rank;
     return ATTN_OK;
 }
 
@@ -218,7 +370,9 @@ static int plan_mask(const attn_tensor_info *mask, const char *file, attn_layout
 /* CBLAS takes sizes as int: every matrix side must fit in one. */
 static int check_blas_sizes(const attn_dims *d, const char *file, attn_error *err)
 {
-    const size_t sides[] = {d->n, d->m, d->d_model, d->heads * d->d_k, d->heads * d->d_v};
+    const size_t G = attn_kv_heads(d);
+    const size_t sides[] = {d->n, d->m, d->d_model, d->heads * d->d_k, d->heads * d->d_v,
+                            (d->heads + G) * d->d_k + G * d->d_v};
     for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++)
         if (sides[i] > INT_MAX)
             return attn_fail(err, ATTN_EINPUT,
@@ -231,32 +385,63 @@ static int check_blas_sizes(const attn_dims *d, const char *file, attn_error *er
 int attn_plan_layout(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
                      size_t heads_flag, attn_layout *layout, attn_error *err)
 {
+    const attn_plan_request request = {.heads = heads_flag};
+    return attn_plan_layout_for(in, file, &request, layout, err);
+}
+
+/* W_Q, W_K, W_V (or the fused weights) and W_O: H, G, d_k, d_v. */
+static int plan_weights(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
+                        const attn_plan_request *req, attn_layout *layout, attn_error *err)
+{
+    attn_dims *d = &layout->dims;
+    const attn_tensor_info *wk = &in[ATTN_IN_WK];
+    char s[256];
+    int status = plan_heads(in, file, req, layout, err);
+    if (status != ATTN_OK)
+        return status;
+    if (layout->fused)
+        return plan_fused(&in[ATTN_IN_WQKV], file, req, d, err);
+    size_t heads = d->heads, kv_heads = req->kv_heads, kv_width = 0;
+    if ((status = plan_in_weight(&in[ATTN_IN_WQ], file, req->linear, d->d_model, &heads, &d->d_k, err)) != ATTN_OK)
+        return status;
+    kv_width = d->d_k;
+    if ((status = plan_in_weight(wk, file, req->linear, d->d_model, &kv_heads, &kv_width, err)) != ATTN_OK)
+        return status;
+    if (kv_heads == 0 || d->heads % kv_heads != 0)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu K/V heads of d_k = %zu, which does not divide the %zu heads",
+                         file, wk->name, shape_of(wk, s, sizeof s), kv_heads, d->d_k, d->heads);
+    d->kv_heads = kv_heads;
+    return plan_in_weight(&in[ATTN_IN_WV], file, req->linear, d->d_model, &kv_heads, &d->d_v, err);
+}
+
+int attn_plan_layout_for(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
+                         const attn_plan_request *req, attn_layout *layout, attn_error *err)
+{
     attn_dims *d = &layout->dims;
     int status;
     memset(layout, 0, sizeof *layout);
+    layout->linear = req->linear;
+    layout->fused = in[ATTN_IN_WQKV].present;
+    layout->heads_interleaved = layout->fused && req->heads_interleaved;
     if ((status = check_element_counts(in, file, err)) != ATTN_OK ||
         (status = plan_sequences(in, file, layout, err)) != ATTN_OK ||
-        (status = plan_heads(in, file, heads_flag, layout, err)) != ATTN_OK)
+        (status = plan_weights(in, file, req, layout, err)) != ATTN_OK)
         return status;
-
-    size_t d_k_from_k;
-    if ((status = plan_in_weight(&in[ATTN_IN_WQ], file, d->heads, d->d_model, "d_model", &d->d_k, err)) != ATTN_OK ||
-        (status = plan_in_weight(&in[ATTN_IN_WK], file, d->heads, d->d_model, "d_model", &d_k_from_k, err)) != ATTN_OK ||
-        (status = plan_in_weight(&in[ATTN_IN_WV], file, d->heads, d->d_model, "d_model", &d->d_v, err)) != ATTN_OK)
-        return status;
-    if (d_k_from_k != d->d_k) {
-        char s1[256], s2[256];
-        return attn_fail(err, ATTN_EINPUT, "%s: %s %s and %s %s give different d_k (%zu and %zu)",
-                         file, in[ATTN_IN_WQ].name, shape_of(&in[ATTN_IN_WQ], s1, sizeof s1),
-                         in[ATTN_IN_WK].name, shape_of(&in[ATTN_IN_WK], s2, sizeof s2), d->d_k, d_k_from_k);
-    }
-    if ((status = plan_out_weight(&in[ATTN_IN_WO], file, d, err)) != ATTN_OK ||
+    const size_t G = d->kv_heads;
+    if ((status = plan_out_weight(&in[ATTN_IN_WO], file, req->linear, d, err)) != ATTN_OK ||
         (status = plan_bias(&in[ATTN_IN_BQ], file, d->heads, d->d_k, true, err)) != ATTN_OK ||
-        (status = plan_bias(&in[ATTN_IN_BK], file, d->heads, d->d_k, true, err)) != ATTN_OK ||
-        (status = plan_bias(&in[ATTN_IN_BV], file, d->heads, d->d_v, true, err)) != ATTN_OK ||
-        (status = plan_bias(&in[ATTN_IN_BO], file, 1, d->d_model, false, err)) != ATTN_OK)
-        return status;
-    if ((status = plan_mask(&in[ATTN_IN_MASK], file, layout, err)) != ATTN_OK)
+        (status = plan_bias(&in[ATTN_IN_BK], file, G, d->d_k, true, err)) != ATTN_OK ||
+        (status = plan_bias(&in[ATTN_IN_BV], file, G, d->d_v, true, err)) != ATTN_OK ||
+        (status = plan_bias(&in[ATTN_IN_BO], file, 1, d->d_model, false, err)) != ATTN_OK ||
+        (status = plan_bias(&in[ATTN_IN_BQKV], file, 1, (d->heads + G) * d->d_k + G * d->d_v,
+                            false, err)) != ATTN_OK ||
+        (status = plan_vector(&in[ATTN_IN_Q_NORM], file, d->d_k, "one weight per feature of a head (d_k)", err)) != ATTN_OK ||
+        (status = plan_vector(&in[ATTN_IN_K_NORM], file, d->d_k, "one weight per feature of a head (d_k)", err)) != ATTN_OK ||
+        (status = plan_vector(&in[ATTN_IN_ALIBI_SLOPES], file, d->heads, "one slope per head", err)) != ATTN_OK ||
+        (status = plan_positions(&in[ATTN_IN_POSITIONS], file, layout, d->n, &layout->positions_shared, err)) != ATTN_OK ||
+        (status = plan_positions(&in[ATTN_IN_KV_POSITIONS], file, layout, d->m, &layout->kv_positions_shared, err)) != ATTN_OK ||
+        (status = plan_attn_bias(&in[ATTN_IN_ATTN_BIAS], file, layout, err)) != ATTN_OK ||
+        (status = plan_mask(&in[ATTN_IN_MASK], file, layout, err)) != ATTN_OK)
         return status;
     return check_blas_sizes(d, file, err);
 }
@@ -269,7 +454,7 @@ int attn_parse_save_list(const char *list, unsigned *save, attn_error *err)
         size_t len = strcspn(p, ",");
         int found = -1;
         for (int i = 0; i < ATTN_OUT_COUNT; i++)
-            if (strlen(output_names[i]) == len && strncmp(p, output_names[i], len) == 0)
+            if (strlen(output_table[i].name) == len && strncmp(p, output_table[i].name, len) == 0)
                 found = i;
         if (found < 0)
             return attn_fail(err, ATTN_EUSAGE,
@@ -284,31 +469,42 @@ int attn_parse_save_list(const char *list, unsigned *save, attn_error *err)
     return ATTN_OK;
 }
 
+const char *attn_axis_label(const attn_layout *layout, attn_axis axis)
+{
+    static const char *const labels[] = {
+        [ATTN_AXIS_NONE] = "", [ATTN_AXIS_BATCH] = "batch", [ATTN_AXIS_HEAD] = "head",
+        [ATTN_AXIS_KV_HEAD] = "kv_head", [ATTN_AXIS_QUERY] = "query", [ATTN_AXIS_KEY] = "key",
+        [ATTN_AXIS_D_K] = "d_k", [ATTN_AXIS_D_V] = "d_v", [ATTN_AXIS_D_MODEL] = "d_model",
+    };
+    if (axis == ATTN_AXIS_KV_HEAD && attn_kv_heads(&layout->dims) == layout->dims.heads)
+        axis = ATTN_AXIS_HEAD;
+    return labels[axis];
+}
+
+/* The length of an axis. */
+static size_t axis_length(const attn_layout *layout, attn_axis axis)
+{
+    const attn_dims *d = &layout->dims;
+    const size_t lengths[] = {
+        [ATTN_AXIS_NONE] = 0, [ATTN_AXIS_BATCH] = d->batch, [ATTN_AXIS_HEAD] = d->heads,
+        [ATTN_AXIS_KV_HEAD] = attn_kv_heads(d), [ATTN_AXIS_QUERY] = d->n, [ATTN_AXIS_KEY] = d->m,
+        [ATTN_AXIS_D_K] = d->d_k, [ATTN_AXIS_D_V] = d->d_v, [ATTN_AXIS_D_MODEL] = d->d_model,
+    };
+    return lengths[axis];
+}
+
 size_t attn_output_shape(const attn_layout *layout, attn_output which, size_t dims[4],
                          const char *labels[4])
 {
-    const attn_dims *d = &layout->dims;
+    const attn_output_spec *spec = &output_table[which];
     size_t rank = 0;
     if (layout->batched) {
-        dims[rank] = d->batch;
+        dims[rank] = layout->dims.batch;
         labels[rank++] = "batch";
     }
-    if (which != ATTN_OUT_OUTPUT) {
-        dims[rank] = d->heads;
-        labels[rank++] = "head";
-    }
-    bool keys_rows = which == ATTN_OUT_K || which == ATTN_OUT_V;
-    dims[rank] = keys_rows ? d->m : d->n;
-    labels[rank++] = keys_rows ? "key" : "query";
-    switch (which) {
-    case ATTN_OUT_SCORES:
-    case ATTN_OUT_WEIGHTS: dims[rank] = d->m;       labels[rank++] = "key";     break;
-    case ATTN_OUT_HEADS:
-    case ATTN_OUT_V:       dims[rank] = d->d_v;     labels[rank++] = "d_v";     break;
-    case ATTN_OUT_Q:
-    case ATTN_OUT_K:       dims[rank] = d->d_k;     labels[rank++] = "d_k";     break;
-    case ATTN_OUT_OUTPUT:
-    default:               dims[rank] = d->d_model; labels[rank++] = "d_model"; break;
+    for (size_t i = 0; i < 3 && spec->axes[i] != ATTN_AXIS_NONE; i++) {
+        dims[rank] = axis_length(layout, spec->axes[i]);
+        labels[rank++] = attn_axis_label(layout, spec->axes[i]);
     }
     return rank;
 }
@@ -323,7 +519,7 @@ int attn_output_bytes(const attn_layout *layout, attn_output which, attn_precisi
         !attn_size_mul(bytes, count, attn_precision_size(precision))) {
         char s[256];
         return attn_fail(err, ATTN_EINPUT, "output %s of shape %s is too large to address",
-                         output_names[which], attn_format_shape(s, sizeof s, dims, rank));
+                         output_table[which].name, attn_format_shape(s, sizeof s, dims, rank));
     }
     return ATTN_OK;
 }
@@ -331,8 +527,8 @@ int attn_output_bytes(const attn_layout *layout, attn_output which, attn_precisi
 double attn_plan_flops(const attn_dims *d)
 {
     double n = (double)d->n, m = (double)d->m, D = (double)d->d_model, H = (double)d->heads;
-    double dk = (double)d->d_k, dv = (double)d->d_v;
-    double projections = 2 * n * D * H * dk + 2 * m * D * H * (dk + dv);
+    double G = (double)attn_kv_heads(d), dk = (double)d->d_k, dv = (double)d->d_v;
+    double projections = 2 * n * D * H * dk + 2 * m * D * G * (dk + dv);
     double attention = 2 * H * n * m * dk + 2 * H * n * m * dv;
     double output = 2 * n * H * dv * D;
     return (double)d->batch * (projections + attention + output);
@@ -368,14 +564,18 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
 {
     const attn_dims *d = &layout->dims;
     const size_t elem = attn_precision_size(precision);
-    size_t hk, hv, elems = 0, bytes, row_elems;
+    size_t hk, gk, gv, hv, elems = 0, bytes, row_elems;
+    const size_t G = attn_kv_heads(d);
     memset(sizes, 0, sizeof *sizes);
     sizes->map_count = (save >> ATTN_OUT_SCORES) & 1u ? 2 : (save >> ATTN_OUT_WEIGHTS) & 1u ? 1 : 0;
     bool ok = attn_size_mul(&hk, d->heads, d->d_k) && attn_size_mul(&hv, d->heads, d->d_v) &&
+              attn_size_mul(&gk, G, d->d_k) && attn_size_mul(&gv, G, d->d_v) &&
               attn_size_mul(&sizes->x, d->n, d->d_model) &&
               attn_size_mul(&sizes->y, layout->cross ? d->m : 0, d->d_model) &&
-              attn_size_mul(&sizes->q, d->n, hk) && attn_size_mul(&sizes->k, d->m, hk) &&
-              attn_size_mul(&sizes->v, d->m, hv) &&
+              attn_size_mul(&sizes->q, d->n, hk) && attn_size_mul(&sizes->k, d->m, gk) &&
+              attn_size_mul(&sizes->v, d->m, gv) &&
+              attn_size_product(&sizes->bias, (size_t[]){layout->bias_rank == 4 ? d->heads : 0,
+                                                         d->n, d->m}, 3) &&
               attn_size_add(&sizes->projections, sizes->q, sizes->k) &&
               attn_size_add(&sizes->projections, sizes->projections, sizes->v) &&
               attn_size_product(&sizes->maps, (size_t[]){d->heads, d->n, d->m}, 3) &&
@@ -385,6 +585,7 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
               attn_size_mul(&row_elems, row_elems, sizes->map_count) &&
               attn_size_mul(&sizes->bytes_per_row, row_elems, elem);
     sizes->keep = d->m;
+    sizes->positions = (layout->positions_shared ? 0 : d->n) + (layout->kv_positions_shared ? 0 : d->m);
     sizes->reorder = sizes->q > sizes->k ? sizes->q : sizes->k;
     sizes->reorder = sizes->reorder > sizes->v ? sizes->reorder : sizes->v;
     sizes->reorder = sizes->reorder > sizes->heads ? sizes->reorder : sizes->heads;
@@ -392,7 +593,9 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
     ok = ok && add_product(&elems, 1, sizes->x) && add_product(&elems, 1, sizes->y) &&
          add_product(&elems, 1, sizes->projections) && add_product(&elems, 1, sizes->concat) &&
          add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->reorder) &&
-         attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep);
+         add_product(&elems, 1, sizes->bias) &&
+         attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep) &&
+         add_product(&bytes, sizes->positions, sizeof(int64_t));
     size_t base = bytes;
     ok = ok && add_product(&bytes, sizes->bytes_per_row, d->n);
     if (!ok)

@@ -24,8 +24,33 @@ typedef enum attn_input {
     ATTN_IN_X, ATTN_IN_KV, ATTN_IN_MASK,
     ATTN_IN_WQ, ATTN_IN_WK, ATTN_IN_WV, ATTN_IN_WO,
     ATTN_IN_BQ, ATTN_IN_BK, ATTN_IN_BV, ATTN_IN_BO,
+    ATTN_IN_WQKV, ATTN_IN_BQKV, ATTN_IN_Q_NORM, ATTN_IN_K_NORM, ATTN_IN_ALIBI_SLOPES,
+    ATTN_IN_POSITIONS, ATTN_IN_KV_POSITIONS, ATTN_IN_ATTN_BIAS,
     ATTN_IN_COUNT
 } attn_input;
+
+/* What each input is: one row of the input table. */
+typedef struct attn_input_spec {
+    const char *option;        /* the option naming it ("--wq"), for messages */
+    const char *default_name;  /* looked up when not named ("W_Q"), or NULL   */
+    const char *role;          /* what it is, for messages                   */
+    bool integer;              /* integer elements (positions), else float;
+                                  the mask is read as flags                */
+    bool parameter;            /* a layer parameter: found under the weights
+                                  group, read whole once                   */
+    bool optional;             /* used when present under its default name  */
+} attn_input_spec;
+
+/* The row of the input table for `which`. */
+const attn_input_spec *attn_input_spec_of(attn_input which);
+
+/* How the weights are stored, as the options say; the shapes give the rest. */
+typedef struct attn_plan_request {
+    size_t heads;          /* --heads; 0 = from 3-D weights                  */
+    size_t kv_heads;       /* --kv-heads; 0 = from the K weight's shape      */
+    bool linear;           /* weights stored for x W^T (torch.nn.Linear)     */
+    bool heads_interleaved;/* fused weights hold q|k|v per head              */
+} attn_plan_request;
 
 /* The validated sizes and how each input is laid out. */
 typedef struct attn_layout {
@@ -35,6 +60,13 @@ typedef struct attn_layout {
     bool kv_shared;      /* --kv is (m, D) under a rank-3 X: every item uses it */
     bool mask_shared;    /* --mask is (m): every item uses it                */
     bool per_head[4];    /* W_Q, W_K, W_V, W_O stored as (H, ., .)           */
+    bool linear;         /* weights stored for x W^T                         */
+    bool fused;          /* Q|K|V in one weight (ATTN_IN_WQKV)               */
+    bool heads_interleaved; /* ... per head [q | k | v]                      */
+    bool positions_shared;  /* positions (n): every item uses them          */
+    bool kv_positions_shared;
+    size_t bias_rank;    /* attention bias: 0 none, 2 (n, m), 3 (H, n, m),
+                            4 (B, H, n, m)                                  */
 } attn_layout;
 
 /* The output datasets (DESIGN §3). */
@@ -43,6 +75,31 @@ typedef enum attn_output {
     ATTN_OUT_Q, ATTN_OUT_K, ATTN_OUT_V,
     ATTN_OUT_COUNT
 } attn_output;
+
+/* The axes outputs have; each has a label (its dimension scale's name). */
+typedef enum attn_axis {
+    ATTN_AXIS_NONE, ATTN_AXIS_BATCH, ATTN_AXIS_HEAD, ATTN_AXIS_KV_HEAD, ATTN_AXIS_QUERY,
+    ATTN_AXIS_KEY, ATTN_AXIS_D_K, ATTN_AXIS_D_V, ATTN_AXIS_D_MODEL
+} attn_axis;
+
+/* The slice buffer an output is written from. */
+typedef enum attn_source {
+    ATTN_FROM_SCORES, ATTN_FROM_WEIGHTS,   /* the maps of a block of rows      */
+    ATTN_FROM_CONCAT,                      /* (c, n, H*dv), split per head     */
+    ATTN_FROM_OUTPUT,                      /* (c, n, D) as it is               */
+    ATTN_FROM_Q, ATTN_FROM_K, ATTN_FROM_V  /* projections, split per head      */
+} attn_source;
+
+/* One row of the output table. */
+typedef struct attn_output_spec {
+    const char *name;          /* dataset name                                */
+    const char *description;   /* stored as its `description`                 */
+    attn_axis axes[3];         /* after the batch axis (when X has one)       */
+    attn_source source;
+} attn_output_spec;
+
+/* The row of the output table for `which`. */
+const attn_output_spec *attn_output_spec_of(attn_output which);
 
 #define ATTN_SAVE_DEFAULT                                                     \
     ((1u << ATTN_OUT_SCORES) | (1u << ATTN_OUT_WEIGHTS) |                     \
@@ -58,6 +115,16 @@ typedef enum attn_output {
  */
 int attn_plan_layout(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
                      size_t heads_flag, attn_layout *layout, attn_error *err);
+
+/* The same for weights stored as `request` says: GQA, transposed
+ * (linear) or fused weights, and the positional inputs (positions,
+ * attention bias, q/k norms, ALiBi slopes). */
+int attn_plan_layout_for(const attn_tensor_info in[ATTN_IN_COUNT], const char *file,
+                         const attn_plan_request *request, attn_layout *layout, attn_error *err);
+
+/* The label of an axis: "head" ... ("kv_head" for K/V heads only when G
+ * differs from H, so that K and V of plain attention share "head"). */
+const char *attn_axis_label(const attn_layout *layout, attn_axis axis);
 
 /* The dataset name of an output ("scores" ...). */
 const char *attn_output_name(attn_output which);
@@ -91,7 +158,7 @@ double attn_plan_flops(const attn_dims *dims);
 /* The buffers the pipeline needs for one slice, in elements per item. */
 typedef struct attn_slice_sizes {
     size_t x, y;             /* inputs: n*D, and m*D with --kv              */
-    size_t q, k, v;          /* each projection: n*H*dk, m*H*dk, m*H*dv     */
+    size_t q, k, v;          /* each projection: n*H*dk, m*G*dk, m*G*dv     */
     size_t projections;      /* q + k + v, side by side in one buffer       */
     size_t maps;             /* one (H, n, m) map                           */
     size_t map_count;        /* maps kept in memory: 2 with scores saved, 1
@@ -99,6 +166,9 @@ typedef struct attn_slice_sizes {
     size_t heads, concat, output;
     size_t reorder;          /* room to store q, k, v or heads head-major   */
     size_t keep;             /* bytes per item                              */
+    size_t positions;        /* int64 per item: n + m when read per item    */
+    size_t bias;             /* attention bias elements per item: H*n*m
+                                when it has a batch axis, else 0         */
     size_t bytes_per_item;   /* all of the above, with the maps whole       */
     size_t bytes_per_row;    /* the maps' bytes per query row (all heads)   */
     size_t rows;             /* query rows per block: n, or fewer when one

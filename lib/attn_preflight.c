@@ -16,13 +16,13 @@
 /*
  * Bytes of the one allocation allocate_slices carves: two slices' buffers
  * (the slice's bytes, checked by the plan, plus at most RUN_ALIGN for each of
- * its 8 buffers to start on a 64-byte boundary) and the attend scratch.
+ * its RUN_SLICE_BUFFERS buffers to start on a 64-byte boundary) and the attend scratch.
  */
 bool run_slice_memory_bytes(const run_state *st, size_t *total)
 {
     const size_t scratch = attn_attend_scratch_bytes(&st->cfg, st->report->slice_items,
                                                      st->sizes.map_count == 0);
-    return attn_size_add(total, st->report->slice_bytes, 8 * RUN_ALIGN) &&
+    return attn_size_add(total, st->report->slice_bytes, RUN_SLICE_BUFFERS * RUN_ALIGN) &&
            attn_size_mul(total, 2, *total) && attn_size_add(total, *total, scratch + RUN_ALIGN);
 }
 
@@ -39,7 +39,7 @@ size_t run_planned_bytes(const run_state *st)
     for (int i = ATTN_IN_WQ; i < ATTN_IN_COUNT; i++)
         if (st->info[i].present && attn_size_product(&part, st->info[i].dims, st->info[i].rank))
             total += 2 * part * elem;
-    total += d->d_model * d->heads * (2 * d->d_k + d->d_v) * elem;
+    total += d->d_model * ((d->heads + attn_kv_heads(d)) * d->d_k + attn_kv_heads(d) * d->d_v) * elem;
     if (run_slice_memory_bytes(st, &part))
         total += part;
     total += st->report->slice_items * st->sizes.reorder * elem;
@@ -118,6 +118,15 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
                          opt->group ? opt->group : "");
     if (opt->save == 0)
         return attn_fail(err, ATTN_EUSAGE, "--save: nothing to save");
+    if (!(isfinite(opt->softcap) && opt->softcap >= 0))
+        return attn_fail(err, ATTN_EUSAGE, "--softcap %g: expected a positive number", opt->softcap);
+    if (!(isfinite(opt->rope_theta) && opt->rope_theta >= 0))
+        return attn_fail(err, ATTN_EUSAGE, "--rope %g: expected a positive base", opt->rope_theta);
+    if (opt->rope_theta == 0 && (opt->rope_dim != 0 || opt->has_rope_style))
+        return attn_fail(err, ATTN_EUSAGE, "--rope-dim and --rope-style need --rope THETA");
+    if (!(isfinite(opt->norm_eps) && opt->norm_eps >= 0))
+        return attn_fail(err, ATTN_EUSAGE, "--norm-eps %g: expected a small positive number",
+                         opt->norm_eps);
     if (opt->has_scale && !(isfinite(opt->scale) && opt->scale > 0))
         return attn_fail(err, ATTN_EUSAGE, "--scale %g: expected a finite positive number", opt->scale);
     if (opt->has_scale && opt->precision == ATTN_F32 &&

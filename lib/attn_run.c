@@ -10,6 +10,7 @@
 #include "attn_guard.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -28,6 +29,7 @@ attn_run_options attn_run_defaults(void)
     opt.save = ATTN_SAVE_DEFAULT;
     opt.precision = ATTN_F32;
     opt.memory_budget = ATTN_DEFAULT_MEMORY;
+    opt.norm_eps = 1e-6;
     return opt;
 }
 
@@ -36,23 +38,107 @@ const char *attn_input_default_name(attn_input which)
     return default_names[which];
 }
 
-/* Looks up every input dataset the options name (attn_h5in_describe). */
+/* name under --weights-group (absolute names as they are), in st->paths. */
+static const char *under_weights_group(run_state *st, attn_input which, const char *name,
+                                       attn_error *err)
+{
+    const char *group = st->opt->weights_group;
+    if (name[0] == '/' || group == NULL || strcmp(group, "/") == 0 || group[0] == '\0')
+        return name;
+    size_t len = strlen(group) + strlen(name) + 2;
+    char *path = attn_malloc(len);
+    if (path == NULL) {
+        attn_fail(err, ATTN_ENOMEM, "%s: out of memory", st->opt->input);
+        return NULL;
+    }
+    snprintf(path, len, "%s%s%s", group, group[strlen(group) - 1] == '/' ? "" : "/", name);
+    st->paths[which] = path;
+    return path;
+}
+
+/* Whether Q|K|V come from one fused weight: --wqkv, or a fused preset
+ * unless --wq names separate weights. */
+static bool fused_weights(const run_state *st)
+{
+    const attn_run_options *opt = st->opt;
+    return opt->names[ATTN_IN_WQKV] != NULL ||
+           (st->preset != NULL && st->preset->names[ATTN_IN_WQKV] != NULL &&
+            opt->names[ATTN_IN_WQ] == NULL);
+}
+
+/*
+ * Looks up every input dataset the options name (attn_h5in_describe): the
+ * name given, else the preset's, else the default.  A given name must
+ * exist; so must a default or preset name, except for biases, which are
+ * used when present ("none" drops one).
+ */
 static int describe_inputs(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
+    const bool fused = fused_weights(st);
     for (int i = 0; i < ATTN_IN_COUNT; i++) {
+        const attn_input_spec *spec = attn_input_spec_of((attn_input)i);
         attn_tensor_info *t = &st->info[i];
         const char *given = opt->names[i];
-        bool optional_bias = i >= ATTN_IN_BQ;
-        t->name = given != NULL ? given : default_names[i];
-        if (t->name == NULL || (optional_bias && strcmp(t->name, "none") == 0))
+        const char *preset = st->preset != NULL ? st->preset->names[i] : NULL;
+        const bool separate = (i >= ATTN_IN_WQ && i <= ATTN_IN_WV) ||
+                              (i >= ATTN_IN_BQ && i <= ATTN_IN_BV);
+        if (given == NULL && ((fused && separate) || (!fused && i == ATTN_IN_BQKV)))
+            continue;                              /* the other form's names */
+        const char *name = given != NULL ? given : preset != NULL ? preset : spec->default_name;
+        if (name == NULL || (spec->optional && strcmp(name, "none") == 0))
             continue;                              /* not wanted */
-        bool required = given != NULL || !optional_bias;
-        attn_data_kind kind = i == ATTN_IN_MASK ? ATTN_DATA_MASK : ATTN_DATA_FLOAT;
+        bool required = given != NULL || !spec->optional;
+        if (spec->parameter && (name = under_weights_group(st, (attn_input)i, name, err)) == NULL)
+            return ATTN_ENOMEM;
+        t->name = name;
+        attn_data_kind kind = i == ATTN_IN_MASK ? ATTN_DATA_MASK
+                            : spec->integer ? ATTN_DATA_INTEGER : ATTN_DATA_FLOAT;
         int status = attn_h5in_describe(st->in, kind, required, t, err);
+        if (status != ATTN_OK && given == NULL && preset != NULL && !t->present) {
+            size_t len = strlen(err->msg);
+            snprintf(err->msg + len, sizeof err->msg - len, " (the %s of --preset %s)",
+                     spec->role, st->preset->name);
+        }
         if (status != ATTN_OK)
             return status;
     }
+    return ATTN_OK;
+}
+
+/* The variants the options and the preset ask for, into st->cfg, once
+ * the layout gives d_k: RoPE's dimension is checked against it. */
+static int plan_variants(run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    const attn_preset *preset = st->preset;
+    const attn_layout *layout = &st->report->layout;
+    const size_t d_k = layout->dims.d_k;
+    attn_config *cfg = &st->cfg;
+    if (layout->heads_interleaved && layout->cross)
+        return attn_fail(err, ATTN_EUSAGE, "--qkv-split heads: q, k and v come from one input "
+                         "through one weight; it cannot be used with --kv");
+    cfg->causal = opt->causal || (preset != NULL && preset->causal);
+    cfg->window = opt->window;
+    cfg->softcap = opt->softcap;
+    cfg->norm_eps = opt->norm_eps;
+    st->alibi_on = opt->alibi || st->info[ATTN_IN_ALIBI_SLOPES].present ||
+                   (preset != NULL && preset->alibi);
+    if (preset != NULL && preset->rope && opt->rope_theta == 0)
+        return attn_fail(err, ATTN_EUSAGE, "--preset %s rotates q and k: give --rope THETA "
+                         "(rope_theta of the model's config.json)", preset->name);
+    if (opt->rope_theta == 0)
+        return ATTN_OK;
+    size_t dim = opt->rope_dim != 0 ? opt->rope_dim : d_k;
+    if (dim % 2 != 0 || dim > d_k)
+        return attn_fail(err, ATTN_EUSAGE, "--rope-dim %zu: expected an even number of features, "
+                         "at most d_k = %zu", dim, d_k);
+    cfg->rope = (attn_rope){
+        .theta = opt->rope_theta, .dim = dim,
+        .style = opt->has_rope_style ? opt->rope_style
+               : preset != NULL ? preset->rope_style : ATTN_ROPE_NEOX,
+    };
+    st->report->rope_dim = dim;
     return ATTN_OK;
 }
 
@@ -61,10 +147,21 @@ static int plan(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
     attn_run_report *report = st->report;
-    int status = attn_plan_layout(st->info, opt->input, opt->heads, &report->layout, err);
+    const attn_preset *preset = st->preset;
+    attn_weight_layout weights = opt->layout != ATTN_LAYOUT_DEFAULT ? opt->layout
+                               : preset != NULL ? preset->layout : ATTN_LAYOUT_XW;
+    const attn_plan_request request = {
+        .heads = opt->heads, .kv_heads = opt->kv_heads, .linear = weights == ATTN_LAYOUT_LINEAR,
+        .heads_interleaved = opt->qkv_heads || (preset != NULL && preset->qkv_heads &&
+                                                 opt->names[ATTN_IN_WQKV] == NULL),
+    };
+    int status = attn_plan_layout_for(st->info, opt->input, &request, &report->layout, err);
     if (status != ATTN_OK)
         return status;
     const attn_dims *d = &report->layout.dims;
+    st->cfg.dims = *d;
+    if ((status = plan_variants(st, err)) != ATTN_OK)
+        return status;
     report->scale = opt->has_scale ? opt->scale : 1.0 / sqrt((double)d->d_k);
     report->save = opt->save;
     report->flops = attn_plan_flops(d);
@@ -89,24 +186,25 @@ static int plan(run_state *st, attn_error *err)
             !attn_size_add(&report->total_bytes, report->total_bytes, report->output_bytes[i]))
             return attn_fail(err, ATTN_EINPUT, "%s: the outputs are too large to address", opt->input);
     }
-    st->cfg.dims = *d;
     st->cfg.scale = report->scale;
-    st->cfg.causal = opt->causal;
     st->cfg.precision = opt->precision;
     st->cfg.check_overflow = !opt->allow_nonfinite;
+    report->config = st->cfg;
+    report->alibi = st->alibi_on;
     return ATTN_OK;
 }
 
 static void release(run_state *st)
 {
-    for (int i = 0; i < 8; i++)
-        free(st->parameters[i]);
+    for (int i = 0; i < ATTN_IN_COUNT; i++) {
+        free(st->whole[i]);
+        free(st->paths[i]);
+    }
+    free(st->alibi);
     free(st->fused);
     free(st->fused_bias);
     free(st->slice_memory);
     free(st->split);
-    free(st->y_shared);
-    free(st->keep_shared);
     attn_h5in_close(st->in);
 }
 
@@ -146,6 +244,10 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         memset(options->transaction, 0, sizeof *options->transaction);
 
     int status = run_check_options(options, err);
+    if (status == ATTN_OK && options->preset != NULL &&
+        (st.preset = attn_preset_find(options->preset)) == NULL)
+        status = attn_fail(err, ATTN_EUSAGE, "--preset %s: unknown (choose from %s)",
+                           options->preset, attn_preset_list());
     attn_h5_prepare();
     attn_h5_allow_plugins(options->allow_plugins);
     struct rlimit saved;
@@ -165,8 +267,8 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         (status = attn_guard_memory(run_planned_bytes(&st), attn_threads(), err)) == ATTN_OK &&
         (status = run_check_free_space(&st, err)) == ATTN_OK &&
         (status = run_load_parameters(&st, err)) == ATTN_OK &&
-        (status = run_allocate_slices(&st, err)) == ATTN_OK &&
         (status = run_load_shared(&st, err)) == ATTN_OK &&
+        (status = run_allocate_slices(&st, err)) == ATTN_OK &&
         (status = run_open_output(&st, err)) == ATTN_OK)
         status = run_steps(&st, err);
 

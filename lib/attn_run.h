@@ -21,6 +21,30 @@
 
 #include <signal.h>
 
+/* How the projection weights are stored. */
+typedef enum attn_weight_layout {
+    ATTN_LAYOUT_DEFAULT,   /* the preset's, else xw                          */
+    ATTN_LAYOUT_XW,        /* y = x W (the seed's; GPT-2 Conv1D)             */
+    ATTN_LAYOUT_LINEAR     /* y = x W^T (torch.nn.Linear, every HF *_proj)    */
+} attn_weight_layout;
+
+/* A model family: its weight names, layout and fixed semantics. */
+typedef struct attn_preset {
+    const char *name;
+    attn_weight_layout layout;
+    bool causal, alibi, qkv_heads;
+    bool rope;                          /* needs --rope THETA                 */
+    attn_rope_style rope_style;
+    const char *names[ATTN_IN_COUNT];   /* under --weights-group; biases are
+                                           used when present               */
+} attn_preset;
+
+/* The preset called name, or NULL. */
+const attn_preset *attn_preset_find(const char *name);
+
+/* "gpt2, torch-mha, ...": every preset's name, for messages. */
+const char *attn_preset_list(void);
+
 #define ATTN_DEFAULT_MEMORY ((size_t)16 << 20)    /* bytes of one slice's buffers (two are in flight) */
 
 typedef struct attn_run_options {
@@ -36,12 +60,31 @@ typedef struct attn_run_options {
     bool wait;                          /* wait for another program's lock on
                                            IN instead of failing             */
     bool causal;
-    const char *names[ATTN_IN_COUNT];   /* dataset names; NULL = the default
-                                           ("X", "W_Q", ... "b_O"; none for KV
-                                           and mask); "none" drops a bias    */
+    const char *names[ATTN_IN_COUNT];   /* dataset names; NULL = the preset's
+                                           or the default ("X", "W_Q", ...
+                                           "b_O"; none for the others);
+                                           "none" drops a bias             */
+    const char *weights_group;          /* where parameter names are looked
+                                           up (NULL = "/"); names starting
+                                           with "/" are taken as they are */
+    const char *preset;                 /* a model family (attn_preset_find);
+                                           NULL = none                      */
+    attn_weight_layout layout;          /* how weights are stored            */
+    bool qkv_heads;                     /* --wqkv holds q|k|v per head        */
     size_t heads;                       /* --heads; 0 = from 3-D weights      */
+    size_t kv_heads;                    /* --kv-heads; 0 = from W_K's shape   */
     bool has_scale;
     double scale;                       /* used when has_scale                */
+    size_t window;                      /* 0, or the sliding window           */
+    double softcap;                     /* 0, or the logit soft cap           */
+    bool alibi;                         /* ALiBi (slopes from --alibi-slopes,
+                                           else the standard ones)          */
+    double rope_theta;                  /* 0, or RoPE's base                  */
+    size_t rope_dim;                    /* 0 = d_k                            */
+    attn_rope_style rope_style;
+    bool has_rope_style;                /* else the preset's, else neox       */
+    double norm_eps;                    /* QK-norm epsilon (default 1e-6)     */
+    bool mask_invert;                   /* the mask's nonzero = masked        */
     const char *group;                  /* where outputs go ("/")             */
     unsigned save;                      /* bits (1u << attn_output)           */
     attn_precision precision;
@@ -69,6 +112,11 @@ typedef struct attn_run_options {
 typedef struct attn_run_report {
     attn_layout layout;
     double scale;
+    size_t rope_dim;                    /* rotated features per head (0: none) */
+    attn_config config;                 /* the layer's settings, preset and
+                                           options combined (config.alibi
+                                           is not kept: see alibi)         */
+    bool alibi;
     size_t slice_items;                 /* batch items per slice              */
     size_t slice_bytes;                 /* buffer bytes for one slice         */
     size_t slice_rows;                  /* query rows per block (n: all)      */
@@ -82,7 +130,8 @@ typedef struct attn_run_report {
 /* Options with every default of DESIGN §5 filled in. */
 attn_run_options attn_run_defaults(void);
 
-/* The default dataset name of an input ("X", "W_Q", ...; NULL for KV and mask). */
+/* The default dataset name of an input ("X", "W_Q", ...; NULL for the
+ * optional inputs). */
 const char *attn_input_default_name(attn_input which);
 
 /*

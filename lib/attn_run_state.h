@@ -22,20 +22,27 @@
 typedef struct run_state {
     const attn_run_options *opt;
     attn_run_report *report;
+    const attn_preset *preset;    /* --preset, or NULL                      */
     attn_tensor_info info[ATTN_IN_COUNT];
+    char *paths[ATTN_IN_COUNT];   /* names joined to --weights-group        */
     attn_h5in *in;
     attn_h5out *out;
     attn_config cfg;
-    void *parameters[8];          /* packed W_Q W_K W_V W_O b_Q b_K b_V b_O */
-    void *fused;                  /* (D, H*(2dk+dv)) = [W_Q | W_K | W_V]    */
-    void *fused_bias;             /* (H*(2dk+dv)), zeros for absent biases  */
+    void *whole[ATTN_IN_COUNT];   /* inputs read once, whole: the parameters
+                                     (per-head weights packed) and what
+                                     every item shares (--kv (m, D), mask
+                                     (m), positions, attention bias
+                                     without a batch axis)               */
+    bool alibi_on;                /* --alibi, --alibi-slopes or the preset  */
+    double *alibi;                /* (H) ALiBi slopes, or NULL              */
+    void *fused;                  /* [W_Q | W_K | W_V]: (D, F), linear (F, D),
+                                     F = H*dk + G*dk + G*dv                */
+    void *fused_bias;             /* (F), zeros for absent biases           */
     attn_weights weights;
     attn_slice_sizes sizes;
     void *slice_memory;           /* every per-slice buffer, carved below   */
     void *split;                  /* (c, H, rows, d): q, k, v or heads
                                      reordered head-major for writing     */
-    void *y_shared;               /* (m, D) when --kv is shared by all items */
-    unsigned char *keep_shared;   /* (m) when --mask is shared               */
     attn_slice slots[2];          /* the slice computed and the one written */
     void *maps[2][2];             /* [step parity][scores, weights]         */
     int handles[ATTN_OUT_COUNT];
@@ -45,6 +52,9 @@ static inline bool run_saved(const run_state *st, attn_output which)
 {
     return (st->opt->save >> which) & 1u;
 }
+
+/* The buffers of one slice carved from the slice memory. */
+#define RUN_SLICE_BUFFERS 10
 
 /* Every buffer carved from one allocation starts on this boundary. */
 #define RUN_ALIGN ((size_t)64)
@@ -61,6 +71,10 @@ int run_check_finite(const run_state *st, const attn_tensor_info *t, const void 
                      size_t first, size_t count, attn_error *err);
 int run_load_parameters(run_state *st, attn_error *err);
 int run_load_shared(run_state *st, attn_error *err);
+/* --mask-invert: a mask whose nonzero entries hide keys, as keep flags. */
+void run_invert_mask(unsigned char *keep, size_t count);
+int run_check_bias(const run_state *st, const attn_tensor_info *t, const void *buf, size_t first,
+                   size_t count, attn_error *err);
 
 /* attn_preflight.c */
 int run_check_options(const attn_run_options *opt, attn_error *err);
