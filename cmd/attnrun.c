@@ -118,7 +118,7 @@ static const char *const usage_text[] = {
     "                       default: from the K weight's shape)\n"
     "      --window W       sliding window: query q sees keys k > q - W\n"
     "      --softcap C      logits become C tanh(logit / C) (Gemma 2)\n"
-    "      --alibi          add ALiBi biases slope_h (k - q) (BLOOM)\n"
+    "      --alibi          add ALiBi biases slope_h (pos_k - pos_q) (BLOOM)\n"
     "      --alibi-slopes NAME  (H) slopes instead of the standard ones\n"
     "      --attn-bias NAME add a float dataset (n, m), (H, n, m) or (B, H, n, m)\n"
     "      --rope THETA     rotary position embeddings of q and k with base THETA\n"

@@ -105,7 +105,11 @@ typedef struct attn_weights {
      * then ignored. */
     const void *w_qkv;
     const void *b_qkv;
-    bool heads_interleaved;
+    bool heads_interleaved;      /* then the slice must be self-attention
+                                    (y = x) with its projections laid out
+                                    the same way: k = q + dk, v = q + 2dk,
+                                    ldq = ldk = ldv = 3 H dk, hsq = hsk =
+                                    hsv = 3dk, one GEMM fills them      */
     const void *q_norm;  /* (dk): RMSNorm weights of each head's q, or NULL */
     const void *k_norm;  /* (dk): the same for k                           */
 } attn_weights;

@@ -124,6 +124,8 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
         return attn_fail(err, ATTN_EUSAGE, "--rope %g: expected a positive base", opt->rope_theta);
     if (opt->rope_theta == 0 && (opt->rope_dim != 0 || opt->has_rope_style))
         return attn_fail(err, ATTN_EUSAGE, "--rope-dim and --rope-style need --rope THETA");
+    if (opt->mask_invert && opt->names[ATTN_IN_MASK] == NULL)
+        return attn_fail(err, ATTN_EUSAGE, "--mask-invert needs --mask NAME");
     if (!(isfinite(opt->norm_eps) && opt->norm_eps >= 0))
         return attn_fail(err, ATTN_EUSAGE, "--norm-eps %g: expected a small positive number",
                          opt->norm_eps);
