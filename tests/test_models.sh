@@ -586,6 +586,18 @@ for name, shape, causal in (("attn_bias_nm", (12, 12), False), ("attn_bias_hnm",
     case(name, "--heads 4 --attn-bias AB" + (" --causal" if causal else ""),
          dict(XW, attn_bias="@/AB", causal=causal), 4, 4, 8, 8, names={"attn_bias": "AB"})
 
+# an attention bias that masks keys with -inf (ALiBi-free T5/HF style masks)
+g = Gen(255)
+with h5py.File(path("attn_bias_neg_inf"), "w") as f:
+    f["X"] = g(2, 12, 32)
+    xw_weights(f, g, 32, 4, 4, 8, 8)
+    AB = g(4, 12, 12)
+    AB[:, :, 3] = -np.inf                       # key 3 hidden from every query
+    AB[1, 5, :] = -np.inf                       # head 1, query 5: every key hidden
+    f["AB"] = AB
+case("attn_bias_neg_inf", "--heads 4 --attn-bias AB",
+     dict(XW, attn_bias="@/AB"), 4, 4, 8, 8, names={"attn_bias": "AB"})
+
 # --mask-invert: (B, m) bool True = padding, one item fully padded; (m) uint8 nonzero = masked
 g = Gen(260)
 with h5py.File(path("mask_invert"), "w") as f:
