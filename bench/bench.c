@@ -14,8 +14,11 @@
  *   4. runs attnrun, then bench/ref_numpy.py, each 1 warm-up + N timed runs
  *      as whole processes, keeping the median time and the peak RSS; the
  *      numpy warm-up also checks that attnrun's output equals numpy's;
- *   5. prints the limits and two tables: attnrun against the roofline, and
- *      attnrun against numpy.
+ *   5. prints the limits and three tables: attnrun against the roofline,
+ *      attnrun against numpy, and workloads against their baselines (the
+ *      ratios of times measured in this run, with their targets).
+ * Rows may share an input file (workloads.h: input); the numpy peer is
+ * skipped for workloads with attnrun-only options (--kv-heads, args).
  * Progress and the programs' messages go to stderr, the report to stdout.
  *
  * Legend: B batch, n sequence length (queries = keys), D d_model, H heads.
@@ -70,6 +73,7 @@ struct options {
     int runs;              /* timed runs after the warm-up */
     int numpy;             /* run the numpy peer */
     int selected[BENCH_N_WORKLOADS];
+    int name_width;        /* the workload column: 9, or wider for long names */
 };
 
 enum series_state { SERIES_NOT_RUN, SERIES_OK, SERIES_FAILED, SERIES_SKIPPED };
@@ -110,6 +114,7 @@ struct argv_list {
     const char *v[ARGV_MAX];
     size_t n;
     char heads[24];              /* the --heads value's text */
+    char kv_heads[24];           /* the --kv-heads value's text */
 };
 
 /* ---- small utilities ---------------------------------------------------- */
@@ -219,6 +224,30 @@ static void argv_push_workload(struct argv_list *a, const struct bench_workload 
         argv_push(a, "--save");
         argv_push(a, w->save);
     }
+}
+
+/* Those, then the options only attnrun takes: --kv-heads and the row's args. */
+static void argv_push_attnrun_workload(struct argv_list *a, const struct bench_workload *w)
+{
+    argv_push_workload(a, w);
+    if (bench_kv_heads_arg(w)) {
+        snprintf(a->kv_heads, sizeof a->kv_heads, "%ld", bench_kv_heads_arg(w));
+        argv_push(a, "--kv-heads");
+        argv_push(a, a->kv_heads);
+    }
+    for (int i = 0; i < BENCH_MAX_ARGS && w->args[i]; i++)
+        argv_push(a, w->args[i]);
+}
+
+/* The attnrun-only options of w as text ("--kv-heads 8 --rope 10000"), or "". */
+static void attnrun_only_text(const struct bench_workload *w, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    if (bench_kv_heads_arg(w))
+        len += (size_t)snprintf(out, size, "--kv-heads %ld", bench_kv_heads_arg(w));
+    for (int i = 0; i < BENCH_MAX_ARGS && w->args[i] && len < size; i++)
+        len += (size_t)snprintf(out + len, size - len, "%s%s", len ? " " : "", w->args[i]);
 }
 
 /* Child side of run_child: stdout and stderr into the pipe, then exec.
@@ -365,8 +394,9 @@ static int ensure_input(const struct options *o, struct row *r)
     static struct child c;
     if (access(r->input, F_OK) == 0)
         return 0;
+    const char *owner = bench_input_of(r->w)->name;   /* the file's own workload */
     progress("%s: generating %s", r->w->name, r->input);
-    const char *argv[] = {o->gen, r->w->name, r->input, NULL};
+    const char *argv[] = {o->gen, owner, r->input, NULL};
     if (run_once(argv, r->input, &c)) {
         fprintf(stderr, "\n");
         return 0;
@@ -403,7 +433,7 @@ static int dry_run(const struct options *o, struct row *r)
     struct argv_list a = {.n = 0};
     argv_push(&a, o->attnrun);
     argv_push(&a, r->input);
-    argv_push_workload(&a, r->w);
+    argv_push_attnrun_workload(&a, r->w);
     argv_push(&a, "--dry-run");
     if (run_child(a.v, &c) != 0 || child_exit_code(&c) != 0) {
         fputs(c.out, stderr);
@@ -420,7 +450,7 @@ static int dry_run(const struct options *o, struct row *r)
 
 static int prepare_row(const struct options *o, struct row *r)
 {
-    if (join_path(r->input, o->dir, r->w->name, ".h5") != 0
+    if (join_path(r->input, o->dir, bench_input_of(r->w)->name, ".h5") != 0
         || join_path(r->attn_out, o->dir, r->w->name, ".attnrun.out.h5") != 0
         || join_path(r->numpy_out, o->dir, r->w->name, ".numpy.out.h5") != 0) {
         snprintf(r->prep_note, sizeof r->prep_note, "path too long");
@@ -590,7 +620,7 @@ static void bench_attnrun(const struct options *o, struct row *r)
     argv_push(&a, "-o");
     argv_push(&a, r->attn_out);
     argv_push(&a, "-q");
-    argv_push_workload(&a, r->w);
+    argv_push_attnrun_workload(&a, r->w);
 
     progress("%s: %s warm-up", r->w->name, "attnrun");
     if (!run_once(a.v, r->attn_out, &c)) {
@@ -649,6 +679,13 @@ static void bench_numpy(const struct options *o, struct row *r, int *available,
     r->numpy.state = SERIES_SKIPPED;
     if (!*available)
         return;
+    char only[NOTE_SIZE / 2];
+    attnrun_only_text(r->w, only, sizeof only);
+    if (only[0]) {
+        snprintf(r->numpy.note, sizeof r->numpy.note, "skipped: %s has no %s", o->ref, only);
+        progress("%s: numpy %s\n", r->w->name, r->numpy.note);
+        return;
+    }
     if (ram > 0 && need > ram / 2) {
         snprintf(r->numpy.note, sizeof r->numpy.note,
                  "skipped: needs ~%.1f GB (3 x B*H*n*m float32), over half of the %.1f GB RAM",
@@ -694,6 +731,22 @@ static void shape_text(const struct bench_workload *w, char *out, size_t size)
     snprintf(out, size, "%ldx%ldx%ld/%ld", w->batch, w->seq, w->d_model, w->heads);
 }
 
+/* After a limits row: what sets w apart from plain multi-head attention on
+ * its own input (nothing for the original workloads). */
+static void print_variant(const struct bench_workload *w)
+{
+    char only[NOTE_SIZE];
+    attnrun_only_text(w, only, sizeof only);
+    if (only[0])
+        printf("  %s", only);
+    if (w->repeat_kv)
+        printf("  W_K, W_V: %ld K/V heads repeated to %ld", bench_kv_heads(w), w->heads);
+    if (w->seed)
+        printf(" (%s's values)", w->seed);
+    if (w->input)
+        printf(" (%s's input)", w->input);
+}
+
 static void print_limits(const struct options *o, const struct row rows[], double sgemm_gflops)
 {
     printf("attnbench: %s, whole process, median of %d run%s after 1 warm-up\n\n", o->attnrun,
@@ -705,8 +758,8 @@ static void print_limits(const struct options *o, const struct row rows[], doubl
            sgemm_gflops, openblas_get_num_threads(), SGEMM_REPEATS);
     printf("  HDF5 write + fsync  one contiguous float32 dataset of each workload's output bytes,\n"
            "                      new file in %s, best of %d:\n\n", o->dir, WRITE_REPEATS);
-    printf("%-9s %-19s %-19s %7s %11s %12s\n", "workload", "shape B x n x D / H", "attention",
-           "GFLOP", "output MB", "write MB/s");
+    printf("%-*s %-19s %-19s %7s %11s %12s\n", o->name_width, "workload", "shape B x n x D / H",
+           "attention", "GFLOP", "output MB", "write MB/s");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
         char shape[48], attention[48];
@@ -716,30 +769,32 @@ static void print_limits(const struct options *o, const struct row rows[], doubl
         snprintf(attention, sizeof attention, "%s%s%s", r->w->causal ? "causal" : "full",
                  r->w->biases ? ", biases" : "", r->w->save ? ", output only" : "");
         if (!r->prepared) {
-            printf("%-9s %-19s %s\n", r->w->name, shape, r->prep_note);
+            printf("%-*s %-19s %s\n", o->name_width, r->w->name, shape, r->prep_note);
             continue;
         }
-        printf("%-9s %-19s %-19s %7.1f %11.1f", r->w->name, shape, attention, r->flops / 1e9,
-               r->bytes / 1e6);
+        printf("%-*s %-19s %-19s %7.1f %11.1f", o->name_width, r->w->name, shape, attention,
+               r->flops / 1e9, r->bytes / 1e6);
         if (r->write_s > 0)
-            printf(" %12.0f\n", r->bytes / r->write_s / 1e6);
+            printf(" %12.0f", r->bytes / r->write_s / 1e6);
         else
-            printf(" %12s\n", "failed");
+            printf(" %12s", "failed");
+        print_variant(r->w);
+        printf("\n");
     }
 }
 
 static void print_roofline_table(const struct options *o, const struct row rows[], double sgemm_gflops)
 {
     printf("\nattnrun against the roofline\n");
-    printf("%-9s %-14s %7s %8s %7s %6s %8s %7s  %-5s %7s\n", "workload", "shape", "time s",
-           "GFLOP/s", "out MB", "GB/s", "RSS MiB", "roof s", "bound", "x roof");
+    printf("%-*s %-14s %7s %8s %7s %6s %8s %7s  %-5s %7s\n", o->name_width, "workload", "shape",
+           "time s", "GFLOP/s", "out MB", "GB/s", "RSS MiB", "roof s", "bound", "x roof");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
         char shape[48];
         if (!o->selected[i])
             continue;
         shape_text(r->w, shape, sizeof shape);
-        printf("%-9s %-14s", r->w->name, shape);
+        printf("%-*s %-14s", o->name_width, r->w->name, shape);
         if (!r->prepared) {
             printf("  %s\n", r->prep_note);
             continue;
@@ -763,6 +818,9 @@ static void print_roofline_table(const struct options *o, const struct row rows[
            "        fsync); GFLOP/s and GB/s: the dry run's FLOPs and output bytes over that time.\n"
            "roof s: max(FLOPs / sgemm rate, output bytes / write rate), the larger of the two\n"
            "        limits above (bound); x roof: time s over roof s.\n");
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
+        if (o->selected[i] && rows[i].w->note)
+            printf("%s: %s\n", rows[i].w->name, rows[i].w->note);
 }
 
 static void print_numpy_table(const struct options *o, const struct row rows[],
@@ -775,13 +833,13 @@ static void print_numpy_table(const struct options *o, const struct row rows[],
     }
     if (unavailable_note[0])
         printf("  numpy peer unavailable: %s\n", unavailable_note);
-    printf("%-9s %9s %8s %8s %8s %14s  %s\n", "workload", "attnrun s", "RSS MiB", "numpy s",
-           "RSS MiB", "numpy/attnrun", "check");
+    printf("%-*s %9s %8s %8s %8s %14s  %s\n", o->name_width, "workload", "attnrun s", "RSS MiB",
+           "numpy s", "RSS MiB", "numpy/attnrun", "check");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
         if (!o->selected[i] || !r->prepared)
             continue;
-        printf("%-9s", r->w->name);
+        printf("%-*s", o->name_width, r->w->name);
         if (r->attn.state == SERIES_OK)
             printf(" %9.3f %8.1f", r->attn.median_s, (double)r->attn.peak_rss_kib / 1024);
         else
@@ -798,6 +856,71 @@ static void print_numpy_table(const struct options *o, const struct row rows[],
         printf("  %s\n", r->check[0] ? r->check : "-");
     }
     printf("check: numpy's output against attnrun's, max |diff| / max |output|, ok <= 1e-4.\n");
+}
+
+/* One target line: the measure, its value, the bound and PASS or MISS;
+ * digits: decimals of the value and of the bound. */
+static void print_target(const struct options *o, const struct row *r, const char *measure,
+                         const char *baseline_s, double value, int at_most, double target,
+                         const int digits[2])
+{
+    int pass = at_most ? value <= target : value >= target;
+    char bound[24];
+    snprintf(bound, sizeof bound, "%s %.*f", at_most ? "<=" : ">=", digits[1], target);
+    printf("%-*s %9.3f %8.1f %10s  %-21s %8.*f  %-9s %s\n", o->name_width, r->w->name,
+           r->attn.median_s, (double)r->attn.peak_rss_kib / 1024, baseline_s, measure, digits[0],
+           value, bound, pass ? "PASS" : "MISS");
+}
+
+/* The rows with a baseline or an RSS target: ratios of times of this run. */
+static void print_baseline_table(const struct options *o, const struct row rows[])
+{
+    int any = 0;
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
+        any |= o->selected[i] && (rows[i].w->baseline || rows[i].w->max_rss_mib > 0);
+    if (!any)
+        return;
+    printf("\nattnrun against its own baselines (targets from bench/workloads.h)\n");
+    printf("%-*s %9s %8s %10s  %-21s %8s  %-9s %s\n", o->name_width, "workload", "attnrun s",
+           "RSS MiB", "baseline s", "measure", "value", "target", "result");
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        const struct row *r = &rows[i];
+        const struct bench_workload *w = r->w;
+        if (!o->selected[i] || !(w->baseline || w->max_rss_mib > 0))
+            continue;
+        if (r->attn.state != SERIES_OK) {
+            printf("%-*s  %s\n", o->name_width, w->name,
+                   !r->prepared ? r->prep_note : r->attn.note);
+            continue;
+        }
+        const struct bench_workload *bw = w->baseline ? bench_find_workload(w->baseline) : NULL;
+        if (w->baseline) {
+            const struct row *b = bw ? &rows[bw - bench_workloads] : NULL;
+            int at_most = w->ratio != BENCH_RATIO_AT_LEAST;
+            char measure[40], baseline_s[16];
+            snprintf(measure, sizeof measure, "%s / %s", at_most ? w->name : w->baseline,
+                     at_most ? w->baseline : w->name);
+            if (!b || !o->selected[bw - bench_workloads])
+                printf("%-*s  %s: needs %s in the run (--only)\n", o->name_width, w->name,
+                       measure, w->baseline);
+            else if (b->attn.state != SERIES_OK)
+                printf("%-*s  %s: %s did not run\n", o->name_width, w->name, measure,
+                       w->baseline);
+            else {
+                double ratio = at_most ? r->attn.median_s / b->attn.median_s
+                                       : b->attn.median_s / r->attn.median_s;
+                snprintf(baseline_s, sizeof baseline_s, "%.3f", b->attn.median_s);
+                print_target(o, r, measure, baseline_s, ratio, at_most, w->target,
+                             (const int[2]){2, 2});
+            }
+        }
+        if (w->max_rss_mib > 0)
+            print_target(o, r, "peak RSS MiB", "-", (double)r->attn.peak_rss_kib / 1024, 1,
+                         w->max_rss_mib, (const int[2]){1, 0});
+    }
+    printf("baseline s: the baseline workload's attnrun s, from this run; measure: the ratio of\n"
+           "the two medians (or the peak RSS) against its target. MISS is reported, not an\n"
+           "error: the exit status does not change (the figures move 10-20 %% between runs).\n");
 }
 
 static void print_footnote(void)
@@ -871,7 +994,7 @@ static int parse_runs(const char *text, int *runs)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "/usr/bin/python3",
-                          "bench/ref_numpy.py", "build/bench/work", 5, 1, {0}};
+                          "bench/ref_numpy.py", "build/bench/work", 5, 1, {0}, 9};
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
         o->selected[i] = 1;
     for (int i = 1; i < argc; i++) {
@@ -903,6 +1026,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         else if (strcmp(opt, "--runs") == 0 && parse_runs(value, &o->runs) != 0)
             return usage_error("--runs takes a whole number from 1 to 100, not", value);
     }
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)   /* "workload" and a space, or more */
+        if (o->selected[i] && (int)strlen(bench_workloads[i].name) + 1 > o->name_width)
+            o->name_width = (int)strlen(bench_workloads[i].name) + 1;
     return -1;
 }
 
@@ -953,6 +1079,7 @@ int main(int argc, char **argv)
 
     print_roofline_table(&o, rows, sgemm_gflops);
     print_numpy_table(&o, rows, unavailable_note);
+    print_baseline_table(&o, rows);
     print_footnote();
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, PROG ": cannot write the report: %s\n", strerror(errno));

@@ -3,14 +3,19 @@
  *     attnbench-gen gpt2 build/bench/work/gpt2.h5
  *     attnbench-gen --list
  *
- * The file holds, at its root, X (B, n, D), W_Q, W_K, W_V (D, H*d_k) = (D, D),
- * W_O (D, D) and, for workloads with biases, b_Q, b_K, b_V, b_O (D): all
- * contiguous float32 little-endian, the layout attnrun reads by default.
- * Values come from splitmix64 seeded by the workload's name, so the same
- * command always writes the same bytes:
+ * The file holds, at its root, X (B, n, D), W_Q (D, H*d_k) = (D, D),
+ * W_K, W_V (D, G*d_k), W_O (D, D) and, for workloads with biases, b_Q, b_K,
+ * b_V, b_O (D): all contiguous float32 little-endian, the layout attnrun
+ * reads by default. Values come from splitmix64 seeded by the workload's
+ * name (or its row's seed), so the same command always writes the same bytes:
  *     X ~ U(-1, 1)    weights ~ U(-1, 1) / sqrt(D)    biases ~ U(-0.1, 0.1)
  * The weights' 1/sqrt(D) keeps Q, K, V near unit scale, so the softmax sees
  * the spread of scores a trained model gives rather than saturating.
+ * A repeat_kv row draws W_K and W_V as (D, G*d_k), exactly as its seed's
+ * workload does, and stores each K/V head's d_k columns once per query head
+ * of its group, (D, H*d_k), as HF's repeat_kv: the same attention as plain
+ * multi-head attention. A row with an input of another workload writes
+ * that workload's file.
  *
  * The file is written under OUT.tmp and renamed onto OUT at the end: the
  * runner regenerates an input only when it is missing, so an interrupted
@@ -87,9 +92,12 @@ static int h5_fail(const char *path, const char *what)
 }
 
 /* Writes dataset `name` of shape dims[0..rank-1], filled from rng with
- * U(lo, hi), in blocks of whole rows of dims[0]. Returns 0 or -1 (reported). */
+ * U(lo, hi), in blocks of whole rows of dims[0]. With repeat > 1 (rank 2),
+ * each row draws dims[1] / repeat values and stores every run of `group` of
+ * them `repeat` times in a row. Returns 0 or -1 (reported). */
 static int write_uniform(hid_t file, const char *path, const char *name, int rank,
-                         const hsize_t dims[], struct rng *rng, float lo, float hi)
+                         const hsize_t dims[], hsize_t group, hsize_t repeat,
+                         struct rng *rng, float lo, float hi)
 {
     int status = -1;
     hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID, mem = H5I_INVALID_HID;
@@ -130,8 +138,17 @@ static int write_uniform(hid_t file, const char *path, const char *name, int ran
         count[0] = dims[0] - r0 < rows_per_block ? dims[0] - r0 : rows_per_block;
         start[0] = r0;
         hsize_t values = count[0] * row;
-        for (hsize_t i = 0; i < values; i++)
-            block[i] = rng_uniform(rng, lo, hi);
+        if (repeat <= 1) {
+            for (hsize_t i = 0; i < values; i++)
+                block[i] = rng_uniform(rng, lo, hi);
+        } else {
+            for (hsize_t at = 0; at < values; at += group * repeat) {
+                for (hsize_t i = 0; i < group; i++)
+                    block[at + i] = rng_uniform(rng, lo, hi);
+                for (hsize_t r = 1; r < repeat; r++)
+                    memcpy(block + at + r * group, block + at, (size_t)group * sizeof *block);
+            }
+        }
         mem = H5Screate_simple(1, &values, NULL);
         if (mem < 0
             || H5Sselect_hyperslab(space, H5S_SELECT_SET, start, NULL, count, NULL) < 0
@@ -162,19 +179,26 @@ static int write_workload(hid_t file, const char *path, const struct bench_workl
 {
     static const char *const weights[] = {"W_Q", "W_K", "W_V", "W_O"};
     static const char *const biases[] = {"b_Q", "b_K", "b_V", "b_O"};
-    struct rng rng = {seed_for(w->name)};
-    const hsize_t x_dims[3] = {(hsize_t)w->batch, (hsize_t)w->seq, (hsize_t)w->d_model};
-    const hsize_t w_dims[2] = {(hsize_t)w->d_model, (hsize_t)w->d_model};
-    const hsize_t b_dims[1] = {(hsize_t)w->d_model};
+    struct rng rng = {seed_for(w->seed ? w->seed : w->name)};
+    const hsize_t D = (hsize_t)w->d_model, d_k = D / (hsize_t)w->heads;
+    const hsize_t G = (hsize_t)bench_kv_heads(w), H = (hsize_t)w->heads;
+    const hsize_t repeat = w->repeat_kv ? H / G : 1;
+    const hsize_t x_dims[3] = {(hsize_t)w->batch, (hsize_t)w->seq, D};
+    const hsize_t q_dims[2] = {D, D};
+    const hsize_t kv_dims[2] = {D, G * d_k * repeat};
+    const hsize_t b_dims[1] = {D};
     const float w_bound = 1.0f / sqrtf((float)w->d_model);
 
-    if (write_uniform(file, path, "X", 3, x_dims, &rng, -1.0f, 1.0f) != 0)
+    if (write_uniform(file, path, "X", 3, x_dims, 1, 1, &rng, -1.0f, 1.0f) != 0)
         return -1;
-    for (int i = 0; i < 4; i++)
-        if (write_uniform(file, path, weights[i], 2, w_dims, &rng, -w_bound, w_bound) != 0)
+    for (int i = 0; i < 4; i++) {
+        int kv = i == 1 || i == 2;
+        if (write_uniform(file, path, weights[i], 2, kv ? kv_dims : q_dims, d_k,
+                          kv ? repeat : 1, &rng, -w_bound, w_bound) != 0)
             return -1;
+    }
     for (int i = 0; w->biases && i < 4; i++)
-        if (write_uniform(file, path, biases[i], 1, b_dims, &rng, -0.1f, 0.1f) != 0)
+        if (write_uniform(file, path, biases[i], 1, b_dims, 1, 1, &rng, -0.1f, 0.1f) != 0)
             return -1;
     return 0;
 }
@@ -212,13 +236,28 @@ static int generate(const struct bench_workload *w, const char *path)
 
 static void print_list(void)
 {
-    printf("%-6s %6s %6s %5s %3s  %s\n", "name", "B", "n", "D", "H", "options");
+    int width = 6;
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
+        if ((int)strlen(bench_workloads[i].name) > width)
+            width = (int)strlen(bench_workloads[i].name);
+    printf("%-*s %6s %6s %5s %3s  %s\n", width, "name", "B", "n", "D", "H", "options");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct bench_workload *w = &bench_workloads[i];
-        printf("%-6s %6ld %6ld %5ld %3ld  --heads %ld%s%s%s%s\n", w->name, w->batch, w->seq,
+        printf("%-*s %6ld %6ld %5ld %3ld  --heads %ld%s%s%s", width, w->name, w->batch, w->seq,
                w->d_model, w->heads, w->heads, w->causal ? " --causal" : "",
-               w->save ? " --save " : "", w->save ? w->save : "",
-               w->biases ? "  (input has biases)" : "");
+               w->save ? " --save " : "", w->save ? w->save : "");
+        if (bench_kv_heads_arg(w))
+            printf(" --kv-heads %ld", bench_kv_heads_arg(w));
+        for (int j = 0; j < BENCH_MAX_ARGS && w->args[j]; j++)
+            printf(" %s", w->args[j]);
+        printf("%s", w->biases ? "  (input has biases)" : "");
+        if (w->repeat_kv)
+            printf("  (W_K, W_V: %ld K/V heads repeated to %ld)", bench_kv_heads(w), w->heads);
+        if (w->seed)
+            printf("  (values of %s)", w->seed);
+        if (w->input)
+            printf("  (reads %s's input)", w->input);
+        printf("\n");
     }
 }
 
@@ -239,6 +278,7 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": unknown workload '%s' (see --list)\n", argv[1]);
         return 2;
     }
+    w = bench_input_of(w);   /* a row reading another's input writes that file */
     /* Errors are reported as one line from the innermost HDF5 message. */
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     return generate(w, argv[2]) == 0 ? 0 : 1;

@@ -36,6 +36,8 @@ extern double exp(double);
 #define QUERY_BLOCK ((size_t)128)
 #define ONLINE_QUERY_BLOCK ((size_t)256)   /* the online softmax's rows */
 #define KEY_BLOCK ((size_t)512)
+#define ONLINE_WINDOW_ROWS ((size_t)64)     /* the fewest rows of a windowed task */
+#define ONLINE_WINDOW_SHARE ((size_t)4)     /* ... else a quarter of the window */
 
 /* Bytes of the (c, H) flags at the start of s->scratch, padded so that
  * the blocks after them stay aligned. */
@@ -56,6 +58,22 @@ static void attn_visible_keys(const attn_config *cfg, size_t query, size_t *lo, 
     *lo = cfg->window != 0 && query >= cfg->window ? query - cfg->window + 1 : 0;
     if (*lo > *hi)
         *lo = *hi;
+}
+
+/*
+ * Query rows per task of the online softmax.  A task multiplies the keys
+ * any of its rows sees: with a window of W keys, R rows see R + W - 1, so
+ * fewer rows waste less (R = W/ONLINE_WINDOW_SHARE, at least
+ * ONLINE_WINDOW_ROWS).  Fixed by the configuration, never by the threads.
+ */
+static size_t attn_online_rows(const attn_config *cfg)
+{
+    size_t rows = ONLINE_QUERY_BLOCK;
+    if (cfg->window == 0)
+        return rows;
+    while (rows > ONLINE_WINDOW_ROWS && rows > cfg->window / ONLINE_WINDOW_SHARE)
+        rows /= 2;
+    return rows;
 }
 
 #define REAL float

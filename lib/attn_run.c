@@ -15,12 +15,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-static const char *const default_names[ATTN_IN_COUNT] = {
-    [ATTN_IN_X] = "X",     [ATTN_IN_WQ] = "W_Q", [ATTN_IN_WK] = "W_K",
-    [ATTN_IN_WV] = "W_V",  [ATTN_IN_WO] = "W_O", [ATTN_IN_BQ] = "b_Q",
-    [ATTN_IN_BK] = "b_K",  [ATTN_IN_BV] = "b_V", [ATTN_IN_BO] = "b_O",
-};
-
 attn_run_options attn_run_defaults(void)
 {
     attn_run_options opt;
@@ -35,7 +29,7 @@ attn_run_options attn_run_defaults(void)
 
 const char *attn_input_default_name(attn_input which)
 {
-    return default_names[which];
+    return attn_input_spec_of(which)->default_name;
 }
 
 /* name under --weights-group (absolute names as they are), in st->paths. */
