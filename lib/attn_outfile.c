@@ -19,7 +19,7 @@ typedef struct provenance {
     double real;
 } provenance;
 
-#define PROVENANCE_COUNT 25
+#define PROVENANCE_COUNT 29
 
 /* The name of a dataset the run read, or "" when it read none. */
 static const char *input_name(const run_state *st, attn_input which)
@@ -43,6 +43,7 @@ static void provenance_of(const run_state *st, const char *stamp, provenance p[P
         {"attnrun_version", TEXT, ATTN_VERSION, 0, 0},
         {"command_line", TEXT, opt->command_line ? opt->command_line : "", 0, 0},
         {"input_file", TEXT, opt->input, 0, 0},
+        {"weights_group", TEXT, opt->weights_group ? opt->weights_group : "/", 0, 0},
         {"preset", TEXT, st->preset ? st->preset->name : "", 0, 0},
         {"layout", TEXT, layout->linear ? "linear" : "xw", 0, 0},
         {"qkv_split", TEXT, !layout->fused ? "" : layout->heads_interleaved ? "heads" : "blocks", 0, 0},
@@ -55,9 +56,12 @@ static void provenance_of(const run_state *st, const char *stamp, provenance p[P
         {"window", INTEGER, NULL, (long long)cfg->window, 0},
         {"softcap", REAL, NULL, 0, cfg->softcap},
         {"alibi", INTEGER, NULL, st->alibi_on, 0},
+        {"alibi_slopes", TEXT, input_name(st, ATTN_IN_ALIBI_SLOPES), 0, 0},
         {"rope_theta", REAL, NULL, 0, cfg->rope.theta},
         {"rope_dim", INTEGER, NULL, rope ? (long long)cfg->rope.dim : 0, 0},
         {"rope_style", TEXT, !rope ? "" : cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox", 0, 0},
+        {"positions", TEXT, input_name(st, ATTN_IN_POSITIONS), 0, 0},
+        {"kv_positions", TEXT, input_name(st, ATTN_IN_KV_POSITIONS), 0, 0},
         {"q_norm", TEXT, input_name(st, ATTN_IN_Q_NORM), 0, 0},
         {"k_norm", TEXT, input_name(st, ATTN_IN_K_NORM), 0, 0},
         {"norm_eps", REAL, NULL, 0, st->weights.q_norm || st->weights.k_norm ? cfg->norm_eps : 0},

@@ -124,6 +124,12 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
         return attn_fail(err, ATTN_EUSAGE, "--rope %g: expected a positive base", opt->rope_theta);
     if (opt->rope_theta == 0 && (opt->rope_dim != 0 || opt->has_rope_style))
         return attn_fail(err, ATTN_EUSAGE, "--rope-dim and --rope-style need --rope THETA");
+    const char *const *names = opt->names;
+    if (names[ATTN_IN_WQKV] != NULL &&
+        (names[ATTN_IN_WQ] || names[ATTN_IN_WK] || names[ATTN_IN_WV] || names[ATTN_IN_BQ] ||
+         names[ATTN_IN_BK] || names[ATTN_IN_BV]))
+        return attn_fail(err, ATTN_EUSAGE, "--wqkv names the Q, K and V weights together: "
+                         "--wq, --wk, --wv, --bq, --bk and --bv do not go with it");
     if (opt->mask_invert && opt->names[ATTN_IN_MASK] == NULL)
         return attn_fail(err, ATTN_EUSAGE, "--mask-invert needs --mask NAME");
     if (!(isfinite(opt->norm_eps) && opt->norm_eps >= 0))

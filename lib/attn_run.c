@@ -109,6 +109,9 @@ static int plan_variants(run_state *st, attn_error *err)
     const attn_layout *layout = &st->report->layout;
     const size_t d_k = layout->dims.d_k;
     attn_config *cfg = &st->cfg;
+    if ((opt->qkv_heads || opt->names[ATTN_IN_BQKV] != NULL) && !layout->fused)
+        return attn_fail(err, ATTN_EUSAGE, "%s: only with fused weights (--wqkv, or a preset "
+                         "with them)", opt->qkv_heads ? "--qkv-split" : "--bqkv");
     if (layout->heads_interleaved && layout->cross)
         return attn_fail(err, ATTN_EUSAGE, "--qkv-split heads: q, k and v come from one input "
                          "through one weight; it cannot be used with --kv");

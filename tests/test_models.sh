@@ -831,6 +831,9 @@ bad("bad_options", "2", "", "--heads 4 --layout sideways")
 bad("bad_options", "2", "", "--heads 4 --preset gpt5")
 base("bad_split_heads_kv", g, extra=lambda f: f.__setitem__("QKVH", g.w(16, 48)))
 bad("bad_split_heads_kv", "2", "", "--heads 4 --qkv-split heads --wqkv QKVH --kv Y")
+bad("bad_split_heads_kv", "2", "--wqkv", "--heads 4 --wqkv QKVH --wq W_Q")
+bad("bad_split_heads_kv", "2", "--qkv-split", "--heads 4 --qkv-split heads")
+bad("bad_split_heads_kv", "2", "--mask-invert", "--heads 4 --mask-invert")
 base("bad_positions", g, extra=lambda f: (f.__setitem__("P7", np.arange(7)),
                                           f.__setitem__("P36", np.zeros((3, 6), np.int64)),
                                           f.__setitem__("PF", np.arange(6, dtype=np.float32)),
