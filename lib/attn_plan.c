@@ -376,9 +376,9 @@ static int check_blas_sizes(const attn_dims *d, const char *file, attn_error *er
     for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++)
         if (sides[i] > INT_MAX)
             return attn_fail(err, ATTN_EINPUT,
-                             "%s: a matrix side of %zu (n = %zu, m = %zu, d_model = %zu, H*d_k = %zu, H*d_v = %zu) exceeds what CBLAS can address (%d)",
+                             "%s: a matrix side of %zu (n = %zu, m = %zu, d_model = %zu, H*d_k = %zu, H*d_v = %zu, Q|K|V with G = %zu: %zu) exceeds what CBLAS can address (%d)",
                              file, sides[i], d->n, d->m, d->d_model, d->heads * d->d_k,
-                             d->heads * d->d_v, INT_MAX);
+                             d->heads * d->d_v, G, sides[5], INT_MAX);
     return ATTN_OK;
 }
 

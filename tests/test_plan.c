@@ -24,6 +24,9 @@ static const char *const input_names[ATTN_IN_COUNT] = {
     "/inputs/X", "/inputs/KV", "/inputs/MASK",
     "/weights/W_Q", "/weights/W_K", "/weights/W_V", "/weights/W_O",
     "/bias/b_Q", "/bias/b_K", "/bias/b_V", "/bias/b_O",
+    /* not "W_QKV"/"b_QKV": a message naming those would also contain "W_Q"/"b_Q" */
+    "/weights/fused_qkv", "/bias/fused_qkv", "/weights/q_norm", "/weights/k_norm",
+    "/weights/alibi_slopes", "/inputs/positions", "/inputs/kv_positions", "/inputs/attn_bias",
 };
 
 static void set_tensor(attn_tensor_info in[ATTN_IN_COUNT], attn_input which, size_t rank,
@@ -87,6 +90,31 @@ static void assert_accepted(const attn_tensor_info in[ATTN_IN_COUNT], size_t hea
 {
     attn_error err = {{0}};
     int status = attn_plan_layout(in, FILE_NAME, heads_flag, layout, &err);
+    if (status != ATTN_OK)
+        fail_msg("status %d, message '%s'", status, err.msg);
+}
+
+/* The same two checks for a request (GQA, linear or fused weights). */
+static void assert_rejected_for(const attn_tensor_info in[ATTN_IN_COUNT],
+                                const attn_plan_request *request, attn_input culprit)
+{
+    attn_layout layout;
+    attn_error err = {{0}};
+    int status = attn_plan_layout_for(in, FILE_NAME, request, &layout, &err);
+    if (status != ATTN_EINPUT)
+        fail_msg("status %d, expected ATTN_EINPUT for %s (message: '%s')", status,
+                 input_names[culprit], err.msg);
+    if (strstr(err.msg, input_names[culprit]) == NULL)
+        fail_msg("message '%s' does not name %s", err.msg, input_names[culprit]);
+    if (strstr(err.msg, FILE_NAME) == NULL)
+        fail_msg("message '%s' does not name the file", err.msg);
+}
+
+static void assert_accepted_for(const attn_tensor_info in[ATTN_IN_COUNT],
+                                const attn_plan_request *request, attn_layout *layout)
+{
+    attn_error err = {{0}};
+    int status = attn_plan_layout_for(in, FILE_NAME, request, layout, &err);
     if (status != ATTN_OK)
         fail_msg("status %d, message '%s'", status, err.msg);
 }
@@ -390,6 +418,480 @@ static void test_layout_rejects_overflowing_shapes(void **state)
     packed_inputs(in);
     SET(in, ATTN_IN_WV, big, big);
     assert_rejected(in, 2, ATTN_IN_WV);
+}
+
+/* ---- attn_plan_layout_for: GQA, linear and fused weights ----------------- */
+
+/*
+ * Grouped-query attention, packed x W (--heads 4), every size distinct:
+ *   X (2, 3, 8): B = 2, n = 3, D = 8
+ *   W_Q (8, 4*3)  -> d_k = 12 / 4 = 3
+ *   W_K (8, 6)    -> G = 6 / d_k = 2
+ *   W_V (8, 2*5)  -> d_v = 10 / G = 5
+ *   W_O (4*5, 8)
+ */
+static void gqa_inputs(attn_tensor_info in[ATTN_IN_COUNT])
+{
+    packed_inputs(in);
+    SET(in, ATTN_IN_WQ, 8, 12);
+    SET(in, ATTN_IN_WK, 8, 6);
+    SET(in, ATTN_IN_WV, 8, 10);
+    SET(in, ATTN_IN_WO, 20, 8);
+}
+
+/* The same layer stored for x W^T (torch.nn.Linear): (out, in). */
+static void linear_gqa_inputs(attn_tensor_info in[ATTN_IN_COUNT])
+{
+    packed_inputs(in);
+    SET(in, ATTN_IN_WQ, 12, 8);
+    SET(in, ATTN_IN_WK, 6, 8);
+    SET(in, ATTN_IN_WV, 10, 8);
+    SET(in, ATTN_IN_WO, 8, 20);
+}
+
+/* Fused Q|K|V weights (D, F) with a packed W_O (H*dv, D) = (12, 8): no
+ * separate W_Q, W_K, W_V. */
+static void fused_inputs(attn_tensor_info in[ATTN_IN_COUNT], size_t features)
+{
+    packed_inputs(in);
+    in[ATTN_IN_WQ].present = in[ATTN_IN_WK].present = in[ATTN_IN_WV].present = false;
+    SET(in, ATTN_IN_WQKV, 8, features);
+    SET(in, ATTN_IN_WO, 12, 8);
+}
+
+static void assert_gqa_sizes(const attn_layout *layout)
+{
+    assert_int_equal(layout->dims.heads, 4);
+    assert_int_equal(layout->dims.kv_heads, 2);
+    assert_int_equal(attn_kv_heads(&layout->dims), 2);
+    assert_int_equal(layout->dims.d_k, 3);
+    assert_int_equal(layout->dims.d_v, 5);
+    assert_int_equal(layout->dims.d_model, 8);
+}
+
+static void test_layout_gqa_kv_heads_from_packed_w_k(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    gqa_inputs(in);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4}, &layout);
+    assert_gqa_sizes(&layout);
+    assert_false(layout.linear);
+    assert_false(layout.fused);
+
+    /* one K/V head (multi-query): W_K (8, 3), W_V (8, 5) */
+    SET(in, ATTN_IN_WK, 8, 3);
+    SET(in, ATTN_IN_WV, 8, 5);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4}, &layout);
+    assert_int_equal(layout.dims.kv_heads, 1);
+    assert_int_equal(layout.dims.d_k, 3);
+    assert_int_equal(layout.dims.d_v, 5);
+
+    /* as many K/V heads as heads: W_K (8, 12), W_V (8, 20) give G = H = 4 */
+    SET(in, ATTN_IN_WK, 8, 12);
+    SET(in, ATTN_IN_WV, 8, 20);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4}, &layout);
+    assert_int_equal(attn_kv_heads(&layout.dims), 4);
+    assert_int_equal(layout.dims.d_v, 5);
+}
+
+static void test_layout_gqa_kv_heads_from_linear_w_k(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    linear_gqa_inputs(in);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .linear = true}, &layout);
+    assert_gqa_sizes(&layout);
+    assert_true(layout.linear);
+    for (int i = 0; i < 4; i++)
+        assert_false(layout.per_head[i]);
+}
+
+static void test_layout_gqa_explicit_kv_heads(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    gqa_inputs(in);
+    /* agreeing with W_K (8, 6): 2 heads of d_k = 3 */
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, &layout);
+    assert_gqa_sizes(&layout);
+    /* 3 K/V heads: 6 columns are 3 heads of width 2, not d_k = 3 */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 3}, ATTN_IN_WK);
+    /* 4 K/V heads: 6 columns do not split into 4 */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 4}, ATTN_IN_WK);
+    /* the same for linear weights: 6 rows */
+    linear_gqa_inputs(in);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2, .linear = true},
+                        &layout);
+    assert_gqa_sizes(&layout);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 1, .linear = true},
+                        ATTN_IN_WK);
+}
+
+static void test_layout_gqa_rejects_kv_heads_not_dividing_heads(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    gqa_inputs(in);
+    SET(in, ATTN_IN_WK, 8, 9);         /* 9 / 3 = 3 K/V heads; 4 % 3 != 0 */
+    SET(in, ATTN_IN_WV, 8, 15);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WK);
+    gqa_inputs(in);
+    SET(in, ATTN_IN_WK, 8, 24);        /* 8 K/V heads: more than H = 4 */
+    SET(in, ATTN_IN_WV, 8, 40);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WK);
+    /* explicit: --kv-heads 3 against W_K (8, 9) */
+    gqa_inputs(in);
+    SET(in, ATTN_IN_WK, 8, 9);
+    SET(in, ATTN_IN_WV, 8, 15);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 3}, ATTN_IN_WK);
+}
+
+static void test_layout_gqa_rejects_k_width_not_multiple_of_d_k(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    gqa_inputs(in);
+    SET(in, ATTN_IN_WK, 8, 7);         /* 7 columns, d_k = 3 */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WK);
+    linear_gqa_inputs(in);
+    SET(in, ATTN_IN_WK, 4, 8);         /* 4 rows, d_k = 3 */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .linear = true}, ATTN_IN_WK);
+}
+
+static void test_layout_gqa_per_head_weights(void **state)
+{
+    (void)state;
+    /* W_Q (4, 8, 3), W_K (2, 8, 3), W_V (2, 8, 5), W_O (4, 5, 8): H = 4
+     * from W_Q and W_O, G = 2 from W_K */
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    packed_inputs(in);
+    SET(in, ATTN_IN_WQ, 4, 8, 3);
+    SET(in, ATTN_IN_WK, 2, 8, 3);
+    SET(in, ATTN_IN_WV, 2, 8, 5);
+    SET(in, ATTN_IN_WO, 4, 5, 8);
+    assert_accepted_for(in, &(attn_plan_request){0}, &layout);
+    assert_gqa_sizes(&layout);
+    for (int i = 0; i < 4; i++)
+        assert_true(layout.per_head[i]);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, &layout);
+    assert_gqa_sizes(&layout);
+    /* --kv-heads disagreeing with W_K's 2 heads */
+    assert_rejected_for(in, &(attn_plan_request){.kv_heads = 4}, ATTN_IN_WK);
+
+    /* W_V with another head count than W_K: 3, and H = 4 */
+    SET(in, ATTN_IN_WV, 3, 8, 5);
+    assert_rejected_for(in, &(attn_plan_request){0}, ATTN_IN_WV);
+    SET(in, ATTN_IN_WV, 4, 8, 5);
+    assert_rejected_for(in, &(attn_plan_request){0}, ATTN_IN_WV);
+    /* and packed W_V whose columns do not split into G = 2 heads */
+    SET(in, ATTN_IN_WV, 8, 9);
+    assert_rejected_for(in, &(attn_plan_request){0}, ATTN_IN_WV);
+}
+
+static void test_layout_linear_rejects_xw_shapes(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    const attn_plan_request linear = {.heads = 4, .linear = true};
+    linear_gqa_inputs(in);
+    SET(in, ATTN_IN_WO, 20, 8);        /* the x W shape; linear is (D, H*dv) = (8, 20) */
+    assert_rejected_for(in, &linear, ATTN_IN_WO);
+    linear_gqa_inputs(in);
+    SET(in, ATTN_IN_WQ, 8, 12);        /* axis 1 must be D = 8 */
+    assert_rejected_for(in, &linear, ATTN_IN_WQ);
+    /* and the linear shapes are wrong without --linear */
+    linear_gqa_inputs(in);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WQ);
+}
+
+static void test_layout_linear_rejects_3d_weights(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    const attn_plan_request linear = {.heads = 4, .linear = true};
+    linear_gqa_inputs(in);
+    SET(in, ATTN_IN_WQ, 4, 3, 8);
+    assert_rejected_for(in, &linear, ATTN_IN_WQ);
+    linear_gqa_inputs(in);
+    SET(in, ATTN_IN_WK, 2, 3, 8);
+    assert_rejected_for(in, &linear, ATTN_IN_WK);
+    linear_gqa_inputs(in);
+    SET(in, ATTN_IN_WV, 2, 5, 8);
+    assert_rejected_for(in, &linear, ATTN_IN_WV);
+    linear_gqa_inputs(in);
+    SET(in, ATTN_IN_WO, 4, 8, 5);
+    assert_rejected_for(in, &linear, ATTN_IN_WO);
+}
+
+static void test_layout_fused_blocks(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    /* G = H = 4: F = (4 + 2*4) * d_k = 36 -> d_k = d_v = 3; W_O (12, 8) */
+    fused_inputs(in, 36);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4}, &layout);
+    assert_true(layout.fused);
+    assert_false(layout.heads_interleaved);
+    assert_int_equal(layout.dims.heads, 4);
+    assert_int_equal(attn_kv_heads(&layout.dims), 4);
+    assert_int_equal(layout.dims.d_k, 3);
+    assert_int_equal(layout.dims.d_v, 3);
+
+    /* linear: (F, D) = (36, 8), W_O (D, H*dv) = (8, 12) */
+    SET(in, ATTN_IN_WQKV, 36, 8);
+    SET(in, ATTN_IN_WO, 8, 12);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .linear = true}, &layout);
+    assert_true(layout.fused);
+    assert_true(layout.linear);
+    assert_int_equal(attn_kv_heads(&layout.dims), 4);
+    assert_int_equal(layout.dims.d_k, 3);
+    assert_int_equal(layout.dims.d_v, 3);
+    /* the xw shape under --linear: axis 1 (36) is not D */
+    SET(in, ATTN_IN_WQKV, 8, 36);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .linear = true}, ATTN_IN_WQKV);
+
+    /* H from a 3-D W_O (4, 3, 8) without --heads */
+    fused_inputs(in, 36);
+    SET(in, ATTN_IN_WO, 4, 3, 8);
+    assert_accepted_for(in, &(attn_plan_request){0}, &layout);
+    assert_int_equal(layout.dims.heads, 4);
+    assert_int_equal(layout.dims.d_k, 3);
+    /* packed W_O and no --heads: rejected, naming the fused weights */
+    fused_inputs(in, 36);
+    assert_rejected_for(in, &(attn_plan_request){0}, ATTN_IN_WQKV);
+    /* axis 0 must be D = 8 */
+    fused_inputs(in, 36);
+    SET(in, ATTN_IN_WQKV, 36, 8);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WQKV);
+    /* fused weights are 2-D */
+    fused_inputs(in, 36);
+    SET(in, ATTN_IN_WQKV, 3, 8, 12);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WQKV);
+}
+
+static void test_layout_fused_with_kv_heads(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    /* G = 2: F = (4 + 2*2) * d_k = 24 -> d_k = 3 */
+    fused_inputs(in, 24);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, &layout);
+    assert_int_equal(layout.dims.kv_heads, 2);
+    assert_int_equal(layout.dims.d_k, 3);
+    assert_int_equal(layout.dims.d_v, 3);
+    /* G = 1: F = (4 + 2) * 3 = 18 */
+    fused_inputs(in, 18);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 1}, &layout);
+    assert_int_equal(layout.dims.kv_heads, 1);
+    assert_int_equal(layout.dims.d_k, 3);
+    /* linear, G = 2: (24, 8), W_O (8, 12) */
+    fused_inputs(in, 24);
+    SET(in, ATTN_IN_WQKV, 24, 8);
+    SET(in, ATTN_IN_WO, 8, 12);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2, .linear = true},
+                        &layout);
+    assert_int_equal(layout.dims.kv_heads, 2);
+    assert_int_equal(layout.dims.d_k, 3);
+}
+
+static void test_layout_fused_rejects_features_not_splitting(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    fused_inputs(in, 35);              /* 35 % (4 + 8) != 0 */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WQKV);
+    fused_inputs(in, 36);              /* 36 % (4 + 2*2) = 4 */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, ATTN_IN_WQKV);
+    fused_inputs(in, 24);              /* 24 % 12 = 0 but G = H wants d_k = 2: W_O is then wrong */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_WO);
+    fused_inputs(in, 20);              /* linear: 20 rows, 20 % 12 != 0 */
+    SET(in, ATTN_IN_WQKV, 20, 8);
+    SET(in, ATTN_IN_WO, 8, 12);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .linear = true}, ATTN_IN_WQKV);
+}
+
+static void test_layout_fused_heads_interleaved(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    fused_inputs(in, 36);              /* H * 3 * d_k = 4 * 3 * 3 */
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .heads_interleaved = true}, &layout);
+    assert_true(layout.heads_interleaved);
+    assert_int_equal(attn_kv_heads(&layout.dims), 4);
+    assert_int_equal(layout.dims.d_k, 3);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 4,
+                                                 .heads_interleaved = true}, &layout);
+    assert_true(layout.heads_interleaved);
+    /* interleaved per head means G = H: --kv-heads 2 is refused, even where
+     * the features would split as blocks ((4 + 4) * 3 = 24) */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2,
+                                                  .heads_interleaved = true}, ATTN_IN_WQKV);
+    fused_inputs(in, 24);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2,
+                                                  .heads_interleaved = true}, ATTN_IN_WQKV);
+}
+
+static void test_layout_fused_bias_length(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    /* H = 4, G = 2, d_k = d_v = 3: (H + G) * d_k + G * d_v = 18 + 6 = 24 */
+    fused_inputs(in, 24);
+    SET(in, ATTN_IN_BQKV, 24);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, &layout);
+    SET(in, ATTN_IN_BQKV, 36);         /* the G = H length */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, ATTN_IN_BQKV);
+    SET(in, ATTN_IN_BQKV, 23);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, ATTN_IN_BQKV);
+    SET(in, ATTN_IN_BQKV, 1, 24);      /* no per-head form */
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4, .kv_heads = 2}, ATTN_IN_BQKV);
+    /* G = H = 4: (4 + 4) * 3 + 4 * 3 = 36 */
+    fused_inputs(in, 36);
+    SET(in, ATTN_IN_BQKV, 36);
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4}, &layout);
+    SET(in, ATTN_IN_BQKV, 24);
+    assert_rejected_for(in, &(attn_plan_request){.heads = 4}, ATTN_IN_BQKV);
+}
+
+/* ---- attn_plan_layout_for: norms, slopes, positions, attention bias ---- */
+
+static void test_layout_q_k_norm_length(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    const attn_plan_request req = {.heads = 4};
+    gqa_inputs(in);                    /* d_k = 3, G = 2, H = 4 */
+    SET(in, ATTN_IN_Q_NORM, 3);
+    SET(in, ATTN_IN_K_NORM, 3);
+    assert_accepted_for(in, &req, &layout);
+    SET(in, ATTN_IN_Q_NORM, 4);        /* H, not d_k */
+    assert_rejected_for(in, &req, ATTN_IN_Q_NORM);
+    SET(in, ATTN_IN_Q_NORM, 12);       /* H * d_k */
+    assert_rejected_for(in, &req, ATTN_IN_Q_NORM);
+    SET(in, ATTN_IN_Q_NORM, 1, 3);     /* rank 2 */
+    assert_rejected_for(in, &req, ATTN_IN_Q_NORM);
+    SET(in, ATTN_IN_Q_NORM, 3);
+    SET(in, ATTN_IN_K_NORM, 6);        /* G * d_k */
+    assert_rejected_for(in, &req, ATTN_IN_K_NORM);
+    SET(in, ATTN_IN_K_NORM, 5);        /* d_v */
+    assert_rejected_for(in, &req, ATTN_IN_K_NORM);
+}
+
+static void test_layout_alibi_slopes_length(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    const attn_plan_request req = {.heads = 4};
+    gqa_inputs(in);
+    SET(in, ATTN_IN_ALIBI_SLOPES, 4);  /* one per query head */
+    assert_accepted_for(in, &req, &layout);
+    SET(in, ATTN_IN_ALIBI_SLOPES, 2);  /* G, not H */
+    assert_rejected_for(in, &req, ATTN_IN_ALIBI_SLOPES);
+    SET(in, ATTN_IN_ALIBI_SLOPES, 5);
+    assert_rejected_for(in, &req, ATTN_IN_ALIBI_SLOPES);
+    SET(in, ATTN_IN_ALIBI_SLOPES, 1, 4);
+    assert_rejected_for(in, &req, ATTN_IN_ALIBI_SLOPES);
+}
+
+static void test_layout_positions_shapes(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    const attn_plan_request req = {.heads = 4};
+    /* B = 2, n = 3; --kv (2, 5, 8) gives m = 5 */
+    gqa_inputs(in);
+    SET(in, ATTN_IN_KV, 2, 5, 8);
+    SET(in, ATTN_IN_POSITIONS, 3);
+    SET(in, ATTN_IN_KV_POSITIONS, 2, 5);
+    assert_accepted_for(in, &req, &layout);
+    assert_true(layout.positions_shared);
+    assert_false(layout.kv_positions_shared);
+    SET(in, ATTN_IN_POSITIONS, 2, 3);
+    SET(in, ATTN_IN_KV_POSITIONS, 5);
+    assert_accepted_for(in, &req, &layout);
+    assert_false(layout.positions_shared);
+    assert_true(layout.kv_positions_shared);
+
+    SET(in, ATTN_IN_POSITIONS, 5);     /* m, not n */
+    assert_rejected_for(in, &req, ATTN_IN_POSITIONS);
+    SET(in, ATTN_IN_POSITIONS, 3, 3);  /* B = 2 */
+    assert_rejected_for(in, &req, ATTN_IN_POSITIONS);
+    SET(in, ATTN_IN_POSITIONS, 2, 1, 3);
+    assert_rejected_for(in, &req, ATTN_IN_POSITIONS);
+    SET(in, ATTN_IN_POSITIONS, 3);
+    SET(in, ATTN_IN_KV_POSITIONS, 3);  /* n, not m */
+    assert_rejected_for(in, &req, ATTN_IN_KV_POSITIONS);
+    SET(in, ATTN_IN_KV_POSITIONS, 2, 3);
+    assert_rejected_for(in, &req, ATTN_IN_KV_POSITIONS);
+
+    /* a rank-2 X (3, 8): positions (n) only; (1, n) is refused */
+    gqa_inputs(in);
+    SET(in, ATTN_IN_X, 3, 8);
+    SET(in, ATTN_IN_POSITIONS, 3);
+    assert_accepted_for(in, &req, &layout);
+    assert_true(layout.positions_shared);
+    SET(in, ATTN_IN_POSITIONS, 1, 3);
+    assert_rejected_for(in, &req, ATTN_IN_POSITIONS);
+    SET(in, ATTN_IN_POSITIONS, 3);
+    SET(in, ATTN_IN_KV_POSITIONS, 1, 3);
+    assert_rejected_for(in, &req, ATTN_IN_KV_POSITIONS);
+}
+
+static void test_layout_attention_bias_ranks(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    const attn_plan_request req = {.heads = 4};
+    /* B = 2, H = 4, n = 3, m = 5 (G = 2) */
+    gqa_inputs(in);
+    SET(in, ATTN_IN_KV, 2, 5, 8);
+    assert_accepted_for(in, &req, &layout);
+    assert_int_equal(layout.bias_rank, 0);
+    SET(in, ATTN_IN_ATTN_BIAS, 3, 5);
+    assert_accepted_for(in, &req, &layout);
+    assert_int_equal(layout.bias_rank, 2);
+    SET(in, ATTN_IN_ATTN_BIAS, 4, 3, 5);
+    assert_accepted_for(in, &req, &layout);
+    assert_int_equal(layout.bias_rank, 3);
+    SET(in, ATTN_IN_ATTN_BIAS, 2, 4, 3, 5);
+    assert_accepted_for(in, &req, &layout);
+    assert_int_equal(layout.bias_rank, 4);
+
+    const size_t wrong[][5] = {
+        {5, 3},             /* (m, n) */
+        {2, 3, 5},          /* G heads, not H */
+        {3, 4, 3, 5},       /* B = 2 */
+        {2, 4, 3, 4},       /* m = 5 */
+        {5},                /* rank 1 */
+        {1, 2, 4, 3, 5},    /* rank 5 */
+    };
+    const size_t ranks[] = {2, 3, 4, 4, 1, 5};
+    for (size_t i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+        set_tensor(in, ATTN_IN_ATTN_BIAS, ranks[i], wrong[i]);
+        assert_rejected_for(in, &req, ATTN_IN_ATTN_BIAS);
+    }
+
+    /* a rank-2 X (3, 8), self-attention m = 3: up to (H, n, m) */
+    gqa_inputs(in);
+    SET(in, ATTN_IN_X, 3, 8);
+    SET(in, ATTN_IN_ATTN_BIAS, 4, 3, 3);
+    assert_accepted_for(in, &req, &layout);
+    assert_int_equal(layout.bias_rank, 3);
+    SET(in, ATTN_IN_ATTN_BIAS, 1, 4, 3, 3);
+    assert_rejected_for(in, &req, ATTN_IN_ATTN_BIAS);
 }
 
 /* ---- checked sizes ------------------------------------------------------ */
@@ -786,6 +1288,125 @@ static void test_plan_slice_overflow_is_rejected(void **state)
     assert_true(strlen(err.msg) > 0);
 }
 
+/* ---- grouped-query attention: output shapes, slices, FLOPs -------------- */
+
+/* The planned GQA layer with --kv (2, 5, 8): B = 2, n = 3, m = 5, D = 8,
+ * H = 4, G = 2, d_k = 3, d_v = 5. */
+static attn_layout planned_gqa_layout(size_t kv_heads_in_w_k)
+{
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    gqa_inputs(in);
+    SET(in, ATTN_IN_KV, 2, 5, 8);
+    if (kv_heads_in_w_k == 4) {        /* G = H: W_K (8, 12), W_V (8, 20) */
+        SET(in, ATTN_IN_WK, 8, 12);
+        SET(in, ATTN_IN_WV, 8, 20);
+    }
+    assert_accepted_for(in, &(attn_plan_request){.heads = 4}, &layout);
+    assert_int_equal(attn_kv_heads(&layout.dims), kv_heads_in_w_k);
+    return layout;
+}
+
+static const expected_shape gqa_shapes[] = {
+    {ATTN_OUT_SCORES, 4, {2, 4, 3, 5}, {"batch", "head", "query", "key"}},
+    {ATTN_OUT_HEADS, 4, {2, 4, 3, 5}, {"batch", "head", "query", "d_v"}},
+    {ATTN_OUT_OUTPUT, 3, {2, 3, 8}, {"batch", "query", "d_model"}},
+    {ATTN_OUT_Q, 4, {2, 4, 3, 3}, {"batch", "head", "query", "d_k"}},
+    {ATTN_OUT_K, 4, {2, 2, 5, 3}, {"batch", "kv_head", "key", "d_k"}},
+    {ATTN_OUT_V, 4, {2, 2, 5, 5}, {"batch", "kv_head", "key", "d_v"}},
+};
+
+static const expected_shape mha_kv_shapes[] = {
+    {ATTN_OUT_K, 4, {2, 4, 5, 3}, {"batch", "head", "key", "d_k"}},
+    {ATTN_OUT_V, 4, {2, 4, 5, 5}, {"batch", "head", "key", "d_v"}},
+};
+
+static void test_output_shape_gqa_kv_heads(void **state)
+{
+    (void)state;
+    attn_layout layout = planned_gqa_layout(2);
+    for (size_t i = 0; i < sizeof gqa_shapes / sizeof gqa_shapes[0]; i++)
+        check_output_shape(&layout, &gqa_shapes[i], 0);
+    assert_string_equal(attn_axis_label(&layout, ATTN_AXIS_KV_HEAD), "kv_head");
+    assert_string_equal(attn_axis_label(&layout, ATTN_AXIS_HEAD), "head");
+    /* k (2, 2, 5, 3) = 60 floats */
+    attn_error err = {{0}};
+    size_t bytes = 0;
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_K, ATTN_F32, &bytes, &err), ATTN_OK);
+    assert_int_equal(bytes, 240);
+    /* without the batch axis */
+    layout.batched = false;
+    layout.dims.batch = 1;
+    for (size_t i = 0; i < sizeof gqa_shapes / sizeof gqa_shapes[0]; i++)
+        check_output_shape(&layout, &gqa_shapes[i], 1);
+
+    /* G = H: k and v keep the "head" label, with H = 4 heads */
+    layout = planned_gqa_layout(4);
+    for (size_t i = 0; i < sizeof mha_kv_shapes / sizeof mha_kv_shapes[0]; i++)
+        check_output_shape(&layout, &mha_kv_shapes[i], 0);
+    assert_string_equal(attn_axis_label(&layout, ATTN_AXIS_KV_HEAD), "head");
+    /* and so with kv_heads left 0 in hand-made dims */
+    layout.dims.kv_heads = 0;
+    for (size_t i = 0; i < sizeof mha_kv_shapes / sizeof mha_kv_shapes[0]; i++)
+        check_output_shape(&layout, &mha_kv_shapes[i], 0);
+}
+
+static void test_plan_slice_gqa_kv_buffers(void **state)
+{
+    (void)state;
+    attn_slice_sizes sizes;
+    attn_error err = {{0}};
+    size_t items = 0;
+    attn_layout layout = planned_gqa_layout(2);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items,
+                                     &err), ATTN_OK);
+    assert_int_equal(sizes.q, 3 * 4 * 3);      /* n * H*dk = 36 */
+    assert_int_equal(sizes.k, 5 * 2 * 3);      /* m * G*dk = 30 */
+    assert_int_equal(sizes.v, 5 * 2 * 5);      /* m * G*dv = 50 */
+    assert_int_equal(sizes.projections, 36 + 30 + 50);
+    assert_int_equal(sizes.y, 5 * 8);
+    assert_int_equal(sizes.maps, 4 * 3 * 5);   /* maps keep H heads */
+    assert_int_equal(sizes.heads, 3 * 4 * 5);  /* n * H*dv = 60 */
+    size_t gqa_bytes = sizes.bytes_per_item;
+
+    layout = planned_gqa_layout(4);
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items,
+                                     &err), ATTN_OK);
+    assert_int_equal(sizes.q, 36);
+    assert_int_equal(sizes.k, 5 * 4 * 3);      /* 60 */
+    assert_int_equal(sizes.v, 5 * 4 * 5);      /* 100 */
+    assert_int_equal(sizes.projections, 36 + 60 + 100);
+    /* 80 more projection floats; reorder is max(q, k, v, heads) = 60 with
+     * G = 2 and 100 with G = H: 40 more; 120 floats = 480 bytes */
+    assert_int_equal(sizes.bytes_per_item - gqa_bytes, 480);
+}
+
+static void test_plan_flops_gqa(void **state)
+{
+    (void)state;
+    /* B = 2, n = 3, m = 5, D = 8, H = 4, d_k = 3, d_v = 5, per item:
+     *   Q projection      2 n D H dk        = 2*3*8*4*3   =  576
+     *   K, V projections  2 m D G (dk + dv) = 2*5*8*G*8   =  640 G
+     *   Q K^T, weights V  2 H n m (dk + dv) = 2*4*3*5*8   =  960
+     *   output            2 n H dv D        = 2*3*4*5*8   =  960
+     * G = 4: 576 + 2560 + 1920 = 5056, times B: 10112
+     * G = 2: 576 + 1280 + 1920 = 3776, times B:  7552 (2560 fewer)
+     * G = 1: 576 +  640 + 1920 = 3136, times B:  6272 */
+    attn_dims d = {.batch = 2, .n = 3, .m = 5, .d_model = 8, .heads = 4, .kv_heads = 4,
+                   .d_k = 3, .d_v = 5};
+    assert_true(attn_plan_flops(&d) == 10112.0);
+    d.kv_heads = 0;                            /* 0 means G = H */
+    assert_true(attn_plan_flops(&d) == 10112.0);
+    d.kv_heads = 2;
+    assert_true(attn_plan_flops(&d) == 7552.0);
+    d.kv_heads = 1;
+    assert_true(attn_plan_flops(&d) == 6272.0);
+
+    /* the planned layer agrees with the hand-made dims */
+    attn_layout gqa = planned_gqa_layout(2), mha = planned_gqa_layout(4);
+    assert_true(attn_plan_flops(&mha.dims) - attn_plan_flops(&gqa.dims) == 2560.0);
+}
+
 /* ---- chunks ------------------------------------------------------------- */
 
 static size_t chunk_bytes(const size_t *chunk, size_t rank, size_t elem_size)
@@ -986,6 +1607,23 @@ int main(void)
         cmocka_unit_test(test_layout_rejects_wrong_mask_length),
         cmocka_unit_test(test_layout_rejects_kv_batch_mismatch),
         cmocka_unit_test(test_layout_rejects_overflowing_shapes),
+        cmocka_unit_test(test_layout_gqa_kv_heads_from_packed_w_k),
+        cmocka_unit_test(test_layout_gqa_kv_heads_from_linear_w_k),
+        cmocka_unit_test(test_layout_gqa_explicit_kv_heads),
+        cmocka_unit_test(test_layout_gqa_rejects_kv_heads_not_dividing_heads),
+        cmocka_unit_test(test_layout_gqa_rejects_k_width_not_multiple_of_d_k),
+        cmocka_unit_test(test_layout_gqa_per_head_weights),
+        cmocka_unit_test(test_layout_linear_rejects_xw_shapes),
+        cmocka_unit_test(test_layout_linear_rejects_3d_weights),
+        cmocka_unit_test(test_layout_fused_blocks),
+        cmocka_unit_test(test_layout_fused_with_kv_heads),
+        cmocka_unit_test(test_layout_fused_rejects_features_not_splitting),
+        cmocka_unit_test(test_layout_fused_heads_interleaved),
+        cmocka_unit_test(test_layout_fused_bias_length),
+        cmocka_unit_test(test_layout_q_k_norm_length),
+        cmocka_unit_test(test_layout_alibi_slopes_length),
+        cmocka_unit_test(test_layout_positions_shapes),
+        cmocka_unit_test(test_layout_attention_bias_ranks),
         cmocka_unit_test(test_size_mul_edges),
         cmocka_unit_test(test_size_add_edges),
         cmocka_unit_test(test_size_product_edges),
@@ -1004,6 +1642,9 @@ int main(void)
         cmocka_unit_test(test_plan_slice_forced_count),
         cmocka_unit_test(test_plan_slice_query_row_blocks),
         cmocka_unit_test(test_plan_slice_overflow_is_rejected),
+        cmocka_unit_test(test_output_shape_gqa_kv_heads),
+        cmocka_unit_test(test_plan_slice_gqa_kv_buffers),
+        cmocka_unit_test(test_plan_flops_gqa),
         cmocka_unit_test(test_chunk_shape_near_one_mib),
         cmocka_unit_test(test_chunk_shape_whole_trailing_axes),
         cmocka_unit_test(test_chunk_shape_first_axis_cap),
