@@ -55,7 +55,7 @@ static void provenance_of(const run_state *st, const char *stamp, provenance p[P
         {"causal", INTEGER, NULL, cfg->causal, 0},
         {"window", INTEGER, NULL, (long long)cfg->window, 0},
         {"softcap", REAL, NULL, 0, cfg->softcap},
-        {"alibi", INTEGER, NULL, st->alibi_on, 0},
+        {"alibi", INTEGER, NULL, st->report->alibi, 0},
         {"alibi_slopes", TEXT, input_name(st, ATTN_IN_ALIBI_SLOPES), 0, 0},
         {"rope_theta", REAL, NULL, 0, cfg->rope.theta},
         {"rope_dim", INTEGER, NULL, rope ? (long long)cfg->rope.dim : 0, 0},

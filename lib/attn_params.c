@@ -13,7 +13,7 @@
 
 /* malloc of count * size bytes, checked, or NULL with err filled. */
 void *run_alloc(const run_state *st, size_t count, size_t size, const char *what,
-                         attn_error *err)
+                attn_error *err)
 {
     size_t bytes;
     void *p = NULL;
@@ -25,7 +25,6 @@ void *run_alloc(const run_state *st, size_t count, size_t size, const char *what
                   what);
     return p;
 }
-
 
 /* Index of the first non-finite value of buf (count) in precision p. */
 static size_t first_nonfinite(attn_precision p, const void *buf, size_t count)
@@ -193,7 +192,7 @@ int run_load_parameters(run_state *st, attn_error *err)
         .heads_interleaved = layout->heads_interleaved,
         .q_norm = p[ATTN_IN_Q_NORM], .k_norm = p[ATTN_IN_K_NORM],
     };
-    if (st->alibi_on) {
+    if (st->report->alibi) {
         int status = load_alibi(st, err);
         if (status != ATTN_OK)
             return status;
@@ -205,8 +204,8 @@ int run_load_parameters(run_state *st, attn_error *err)
  * Rejects a NaN or +inf in an attention bias buf holding `count` values
  * from rows [first, ...) of t: -inf is a mask and is kept.
  */
-int run_check_bias(const run_state *st, const attn_tensor_info *t, const void *buf, size_t first,
-                   size_t count, attn_error *err)
+static int check_bias(const run_state *st, const attn_tensor_info *t, const void *buf,
+                      size_t first, size_t count, attn_error *err)
 {
     if (st->opt->allow_nonfinite)
         return ATTN_OK;
@@ -222,35 +221,38 @@ int run_check_bias(const run_state *st, const attn_tensor_info *t, const void *b
     return ATTN_OK;
 }
 
-void run_invert_mask(unsigned char *keep, size_t count)
+int run_read_rows(const run_state *st, attn_input which, size_t first, size_t rows, void *buf,
+                  attn_error *err)
 {
-    for (size_t i = 0; i < count; i++)
-        keep[i] = !keep[i];
+    const attn_tensor_info *t = &st->info[which];
+    size_t count;
+    attn_size_product(&count, t->dims + 1, t->rank - 1);     /* per row; checked by the plan */
+    count *= rows;
+    if (which == ATTN_IN_MASK) {
+        unsigned char *keep = buf;
+        int status = attn_h5in_read_mask(st->in, t->name, first, rows, keep, err);
+        for (size_t i = 0; status == ATTN_OK && st->opt->mask_invert && i < count; i++)
+            keep[i] = !keep[i];
+        return status;
+    }
+    if (attn_input_spec_of(which)->integer)
+        return attn_h5in_read_integers(st->in, t->name, first, rows, buf, err);
+    int status = attn_h5in_read_floats(st->in, t->name, st->opt->precision, first, rows, buf, err);
+    if (status != ATTN_OK)
+        return status;
+    return which == ATTN_IN_ATTN_BIAS ? check_bias(st, t, buf, first, count, err)
+                                      : run_check_finite(st, t, buf, first, count, err);
 }
 
 /* Reads one input every item shares, whole, into st->whole[which]. */
 static int load_whole(run_state *st, attn_input which, size_t elem, attn_error *err)
 {
     const attn_tensor_info *t = &st->info[which];
-    const attn_input_spec *spec = attn_input_spec_of(which);
-    size_t count, rows = t->rank > 0 ? t->dims[0] : 1;
+    size_t count;
     attn_size_product(&count, t->dims, t->rank);       /* checked by the plan */
     if ((st->whole[which] = run_alloc(st, count, elem, t->name, err)) == NULL)
         return ATTN_ENOMEM;
-    if (which == ATTN_IN_MASK) {
-        int status = attn_h5in_read_mask(st->in, t->name, 0, rows, st->whole[which], err);
-        if (st->opt->mask_invert)
-            run_invert_mask(st->whole[which], count);
-        return status;
-    }
-    if (spec->integer)
-        return attn_h5in_read_integers(st->in, t->name, 0, rows, st->whole[which], err);
-    int status = attn_h5in_read_floats(st->in, t->name, st->opt->precision, 0, rows,
-                                       st->whole[which], err);
-    if (status != ATTN_OK)
-        return status;
-    return which == ATTN_IN_ATTN_BIAS ? run_check_bias(st, t, st->whole[which], 0, count, err)
-                                      : run_check_finite(st, t, st->whole[which], 0, count, err);
+    return run_read_rows(st, which, 0, t->dims[0], st->whole[which], err);
 }
 
 /*

@@ -21,6 +21,9 @@ static void place_projections(const attn_layout *layout, size_t c, size_t elem, 
     const size_t G = attn_kv_heads(d);
     const size_t qk = d->heads * d->d_k, kc = G * d->d_k, vc = G * d->d_v;
     slice->q = projections;
+    slice->hsq = d->d_k;
+    slice->hsk = d->d_k;
+    slice->hsv = d->d_v;
     if (layout->heads_interleaved) {          /* self-attention only */
         slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
         slice->hsq = slice->hsk = slice->hsv = 3 * d->d_k;
@@ -137,40 +140,20 @@ static int read_slice(run_state *st, attn_slice *slice, size_t first, size_t c, 
 {
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
-    const attn_tensor_info *info = st->info;
-    const attn_precision p = st->opt->precision;
-    size_t rows_first = layout->batched ? first : 0, rows = layout->batched ? c : d->n;
-    int status = attn_h5in_read_floats(st->in, info[ATTN_IN_X].name, p, rows_first, rows,
-                                       (void *)slice->x, err);
-    if (status == ATTN_OK)
-        status = run_check_finite(st, &info[ATTN_IN_X], slice->x, rows_first, c * d->n * d->d_model, err);
-    if (status == ATTN_OK && layout->cross && !layout->kv_shared) {
-        rows = layout->batched ? c : d->m;
-        status = attn_h5in_read_floats(st->in, info[ATTN_IN_KV].name, p, rows_first, rows,
-                                       (void *)slice->y, err);
-        if (status == ATTN_OK)
-            status = run_check_finite(st, &info[ATTN_IN_KV], slice->y, rows_first,
-                                      c * d->m * d->d_model, err);
-    }
-    if (status == ATTN_OK && info[ATTN_IN_MASK].present && !layout->mask_shared) {
-        status = attn_h5in_read_mask(st->in, info[ATTN_IN_MASK].name, first, c,
-                                     (unsigned char *)slice->keep, err);
-        if (st->opt->mask_invert)
-            run_invert_mask((unsigned char *)slice->keep, c * d->m);
-    }
-    if (status == ATTN_OK && info[ATTN_IN_POSITIONS].present && !layout->positions_shared)
-        status = attn_h5in_read_integers(st->in, info[ATTN_IN_POSITIONS].name, first, c,
-                                         (int64_t *)slice->positions, err);
-    if (status == ATTN_OK && info[ATTN_IN_KV_POSITIONS].present && !layout->kv_positions_shared)
-        status = attn_h5in_read_integers(st->in, info[ATTN_IN_KV_POSITIONS].name, first, c,
-                                         (int64_t *)slice->kv_positions, err);
-    if (status == ATTN_OK && layout->bias_rank == 4) {
-        status = attn_h5in_read_floats(st->in, info[ATTN_IN_ATTN_BIAS].name, p, first, c,
-                                       (void *)slice->bias, err);
-        if (status == ATTN_OK)
-            status = run_check_bias(st, &info[ATTN_IN_ATTN_BIAS], slice->bias, first,
-                                    c * d->heads * d->n * d->m, err);
-    }
+    const size_t x_first = layout->batched ? first : 0;   /* a rank-2 X is one item */
+    const struct { attn_input which; bool own; size_t first, rows; const void *buf; } inputs[] = {
+        {ATTN_IN_X, true, x_first, layout->batched ? c : d->n, slice->x},
+        {ATTN_IN_KV, !layout->kv_shared, x_first, layout->batched ? c : d->m, slice->y},
+        {ATTN_IN_MASK, !layout->mask_shared, first, c, slice->keep},
+        {ATTN_IN_POSITIONS, !layout->positions_shared, first, c, slice->positions},
+        {ATTN_IN_KV_POSITIONS, !layout->kv_positions_shared, first, c, slice->kv_positions},
+        {ATTN_IN_ATTN_BIAS, layout->bias_rank == 4, first, c, slice->bias},
+    };
+    int status = ATTN_OK;
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0] && status == ATTN_OK; i++)
+        if (st->info[inputs[i].which].present && inputs[i].own)
+            status = run_read_rows(st, inputs[i].which, inputs[i].first, inputs[i].rows,
+                                   (void *)inputs[i].buf, err);
     return status;
 }
 
@@ -183,9 +166,9 @@ static const void *output_buffer(run_state *st, const attn_slice *slice, attn_ou
     const size_t elem = attn_precision_size(st->opt->precision), G = attn_kv_heads(d);
     const struct { const void *packed; size_t rows, heads, width, ld, hs; } from[] = {
         [ATTN_FROM_CONCAT] = {slice->concat, d->n, d->heads, d->d_v, d->heads * d->d_v, d->d_v},
-        [ATTN_FROM_Q] = {slice->q, d->n, d->heads, d->d_k, slice->ldq, slice->hsq ? slice->hsq : d->d_k},
-        [ATTN_FROM_K] = {slice->k, d->m, G, d->d_k, slice->ldk, slice->hsk ? slice->hsk : d->d_k},
-        [ATTN_FROM_V] = {slice->v, d->m, G, d->d_v, slice->ldv, slice->hsv ? slice->hsv : d->d_v},
+        [ATTN_FROM_Q] = {slice->q, d->n, d->heads, d->d_k, slice->ldq, slice->hsq},
+        [ATTN_FROM_K] = {slice->k, d->m, G, d->d_k, slice->ldk, slice->hsk},
+        [ATTN_FROM_V] = {slice->v, d->m, G, d->d_v, slice->ldv, slice->hsv},
     };
     const attn_source source = attn_output_spec_of(which)->source;
     if (source == ATTN_FROM_OUTPUT)

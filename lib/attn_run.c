@@ -119,8 +119,8 @@ static int plan_variants(run_state *st, attn_error *err)
     cfg->window = opt->window;
     cfg->softcap = opt->softcap;
     cfg->norm_eps = opt->norm_eps;
-    st->alibi_on = opt->alibi || st->info[ATTN_IN_ALIBI_SLOPES].present ||
-                   (preset != NULL && preset->alibi);
+    st->report->alibi = opt->alibi || st->info[ATTN_IN_ALIBI_SLOPES].present ||
+                        (preset != NULL && preset->alibi);
     if (preset != NULL && preset->rope && opt->rope_theta == 0)
         return attn_fail(err, ATTN_EUSAGE, "--preset %s rotates q and k: give --rope THETA "
                          "(rope_theta of the model's config.json)", preset->name);
@@ -135,7 +135,6 @@ static int plan_variants(run_state *st, attn_error *err)
         .style = opt->has_rope_style ? opt->rope_style
                : preset != NULL ? preset->rope_style : ATTN_ROPE_NEOX,
     };
-    st->report->rope_dim = dim;
     return ATTN_OK;
 }
 
@@ -187,7 +186,6 @@ static int plan(run_state *st, attn_error *err)
     st->cfg.precision = opt->precision;
     st->cfg.check_overflow = !opt->allow_nonfinite;
     report->config = st->cfg;
-    report->alibi = st->alibi_on;
     return ATTN_OK;
 }
 

@@ -112,11 +112,11 @@ typedef struct attn_run_options {
 typedef struct attn_run_report {
     attn_layout layout;
     double scale;
-    size_t rope_dim;                    /* rotated features per head (0: none) */
     attn_config config;                 /* the layer's settings, preset and
                                            options combined (config.alibi
                                            is not kept: see alibi)         */
-    bool alibi;
+    bool alibi;                         /* ALiBi: --alibi, --alibi-slopes or
+                                           the preset                      */
     size_t slice_items;                 /* batch items per slice              */
     size_t slice_bytes;                 /* buffer bytes for one slice         */
     size_t slice_rows;                  /* query rows per block (n: all)      */

@@ -33,7 +33,6 @@ typedef struct run_state {
                                      every item shares (--kv (m, D), mask
                                      (m), positions, attention bias
                                      without a batch axis)               */
-    bool alibi_on;                /* --alibi, --alibi-slopes or the preset  */
     double *alibi;                /* (H) ALiBi slopes, or NULL              */
     void *fused;                  /* [W_Q | W_K | W_V]: (D, F), linear (F, D),
                                      F = H*dk + G*dk + G*dv                */
@@ -71,10 +70,12 @@ int run_check_finite(const run_state *st, const attn_tensor_info *t, const void 
                      size_t first, size_t count, attn_error *err);
 int run_load_parameters(run_state *st, attn_error *err);
 int run_load_shared(run_state *st, attn_error *err);
-/* --mask-invert: a mask whose nonzero entries hide keys, as keep flags. */
-void run_invert_mask(unsigned char *keep, size_t count);
-int run_check_bias(const run_state *st, const attn_tensor_info *t, const void *buf, size_t first,
-                   size_t count, attn_error *err);
+/* Reads rows [first, first + rows) along axis 0 of input `which` into
+ * buf, as its kind asks: a mask as keep flags (inverted by --mask-invert),
+ * positions as int64, floats in the run's precision, checked finite (an
+ * attention bias may hold -inf). */
+int run_read_rows(const run_state *st, attn_input which, size_t first, size_t rows, void *buf,
+                  attn_error *err);
 
 /* attn_preflight.c */
 int run_check_options(const attn_run_options *opt, attn_error *err);

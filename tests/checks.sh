@@ -12,6 +12,30 @@ finish() {
     exit
 }
 
+# suite_setup NAME MODULE...: the usual start of a suite -- ATTNRUN made
+# absolute, the binary and python modules checked (else a failed setup
+# check ends the suite), and T a temporary directory removed on exit.
+suite_setup() {
+    local name=$1
+    shift
+    case $ATTNRUN in
+        /*) ;;
+        */*) ATTNRUN=$PWD/$ATTNRUN ;;
+    esac
+    if [ ! -x "$ATTNRUN" ]; then
+        bad "setup: attnrun not found at $ATTNRUN"
+        finish
+    fi
+    if ! "$PY" -c "import $(echo "$@" | tr ' ' ',')" 2>/dev/null; then
+        bad "setup: $PY lacks one of: $*"
+        finish
+    fi
+    T=$(mktemp -d "${TMPDIR:-/tmp}/attnrun-$name.XXXXXX") || exit 1
+    trap 'rm -rf "$T"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
 # run_problem RC STATUS STDERR: why a run of attnrun that ended with RC
 # (its messages in the file STDERR) did not end as documented for STATUS:
 # killed by the hang guard (timeout -s KILL: 137) or another signal, a

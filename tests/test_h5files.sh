@@ -32,24 +32,7 @@ SUITE="hdf5 files"
 TESTS=$(cd "$(dirname "$0")" && pwd)      # checks.sh, reference.py
 . "$TESTS/checks.sh"
 
-case $ATTNRUN in
-    /*) ;;
-    */*) ATTNRUN=$PWD/$ATTNRUN ;;
-esac
-
-if [ ! -x "$ATTNRUN" ]; then
-    bad "setup: attnrun not found at $ATTNRUN"
-    finish
-fi
-if ! "$PY" -c 'import numpy, h5py, h5netcdf, xarray' 2>/dev/null; then
-    bad "setup: $PY lacks numpy, h5py, h5netcdf or xarray"
-    finish
-fi
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/attnrun-h5files.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+suite_setup h5files numpy h5py h5netcdf xarray
 
 # ---------------------------------------------------------------- helpers
 

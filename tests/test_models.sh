@@ -40,24 +40,7 @@ SUITE="models"
 TESTS=$(cd "$(dirname "$0")" && pwd)      # checks.sh, reference.py, models_ref.py
 . "$TESTS/checks.sh"
 
-case $ATTNRUN in
-    /*) ;;
-    */*) ATTNRUN=$PWD/$ATTNRUN ;;
-esac
-
-if [ ! -x "$ATTNRUN" ]; then
-    bad "setup: attnrun not found at $ATTNRUN"
-    finish
-fi
-if ! "$PY" -c 'import numpy, h5py' 2>/dev/null; then
-    bad "setup: $PY lacks numpy or h5py"
-    finish
-fi
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/attnrun-models.XXXXXX") || exit 1
-trap 'rm -rf "$T"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+suite_setup models numpy h5py
 
 # ------------------------------------------------------ the reference itself
 
