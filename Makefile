@@ -30,7 +30,7 @@ endif
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags hdf5 2>/dev/null) $(BLAS_CFLAGS)
 ALL_CFLAGS = -std=c11 -fopenmp -fno-math-errno $(WARNINGS) $(CFLAGS)
 LDFLAGS  += -fopenmp
-LDLIBS   += -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -lm
+LDLIBS   += -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm
 
 BUILD    = build
 ifeq ($(WERROR),1)
@@ -131,7 +131,7 @@ FUZZ_SEEDS    = 000 044 011 003 140 240
 $(FUZZ_BIN): tests/fuzz/fuzz_input.c $(LIB_SRC) lib/*.h lib/*.inc
 	@mkdir -p $(FUZZ_DIR)
 	clang $(CPPFLAGS) $(FUZZ_FLAGS) tests/fuzz/fuzz_input.c $(LIB_SRC) \
-	    -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -lm -o $@
+	    -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm -o $@
 
 fuzz:
 	@sh scripts/install-deps.sh fuzz

@@ -23,7 +23,7 @@
 
 /* Long options without a short form. */
 enum {
-    OPT_IN_PLACE = 256, OPT_SCALE, OPT_DATASET, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_COMPRESS,
+    OPT_IN_PLACE = 256, OPT_SCALE, OPT_DATASET, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_STORE, OPT_COMPRESS,
     OPT_THREADS, OPT_BATCH_SLICE, OPT_MEMORY, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE, OPT_ALLOW_EXTERNAL, OPT_ALLOW_PLUGINS,
     OPT_WAIT, OPT_LAYOUT, OPT_QKV_SPLIT, OPT_WEIGHTS_GROUP, OPT_PRESET, OPT_KV_HEADS, OPT_ROPE,
     OPT_ROPE_DIM, OPT_ROPE_STYLE, OPT_ALIBI, OPT_WINDOW, OPT_SOFTCAP, OPT_NORM_EPS, OPT_MASK_INVERT
@@ -71,6 +71,7 @@ static const struct option long_options[] = {
     {"group", required_argument, NULL, OPT_GROUP},
     {"save", required_argument, NULL, OPT_SAVE},
     {"precision", required_argument, NULL, OPT_PRECISION},
+    {"store", required_argument, NULL, OPT_STORE},
     {"compress", required_argument, NULL, OPT_COMPRESS},
     {"threads", required_argument, NULL, OPT_THREADS},
     {"batch-slice", required_argument, NULL, OPT_BATCH_SLICE},
@@ -103,6 +104,8 @@ static const char *const usage_text[] = {
     "      --save LIST      outputs to write, from scores,weights,heads,output,q,k,v\n"
     "                       (default scores,weights,heads,output)\n"
     "      --precision P    f32 (default) or f64: computed and stored type\n"
+    "      --store T        f16, bf16, f32 or f64: stored type of scores and weights\n"
+    "                       (default: the precision's; values round to nearest even)\n"
     "      --compress N     0-9: shuffle + deflate level for every output (default 0)\n"
     "      --force          replace an existing OUT, or existing names in --group\n"
     "\n"
@@ -329,14 +332,18 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         printf("rope       theta %.9g, %zu of %zu features, %s style\n", cfg->rope.theta,
                cfg->rope.dim, d->d_k, cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox");
     printf("FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
+    printf("store      scores and weights as %s%s\n", attn_store_name(rep->store),
+           opt->compress > 0 ? ", shuffled and deflated" : "");
     printf("slice      %zu batch items, %s of buffers (two slices in flight)\n", rep->slice_items,
            human_bytes((double)rep->slice_bytes, h, sizeof h));
+    printf("steps      %zu blocks each, under a cap of %s (--memory)\n", rep->step_blocks,
+           human_bytes((double)rep->memory_cap, h, sizeof h));
     if (rep->slice_rows < d->n)
         printf("rows       query rows in blocks of %zu (one item's maps exceed --memory)\n",
                rep->slice_rows);
     printf("softmax    %s\n", rep->online ? "online, no maps kept (scores and weights not saved)"
                                             : "full rows (scores or weights saved)");
-    printf("threads    %d\n", attn_threads());
+    printf("threads    %zu\n", rep->threads);
     printf("outputs in group %s:\n", opt->group);
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
         size_t dims[4];
@@ -345,10 +352,13 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         if (!((rep->save >> i) & 1u))
             continue;
         size_t rank = attn_output_shape(&rep->layout, (attn_output)i, dims, labels);
+        const bool map = i == ATTN_OUT_SCORES || i == ATTN_OUT_WEIGHTS;
+        const attn_store type = map ? rep->store : attn_store_of(opt->precision);
+        const char *names[] = {[ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
+                               [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64"};
         printf("  %-8s %-26s %-8s %zu bytes (%s)\n", attn_output_name((attn_output)i),
-               attn_format_shape(shape, sizeof shape, dims, rank),
-               opt->precision == ATTN_F64 ? "float64" : "float32", rep->output_bytes[i],
-               human_bytes((double)rep->output_bytes[i], h, sizeof h));
+               attn_format_shape(shape, sizeof shape, dims, rank), names[type],
+               rep->output_bytes[i], human_bytes((double)rep->output_bytes[i], h, sizeof h));
     }
     printf("  %-8s %-26s %-8s %zu bytes (%s)\n", "total", "", "", rep->total_bytes,
            human_bytes((double)rep->total_bytes, h, sizeof h));
@@ -496,6 +506,16 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
         else
             return usage_error("%s '%s': expected f32 or f64", name, value);
         break;
+    case OPT_STORE: {
+        const attn_store types[] = {ATTN_STORE_F16, ATTN_STORE_BF16, ATTN_STORE_F32, ATTN_STORE_F64};
+        c->run.store = ATTN_STORE_DEFAULT;
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            if (strcmp(value, attn_store_name(types[i])) == 0)
+                c->run.store = types[i];
+        if (c->run.store == ATTN_STORE_DEFAULT)
+            return usage_error("%s '%s': expected f16, bf16, f32 or f64", name, value);
+        break;
+    }
     case OPT_COMPRESS:
         if (!parse_count(value, 0, 9, &count))
             return usage_error("%s '%s': expected a level from 0 to 9", name, value);

@@ -51,6 +51,27 @@ size_t attn_precision_size(attn_precision precision)
     return precision == ATTN_F64 ? sizeof(double) : sizeof(float);
 }
 
+attn_store attn_store_of(attn_precision precision)
+{
+    return precision == ATTN_F64 ? ATTN_STORE_F64 : ATTN_STORE_F32;
+}
+
+/* The store types: name and element bytes. */
+static const struct { const char *name; size_t size; } store_table[] = {
+    [ATTN_STORE_DEFAULT] = {"", 0}, [ATTN_STORE_F16] = {"f16", 2}, [ATTN_STORE_BF16] = {"bf16", 2},
+    [ATTN_STORE_F32] = {"f32", 4}, [ATTN_STORE_F64] = {"f64", 8},
+};
+
+size_t attn_store_size(attn_store store)
+{
+    return store_table[store].size;
+}
+
+const char *attn_store_name(attn_store store)
+{
+    return store_table[store].name;
+}
+
 int attn_fail(attn_error *err, int status, const char *fmt, ...)
 {
     if (err != NULL) {

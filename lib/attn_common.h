@@ -37,6 +37,26 @@ typedef struct attn_error {
 /* Which floating type the computation uses and the output stores. */
 typedef enum attn_precision { ATTN_F32 = 0, ATTN_F64 = 1 } attn_precision;
 
+/* The type the maps (scores, weights) are stored as (--store): the
+ * compute precision's, or a narrower float.  Only the stored values round
+ * (to nearest even); the computation is the same. */
+typedef enum attn_store {
+    ATTN_STORE_DEFAULT = 0,   /* the compute precision's type             */
+    ATTN_STORE_F16,           /* IEEE binary16: 5 exponent, 10 mantissa bits */
+    ATTN_STORE_BF16,          /* bfloat16: 8 exponent, 7 mantissa bits     */
+    ATTN_STORE_F32,
+    ATTN_STORE_F64
+} attn_store;
+
+/* The store type of `precision` (ATTN_STORE_F32 or ATTN_STORE_F64). */
+attn_store attn_store_of(attn_precision precision);
+
+/* Bytes of one stored element (2, 4 or 8); ATTN_STORE_DEFAULT is not a type. */
+size_t attn_store_size(attn_store store);
+
+/* "f16", "bf16", "f32", "f64"; "" for ATTN_STORE_DEFAULT. */
+const char *attn_store_name(attn_store store);
+
 #define ATTN_MAX_RANK 32   /* HDF5's own limit on dataset rank */
 
 /* What a file says of one dataset: its name, whether it is there, its shape. */

@@ -192,7 +192,12 @@ int attn_h5out_clear_attribute(attn_h5out *out, const char *name, bool force, at
 /* One output dataset. */
 typedef struct attn_dataset_spec {
     const char *name;             /* inside the group                      */
-    attn_precision precision;     /* stored as IEEE float32 or float64 LE  */
+    attn_precision precision;     /* of the buffers attn_h5out_write takes  */
+    attn_store store;             /* the file's type: IEEE float32 or
+                                     float64 LE, binary16 or bfloat16;
+                                     ATTN_STORE_DEFAULT: precision's     */
+    bool has_fill;                /* chunks never written read as fill   */
+    double fill;
     size_t rank;
     const size_t *dims;           /* (rank)                                */
     const size_t *chunk;          /* (rank)                                */
@@ -207,6 +212,21 @@ typedef struct attn_dataset_spec {
  * ATTN_ROLE_ATTRIBUTE.  *handle names it for attn_h5out_write. */
 int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *handle,
                            attn_error *err);
+
+/*
+ * Writes one chunk as packed by attn_store_pack: its first element at
+ * offset[] (one index per axis), `bytes` bytes already in the file's
+ * type and, when attn_h5out_raw_chunks, filtered (shuffled and deflated
+ * when the dataset is compressed) -- written as they are.
+ */
+int attn_h5out_write_chunk(attn_h5out *out, int handle, const size_t *offset, const void *data,
+                           size_t bytes, attn_error *err);
+
+/* Whether chunks of the dataset are written raw (attn_h5out_write_chunk
+ * writes filtered bytes as they are).  False for a dataset of one chunk:
+ * its chunk is handed to HDF5 unfiltered, which filters it (see
+ * attn_h5out_add_dataset). */
+bool attn_h5out_raw_chunks(const attn_h5out *out, int handle);
 
 /* Writes the block buf (count[0], count[1], ...) at first[] (one index per
  * axis of the dataset). */

@@ -18,18 +18,16 @@
 #define MAX_DATASETS 16
 #define MAX_SCALES 16
 #define SCALE_BLOCK 65536               /* indices written per call       */
-/* Chunk cache per dataset.  The pipeline writes every chunk whole, in one
- * call, so an uncompressed dataset needs no cache: with none (and no fill
- * value) HDF5 writes each chunk straight from our buffer, with no copy.
- * A compressed chunk must pass through the cache to be filtered; a few
- * chunks are enough, since each is complete before the next one starts. */
-#define CHUNK_CACHE_BYTES (4u << 20)
-#define CHUNK_CACHE_SLOTS 12421         /* a prime, well above the chunks
-                                           CHUNK_CACHE_BYTES can hold      */
+/* The pipeline packs chunks itself (attn_store.h) and writes each one
+ * whole with H5Dwrite_chunk, so datasets need no chunk cache, except one
+ * of a single chunk (see attn_h5out_add_dataset). */
+#define CHUNK_CACHE_SLOTS 12421         /* a prime */
 
 typedef struct output_dataset {
     hid_t id;
     attn_precision precision;
+    hid_t file_type;              /* owned: the stored type (a copy)    */
+    bool one_chunk;               /* written through HDF5, not raw      */
     size_t rank;
     hsize_t dims[4];              /* (rank): the dataset's whole shape */
     char name[256];               /* its path, for messages (H5Iget_name
@@ -423,15 +421,42 @@ static herr_t put_string(hid_t object, const char *name, const char *value)
     return result;
 }
 
-/* The dataset creation properties: chunks, no fill writes, filters. */
+/* The file type of a stored type (a new id the caller closes):
+ * binary16 and bfloat16 are IEEE-style floats of 16 bits, sign at bit 15,
+ * with 5 exponent and 10 mantissa bits (bias 15) or 8 and 7 (bias 127). */
+static hid_t file_type_of(attn_store store)
+{
+    const struct { size_t epos, esize, msize, ebias; } half[] = {
+        [ATTN_STORE_F16] = {10, 5, 10, 15}, [ATTN_STORE_BF16] = {7, 8, 7, 127},
+    };
+    if (store == ATTN_STORE_F32 || store == ATTN_STORE_F64)
+        return H5Tcopy(store == ATTN_STORE_F64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE);
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    if (t < 0)
+        return t;
+    if (H5Tset_fields(t, 15, half[store].epos, half[store].esize, 0, half[store].msize) < 0 ||
+        H5Tset_offset(t, 0) < 0 || H5Tset_precision(t, 16) < 0 || H5Tset_size(t, 2) < 0 ||
+        H5Tset_ebias(t, half[store].ebias) < 0) {
+        H5Tclose(t);
+        return H5I_INVALID_HID;
+    }
+    return t;
+}
+
+/* The dataset creation properties: chunks, filters, and a fill value
+ * for datasets whose chunks may stay unwritten (else no fill writes). */
 static hid_t creation_properties(const attn_dataset_spec *spec)
 {
     hsize_t chunk[4];
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     for (size_t i = 0; i < spec->rank; i++)
         chunk[i] = spec->chunk[i];
+    const double fill = spec->fill;
     if (dcpl < 0 || H5Pset_chunk(dcpl, (int)spec->rank, chunk) < 0 ||
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0 ||
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR) < 0 ||
+        (spec->has_fill ? H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fill) < 0 ||
+                              H5Pset_fill_time(dcpl, H5D_FILL_TIME_IFSET) < 0
+                        : H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0) ||
         (spec->compress > 0 && (H5Pset_shuffle(dcpl) < 0 ||
                                 H5Pset_deflate(dcpl, (unsigned)spec->compress) < 0))) {
         if (dcpl >= 0)
@@ -454,27 +479,30 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
     snprintf(d->name, sizeof d->name, "%s", spec->name);
     for (size_t i = 0; i < spec->rank; i++)
         d->dims[i] = spec->dims[i];
-    hid_t file_type = spec->precision == ATTN_F64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
+    const attn_store store = spec->store != ATTN_STORE_DEFAULT ? spec->store
+                                                               : attn_store_of(spec->precision);
     /* HDF5 1.10 loses a chunk written past the cache into a dataset that is
      * one chunk in the newer file format (its "single chunk" index): the
      * chunk's address is never stored, and it reads back as zeros.  Files
      * made with libver v110 or latest, written by --in-place, get that
      * format.  Through the cache the address is stored, so such a dataset
-     * gets a cache that holds its one chunk. */
-    size_t chunk_bytes = attn_precision_size(spec->precision), cache = 0;
-    bool one_chunk = true;
+     * is written with H5Dwrite and gets a cache that holds its one chunk. */
+    size_t chunk_bytes = attn_store_size(store), cache = 0;
+    d->one_chunk = true;
     for (size_t i = 0; i < spec->rank; i++) {
         chunk_bytes *= spec->chunk[i];
-        one_chunk = one_chunk && spec->chunk[i] >= spec->dims[i];
+        d->one_chunk = d->one_chunk && spec->chunk[i] >= spec->dims[i];
     }
-    if (spec->compress > 0)
-        cache = CHUNK_CACHE_BYTES;
-    else if (one_chunk)
+    if (d->one_chunk)
         cache = chunk_bytes;
-    if ((dcpl = creation_properties(spec)) < 0 || (dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0 ||
+    if ((d->file_type = file_type_of(store)) < 0 ||
+        (dcpl = creation_properties(spec)) < 0 ||
+        (dapl = H5Pcreate(H5P_DATASET_ACCESS)) < 0 ||
         H5Pset_chunk_cache(dapl, CHUNK_CACHE_SLOTS, cache, 1.0) < 0 ||
         (space = H5Screate_simple((int)spec->rank, d->dims, NULL)) < 0 ||
-        (d->id = H5Dcreate2(out->group, spec->name, file_type, space, H5P_DEFAULT, dcpl, dapl)) < 0) {
+        (d->id = H5Dcreate2(out->group, spec->name, d->file_type, space, H5P_DEFAULT, dcpl, dapl)) < 0) {
+        if (d->file_type >= 0)
+            H5Tclose(d->file_type);
         status = h5_failure(out, err, "create dataset", spec->name);
         goto out;
     }
@@ -505,6 +533,26 @@ out:
     if (dcpl >= 0)
         H5Pclose(dcpl);
     return status;
+}
+
+bool attn_h5out_raw_chunks(const attn_h5out *out, int handle)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count);
+    return !out->datasets[handle].one_chunk;
+}
+
+int attn_h5out_write_chunk(attn_h5out *out, int handle, const size_t *offset, const void *data,
+                           size_t bytes, attn_error *err)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count);
+    const output_dataset *d = &out->datasets[handle];
+    hsize_t at[4] = {0};
+    for (size_t i = 0; i < d->rank; i++)
+        at[i] = offset[i];
+    herr_t result = d->one_chunk
+                        ? H5Dwrite(d->id, d->file_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data)
+                        : H5Dwrite_chunk(d->id, H5P_DEFAULT, 0, at, bytes, data);
+    return result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
 }
 
 int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
@@ -586,9 +634,11 @@ int attn_h5out_close(attn_h5out *out, attn_error *err)
     herr_t result = 0;
     if (out == NULL)
         return ATTN_OK;
-    for (size_t i = 0; i < out->dataset_count; i++)
+    for (size_t i = 0; i < out->dataset_count; i++) {
         if (H5Dclose(out->datasets[i].id) < 0)
             result = -1;
+        H5Tclose(out->datasets[i].file_type);
+    }
     for (size_t i = 0; i < out->scale_count; i++)
         if (H5Dclose(out->scales[i].id) < 0)
             result = -1;

@@ -132,6 +132,23 @@ void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_sli
         project_output_f32(cfg, w, s);
 }
 
+size_t attn_task_rows(const attn_config *cfg, bool online)
+{
+    return online ? attn_online_rows(cfg) : QUERY_BLOCK;
+}
+
+bool attn_tile_visible(const attn_config *cfg, size_t row0, size_t rows, size_t key0,
+                       size_t keys)
+{
+    size_t from, to, unused;
+    if (rows == 0 || keys == 0)
+        return false;
+    /* Both ends of the visible range grow with the query. */
+    attn_visible_keys(cfg, row0, &from, &unused);
+    attn_visible_keys(cfg, row0 + rows - 1, &unused, &to);
+    return from < key0 + keys && key0 < to;
+}
+
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online)
 {
     size_t bytes = attn_scratch_flags(items, attn_kv_heads(&cfg->dims));

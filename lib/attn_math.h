@@ -189,6 +189,17 @@ void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_sli
  */
 void attn_attend(const attn_config *cfg, attn_slice *s, size_t row_first, size_t rows);
 
+/* Query rows of one task of attn_attend: the independent blocks its
+ * threads share are (item, head, task_rows rows).  Fixed by the
+ * configuration (and whether the softmax is online), never by the threads. */
+size_t attn_task_rows(const attn_config *cfg, bool online);
+
+/* Whether any query of rows [row0, row0 + rows) sees any key of
+ * [key0, key0 + keys) under the causal mask and the window: a tile of the
+ * maps where none does holds only -inf scores and 0 weights. */
+bool attn_tile_visible(const attn_config *cfg, size_t row0, size_t rows, size_t key0,
+                       size_t keys);
+
 /* Bytes of attn_slice.scratch for slices of up to `items` items, with the
  * online softmax's blocks when `online`, for the current attn_threads(). */
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online);

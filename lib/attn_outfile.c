@@ -6,6 +6,7 @@
  */
 #include "attn_run_state.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -19,7 +20,7 @@ typedef struct provenance {
     double real;
 } provenance;
 
-#define PROVENANCE_COUNT 29
+#define PROVENANCE_COUNT 31
 
 /* The name of a dataset the run read, or "" when it read none. */
 static const char *input_name(const run_state *st, attn_input which)
@@ -68,6 +69,8 @@ static void provenance_of(const run_state *st, const char *stamp, provenance p[P
         {"attn_bias", TEXT, input_name(st, ATTN_IN_ATTN_BIAS), 0, 0},
         {"mask_invert", INTEGER, NULL, opt->mask_invert, 0},
         {"precision", TEXT, opt->precision == ATTN_F64 ? "f64" : "f32", 0, 0},
+        {"store", TEXT, attn_store_name(st->report->store), 0, 0},
+        {"compress", INTEGER, NULL, opt->compress, 0},
         {"created_utc", TEXT, stamp, 0, 0},
     };
     memcpy(p, table, sizeof table);
@@ -134,26 +137,60 @@ static int write_provenance(run_state *st, attn_error *err)
     return status;
 }
 
-/* Creates every saved dataset with its chunks, labels and description. */
+int run_plan_stored(run_state *st, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    attn_run_report *report = st->report;
+    report->total_bytes = 0;
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        const bool map = i == ATTN_OUT_SCORES || i == ATTN_OUT_WEIGHTS;
+        attn_stored *s = &st->stored[i];
+        const char *labels[4];
+        *s = (attn_stored){
+            .type = map ? report->store : attn_store_of(opt->precision), .compress = opt->compress,
+            .map = map, .fill = i == ATTN_OUT_SCORES ? -INFINITY : 0, .raw = true,
+            /* A NaN in a row of scores (--allow-nonfinite) makes the whole
+             * row of weights NaN, hidden keys too: then every tile is kept. */
+            .skip_hidden = i == ATTN_OUT_SCORES || (i == ATTN_OUT_WEIGHTS && !opt->allow_nonfinite),
+        };
+        s->rank = attn_output_shape(&report->layout, (attn_output)i, s->dims, labels);
+        attn_output_chunk(&report->layout, (attn_output)i, attn_store_size(s->type),
+                          report->slice_items, s->chunk);
+        int status = attn_output_stored_bytes(&report->layout, s->skip_hidden ? &st->cfg : NULL,
+                                              (attn_output)i,
+                                              attn_store_size(s->type), s->chunk,
+                                              &report->output_bytes[i], err);
+        if (status != ATTN_OK)
+            return status;
+        if (run_saved(st, (attn_output)i) &&
+            !attn_size_add(&report->total_bytes, report->total_bytes, report->output_bytes[i]))
+            return attn_fail(err, ATTN_EINPUT, "%s: the outputs are too large to address", opt->input);
+    }
+    return ATTN_OK;
+}
+
+/* Creates every saved dataset with its chunks, labels and description;
+ * a map's tiles left unwritten read as its fill value. */
 static int create_datasets(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
-        size_t dims[4], chunk[4];
+        size_t dims[4];
         const char *labels[4];
+        attn_stored *s = &st->stored[i];
         if (!run_saved(st, (attn_output)i))
             continue;
-        size_t rank = attn_output_shape(&st->report->layout, (attn_output)i, dims, labels);
-        size_t cap = st->report->layout.batched ? st->report->slice_items : 0;
-        attn_chunk_shape(rank, dims, attn_precision_size(opt->precision), ATTN_CHUNK_BYTES, cap, chunk);
+        attn_output_shape(&st->report->layout, (attn_output)i, dims, labels);
         attn_dataset_spec spec = {
-            .name = attn_output_name((attn_output)i), .precision = opt->precision, .rank = rank,
-            .dims = dims, .chunk = chunk, .labels = labels,
-            .description = attn_output_description((attn_output)i), .compress = opt->compress,
+            .name = attn_output_name((attn_output)i), .precision = opt->precision,
+            .store = s->type, .has_fill = s->map, .fill = s->fill, .rank = s->rank,
+            .dims = s->dims, .chunk = s->chunk, .labels = labels,
+            .description = attn_output_description((attn_output)i), .compress = s->compress,
         };
         int status = attn_h5out_add_dataset(st->out, &spec, &st->handles[i], err);
         if (status != ATTN_OK)
             return status;
+        s->raw = attn_h5out_raw_chunks(st->out, st->handles[i]);
     }
     return write_provenance(st, err);
 }

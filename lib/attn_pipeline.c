@@ -85,6 +85,140 @@ static void place_inputs(run_state *st, attn_slice *slice, unsigned char *keep, 
     }
 }
 
+/* One step of the pipeline: a block of query rows of one slice. */
+typedef struct step {
+    size_t first, count;         /* batch items [first, first + count)    */
+    size_t row, rows;            /* query rows [row, row + rows)          */
+    attn_slice *slice;           /* its slot                              */
+    void *maps[2];               /* scores, weights: the set of its parity */
+    bool starts, ends;           /* first / last block of its slice       */
+    int parity;                  /* t mod 2: its maps, staging and jobs    */
+} step;
+
+/* The step with index t (steps run slice by slice, block by block). */
+static step step_at(run_state *st, size_t t)
+{
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    const size_t blocks = (n + block - 1) / block, batch = st->report->layout.dims.batch;
+    const size_t items = st->report->slice_items, slice = t / blocks, b = t % blocks;
+    step s = {
+        .first = slice * items, .row = b * block, .starts = b == 0, .ends = b + 1 == blocks,
+        .slice = &st->slots[slice % 2],
+    };
+    s.count = batch - s.first < items ? batch - s.first : items;
+    s.rows = n - s.row < block ? n - s.row : block;
+    s.parity = (int)(t % 2);
+    s.maps[0] = st->maps[t % 2][0];
+    s.maps[1] = st->maps[t % 2][1];
+    return s;
+}
+
+/* Where output `which` of step s lies in its buffers: the region of
+ * the dataset it covers and the strides of its axes (batch, head, row,
+ * column, as the dataset has them).  The maps hold one block of rows;
+ * q, k, v and heads sit in packed buffers with a stride per head. */
+static attn_block block_of(const run_state *st, const step *s, attn_output which)
+{
+    const attn_layout *layout = &st->report->layout;
+    const attn_dims *d = &layout->dims;
+    const attn_slice *slice = s->slice;
+    const size_t H = d->heads, n = d->n, m = d->m, D = d->d_model;
+    const size_t vc = H * d->d_v;
+    /* item, head and row strides of each source; the column stride is 1 */
+    const struct { const void *base; size_t item, head, row; } from[] = {
+        [ATTN_FROM_SCORES] = {s->maps[0], H * s->rows * m, s->rows * m, m},
+        [ATTN_FROM_WEIGHTS] = {s->maps[1], H * s->rows * m, s->rows * m, m},
+        [ATTN_FROM_CONCAT] = {slice->concat, n * vc, d->d_v, vc},
+        [ATTN_FROM_OUTPUT] = {slice->output, n * D, 0, D},
+        [ATTN_FROM_Q] = {slice->q, n * slice->ldq, slice->hsq, slice->ldq},
+        [ATTN_FROM_K] = {slice->k, m * slice->ldk, slice->hsk, slice->ldk},
+        [ATTN_FROM_V] = {slice->v, m * slice->ldv, slice->hsv, slice->ldv},
+    };
+    const attn_stored *stored = &st->stored[which];
+    const attn_source source = attn_output_spec_of(which)->source;
+    const size_t rank = stored->rank;
+    attn_block b = {.base = from[source].base, .precision = st->opt->precision};
+    for (size_t i = 0; i < rank; i++)
+        b.count[i] = stored->dims[i];
+    size_t axis = 0;
+    if (layout->batched) {
+        b.first[0] = s->first;
+        b.count[0] = s->count;
+        b.stride[0] = from[source].item;
+        axis = 1;
+    }
+    if (rank - axis == 3)
+        b.stride[axis++] = from[source].head;
+    b.stride[axis] = from[source].row;
+    b.stride[axis + 1] = 1;
+    if (stored->map) {
+        b.first[axis] = s->row;
+        b.count[axis] = s->rows;
+    }
+    return b;
+}
+
+/* The outputs step s writes: the maps of its rows, and at the end of its
+ * slice the slice's other outputs. */
+static bool step_writes(const run_state *st, const step *s, attn_output which)
+{
+    return run_saved(st, which) && (st->stored[which].map || s->ends);
+}
+
+/*
+ * Lists the chunks step s writes into the jobs of its parity, their room
+ * carved from its staging (room NULL: only counted into *jobs, *bytes).
+ */
+static size_t list_step(run_state *st, const step *s, int parity, bool carve, size_t *bytes)
+{
+    char *room = carve ? st->staging[parity] : NULL;
+    size_t count = 0;
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        if (!step_writes(st, s, (attn_output)i))
+            continue;
+        attn_block *block = &st->blocks[parity][i];
+        *block = block_of(st, s, (attn_output)i);
+        count += attn_store_list(&st->stored[i], block, st->handles[i], &st->cfg,
+                                 carve ? &room : NULL, bytes,
+                                 carve ? st->jobs[parity] + count : NULL);
+    }
+    return count;
+}
+
+/*
+ * The packed room of a step (by parity) and the per-thread scratch: sized
+ * for the largest step, which is one of the first slice's (later slices
+ * hold no more items; tiles no query sees take no room).
+ */
+static int allocate_staging(run_state *st, attn_error *err)
+{
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    const size_t blocks = (n + block - 1) / block;
+    size_t largest_chunk = 0;
+    for (int i = 0; i < ATTN_OUT_COUNT; i++)
+        if (run_saved(st, (attn_output)i)) {
+            size_t chunk = attn_store_slot_bytes(&st->stored[i]);
+            largest_chunk = chunk > largest_chunk ? chunk : largest_chunk;
+        }
+    for (size_t t = 0; t < blocks && st->report->layout.dims.batch > 0; t++) {
+        step s = step_at(st, t);
+        size_t bytes = 0, jobs = list_step(st, &s, 0, false, &bytes);
+        st->staging_bytes = bytes > st->staging_bytes ? bytes : st->staging_bytes;
+        st->job_capacity = jobs > st->job_capacity ? jobs : st->job_capacity;
+    }
+    for (int i = 0; i < 2; i++) {
+        st->staging[i] = run_alloc(st, 1, st->staging_bytes, "the packed chunks of a step", err);
+        st->jobs[i] = run_alloc(st, st->job_capacity, sizeof *st->jobs[i], "the chunk list", err);
+        if (st->staging[i] == NULL || st->jobs[i] == NULL)
+            return ATTN_ENOMEM;
+    }
+    st->packer = attn_packer_new((size_t)attn_threads(), largest_chunk, st->opt->compress);
+    if (st->packer == NULL)
+        return attn_fail(err, ATTN_ENOMEM, "%s: out of memory for the compression buffers",
+                         st->opt->input);
+    return ATTN_OK;
+}
+
 /*
  * Carves one allocation into the buffers of two slices (the pipeline
  * computes one while it writes the other, see run_steps) and two sets of
@@ -129,9 +263,7 @@ int run_allocate_slices(run_state *st, attn_error *err)
         place_inputs(st, slice, keep, positions, bias);
     }
     st->slots[0].scratch = st->slots[1].scratch = p;   /* steps run one at a time */
-    /* The reordering room is used by the writing thread only: once. */
-    st->split = run_alloc(st, c * sizes->reorder, elem, "the output reordering buffer", err);
-    return st->split == NULL ? ATTN_ENOMEM : ATTN_OK;
+    return allocate_staging(st, err);
 }
 
 /* Reads what items [first, first + c) have of their own: X, the
@@ -157,76 +289,6 @@ static int read_slice(run_state *st, attn_slice *slice, size_t first, size_t c, 
     return status;
 }
 
-/* The slice buffer holding an output; q, k, v and heads reordered
- * head-major, (c, rows, . | ld) -> (c, heads, rows, d). */
-static const void *output_buffer(run_state *st, const attn_slice *slice, attn_output which,
-                                 size_t c)
-{
-    const attn_dims *d = &st->report->layout.dims;
-    const size_t elem = attn_precision_size(st->opt->precision), G = attn_kv_heads(d);
-    const struct { const void *packed; size_t rows, heads, width, ld, hs; } from[] = {
-        [ATTN_FROM_CONCAT] = {slice->concat, d->n, d->heads, d->d_v, d->heads * d->d_v, d->d_v},
-        [ATTN_FROM_Q] = {slice->q, d->n, d->heads, d->d_k, slice->ldq, slice->hsq},
-        [ATTN_FROM_K] = {slice->k, d->m, G, d->d_k, slice->ldk, slice->hsk},
-        [ATTN_FROM_V] = {slice->v, d->m, G, d->d_v, slice->ldv, slice->hsv},
-    };
-    const attn_source source = attn_output_spec_of(which)->source;
-    if (source == ATTN_FROM_OUTPUT)
-        return slice->output;
-    for (size_t b = 0; b < c; b++) {
-        const char *packed = (const char *)from[source].packed + b * from[source].rows * from[source].ld * elem;
-        char *to = (char *)st->split + b * from[source].rows * from[source].heads * from[source].width * elem;
-        if (st->opt->precision == ATTN_F64)
-            attn_split_heads_hs_f64((const double *)packed, from[source].ld, from[source].hs,
-                                    from[source].rows, from[source].heads, from[source].width,
-                                    (double *)to);
-        else
-            attn_split_heads_hs_f32((const float *)packed, from[source].ld, from[source].hs,
-                                    from[source].rows, from[source].heads, from[source].width,
-                                    (float *)to);
-    }
-    return st->split;
-}
-
-/* Writes scores and weights of items [first, first + c), query rows
- * [row, row + rows). */
-static int write_maps(run_state *st, void *const maps_of[2], size_t first, size_t c, size_t row,
-                      size_t rows, attn_error *err)
-{
-    const attn_layout *layout = &st->report->layout;
-    const attn_output maps[2] = {ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS};
-    for (int i = 0; i < 2; i++) {
-        if (!run_saved(st, maps[i]))
-            continue;
-        size_t at[4] = {first, 0, row, 0}, count[4] = {c, layout->dims.heads, rows, layout->dims.m};
-        const size_t *a = layout->batched ? at : at + 1, *n = layout->batched ? count : count + 1;
-        int status = attn_h5out_write_block(st->out, st->handles[maps[i]], a, n, maps_of[i], err);
-        if (status != ATTN_OK)
-            return status;
-    }
-    return ATTN_OK;
-}
-
-/* Writes every output but the maps for items [first, first + c). */
-static int write_slice(run_state *st, const attn_slice *slice, size_t first, size_t c,
-                       attn_error *err)
-{
-    const attn_layout *layout = &st->report->layout;
-    for (int i = ATTN_OUT_HEADS; i < ATTN_OUT_COUNT; i++) {
-        size_t dims[4];
-        const char *labels[4];
-        if (!run_saved(st, (attn_output)i))
-            continue;
-        attn_output_shape(layout, (attn_output)i, dims, labels);
-        const void *buf = output_buffer(st, slice, (attn_output)i, c);
-        int status = layout->batched ? attn_h5out_write(st->out, st->handles[i], first, c, buf, err)
-                                  : attn_h5out_write(st->out, st->handles[i], 0, dims[0], buf, err);
-        if (status != ATTN_OK)
-            return status;
-    }
-    return ATTN_OK;
-}
-
 static int interrupted(const run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
@@ -234,35 +296,11 @@ static int interrupted(const run_state *st, attn_error *err)
                      opt->in_place ? opt->input : opt->output);
 }
 
-/* One step of the pipeline: a block of query rows of one slice. */
-typedef struct step {
-    size_t first, count;         /* batch items [first, first + count)    */
-    size_t row, rows;            /* query rows [row, row + rows)          */
-    attn_slice *slice;           /* its slot                              */
-    void *maps[2];               /* scores, weights: the set of its parity */
-    bool starts, ends;           /* first / last block of its slice       */
-} step;
-
-/* The step with index t (steps run slice by slice, block by block). */
-static step step_at(run_state *st, size_t t)
-{
-    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
-    const size_t blocks = (n + block - 1) / block, batch = st->report->layout.dims.batch;
-    const size_t items = st->report->slice_items, slice = t / blocks, b = t % blocks;
-    step s = {
-        .first = slice * items, .row = b * block, .starts = b == 0, .ends = b + 1 == blocks,
-        .slice = &st->slots[slice % 2],
-    };
-    s.count = batch - s.first < items ? batch - s.first : items;
-    s.rows = n - s.row < block ? n - s.row : block;
-    s.maps[0] = st->maps[t % 2][0];
-    s.maps[1] = st->maps[t % 2][1];
-    return s;
-}
-
-/* The compute of one step. */
+/* The compute of one step, then its outputs packed in chunks (parity:
+ * the step's index mod 2). */
 static void compute_step(run_state *st, const step *s)
 {
+    const int parity = s->parity;
     s->slice->count = s->count;
     s->slice->scores = s->maps[0];
     s->slice->weights = s->maps[1];
@@ -271,15 +309,23 @@ static void compute_step(run_state *st, const step *s)
     attn_attend(&st->cfg, s->slice, s->row, s->rows);
     if (s->ends)
         attn_project_output(&st->cfg, &st->weights, s->slice);
+    size_t bytes = 0;
+    st->job_count[parity] = list_step(st, s, parity, true, &bytes);
+    attn_store_pack(st->jobs[parity], st->job_count[parity], st->packer);
 }
 
-/* Writes what step s computed: its maps, and at the end of its slice the
- * slice's other outputs. */
+/* Writes the chunks step s packed (parity: its index mod 2): its maps,
+ * and at the end of its slice the slice's other outputs. */
 static int write_step(run_state *st, const step *s, attn_error *err)
 {
-    int status = write_maps(st, s->maps, s->first, s->count, s->row, s->rows, err);
+    const int parity = s->parity;
+    int status = ATTN_OK;
+    for (size_t i = 0; i < st->job_count[parity] && status == ATTN_OK; i++) {
+        const attn_chunk_job *job = &st->jobs[parity][i];
+        status = attn_h5out_write_chunk(st->out, job->handle, job->offset, job->data, job->bytes,
+                                        err);
+    }
     if (status == ATTN_OK && s->ends) {
-        status = write_slice(st, s->slice, s->first, s->count, err);
         const attn_run_options *opt = st->opt;
         if (status == ATTN_OK && opt->progress != NULL &&
             !opt->progress(s->first + s->count, st->report->layout.dims.batch, opt->progress_context))
@@ -337,7 +383,8 @@ static int overflow_failure(const run_state *st, const step *s, attn_error *err)
  * reads the slice of step t+1 when that starts one (attn_beside), then
  * joins the compute.  So every HDF5 call stays on this thread, and there
  * are never more busy threads than --threads.  Two slots of slice buffers
- * and two sets of maps (by step parity) keep the stages apart.
+ * and two sets of maps, packed chunks and chunk lists (by step parity)
+ * keep the stages apart.
  */
 int run_steps(run_state *st, attn_error *err)
 {

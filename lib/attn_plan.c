@@ -550,22 +550,91 @@ static bool add_product(size_t *total, size_t a, size_t b)
     return attn_size_mul(&p, a, b) && attn_size_add(total, *total, p);
 }
 
-/* Query rows of one chunk of a map (B, H, n, m): see attn_chunk_shape. */
-static size_t map_chunk_rows(const attn_dims *d, size_t elem)
+/* Bytes of the packed room of chunks holding `bytes`, in `chunks` chunks:
+ * with compression, the compressor's worst case (attn_store_slot_bytes:
+ * below bytes/512 + 64 per chunk). */
+static bool packed_bytes(size_t *out, size_t bytes, size_t chunks, bool compress)
 {
-    size_t dims[4] = {1, d->heads, d->n, d->m}, chunk[4];
-    attn_chunk_shape(4, dims, elem, ATTN_CHUNK_BYTES, 1, chunk);
-    return chunk[2];
+    *out = bytes;
+    return !compress || (attn_size_add(out, bytes, bytes / 512) &&
+                         add_product(out, chunks, 64));
 }
 
-int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigned save,
-                    size_t budget_bytes, size_t forced, attn_slice_sizes *sizes, size_t *items,
-                    attn_error *err)
+/* Elements per item of output `which` padded to whole chunks (the axes
+ * after the batch axis), and the chunks that holds (rounded up). */
+static bool padded_per_item(const attn_layout *layout, attn_output which, size_t elem,
+                            size_t rows, size_t *elems, size_t *chunks)
+{
+    size_t dims[4], chunk[4], room = 1, cells = 1;
+    const char *labels[4];
+    const size_t rank = attn_output_shape(layout, which, dims, labels);
+    attn_output_chunk(layout, which, elem, 1, chunk);
+    const size_t first = layout->batched ? 1 : 0;
+    for (size_t i = first; i < rank; i++) {
+        size_t extent = dims[i];
+        if (rows != 0 && i == rank - 2)               /* the maps' query axis */
+            extent = rows;
+        size_t whole = (extent + chunk[i] - 1) / chunk[i];
+        if (!attn_size_mul(&room, room, whole * chunk[i]) || !attn_size_mul(&cells, cells, whole))
+            return false;
+    }
+    *elems = room;
+    *chunks = cells;
+    return true;
+}
+
+/* sizes->staging and staging_per_row: the packed room of the outputs. */
+static bool plan_staging(const attn_layout *layout, const attn_step_request *req,
+                         attn_slice_sizes *sizes)
+{
+    const size_t elem = attn_precision_size(req->precision);
+    const size_t map_elem = attn_store_size(req->store != ATTN_STORE_DEFAULT
+                                                ? req->store : attn_store_of(req->precision));
+    size_t elems, chunks, bytes, tile[4];
+    sizes->staging = sizes->staging_per_row = 0;
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        const bool map = i == ATTN_OUT_SCORES || i == ATTN_OUT_WEIGHTS;
+        if (!((req->save >> i) & 1u))
+            continue;
+        if (!map) {
+            if (!padded_per_item(layout, (attn_output)i, elem, 0, &elems, &chunks) ||
+                !attn_size_mul(&bytes, elems, elem) ||
+                !packed_bytes(&bytes, bytes, chunks, req->compress) ||
+                !attn_size_add(&sizes->staging, sizes->staging, bytes))
+                return false;
+            continue;
+        }
+        /* Per row: one tile row of chunks, divided by the tile's rows. */
+        attn_output_chunk(layout, (attn_output)i, map_elem, 1, tile);
+        const size_t tile_rows = tile[layout->batched ? 2 : 1];
+        if (!padded_per_item(layout, (attn_output)i, map_elem, tile_rows, &elems, &chunks) ||
+            !attn_size_mul(&bytes, elems, map_elem) ||
+            !packed_bytes(&bytes, bytes, chunks, req->compress) ||
+            !attn_size_add(&sizes->staging_per_row, sizes->staging_per_row,
+                           (bytes + tile_rows - 1) / tile_rows))
+            return false;
+    }
+    return true;
+}
+
+/* Query rows of one chunk of a map (B, H, n, m): see attn_output_chunk. */
+static size_t map_chunk_rows(const attn_layout *layout, size_t elem)
+{
+    size_t chunk[4];
+    attn_output_chunk(layout, ATTN_OUT_WEIGHTS, elem, 1, chunk);
+    return chunk[layout->batched ? 2 : 1];
+}
+
+/* The buffers of one item (sizes), and the bytes of one item without the
+ * maps (*base); false on overflow. */
+static bool size_item(const attn_layout *layout, const attn_step_request *req,
+                      attn_slice_sizes *sizes, size_t *base)
 {
     const attn_dims *d = &layout->dims;
-    const size_t elem = attn_precision_size(precision);
-    size_t hk, gk, gv, hv, elems = 0, bytes, row_elems;
+    const size_t elem = attn_precision_size(req->precision);
+    size_t hk, gk, gv, hv, elems = 0, bytes, row_elems, padded_n;
     const size_t G = attn_kv_heads(d);
+    const unsigned save = req->save;
     memset(sizes, 0, sizeof *sizes);
     sizes->map_count = (save >> ATTN_OUT_SCORES) & 1u ? 2 : (save >> ATTN_OUT_WEIGHTS) & 1u ? 1 : 0;
     bool ok = attn_size_mul(&hk, d->heads, d->d_k) && attn_size_mul(&hv, d->heads, d->d_v) &&
@@ -583,26 +652,38 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
               attn_size_mul(&sizes->output, d->n, d->d_model) &&
               attn_size_mul(&row_elems, d->heads, d->m) &&
               attn_size_mul(&row_elems, row_elems, sizes->map_count) &&
-              attn_size_mul(&sizes->bytes_per_row, row_elems, elem);
+              attn_size_mul(&sizes->bytes_per_row, row_elems, elem) &&
+              plan_staging(layout, req, sizes) &&
+              attn_size_add(&sizes->bytes_per_row, sizes->bytes_per_row, sizes->staging_per_row);
     sizes->keep = d->m;
     sizes->positions = (layout->positions_shared ? 0 : d->n) + (layout->kv_positions_shared ? 0 : d->m);
-    sizes->reorder = sizes->q > sizes->k ? sizes->q : sizes->k;
-    sizes->reorder = sizes->reorder > sizes->v ? sizes->reorder : sizes->v;
-    sizes->reorder = sizes->reorder > sizes->heads ? sizes->reorder : sizes->heads;
-    /* Everything but the maps; then the maps whole. */
+    /* Everything but the maps; then the maps whole (n padded to tiles). */
     ok = ok && add_product(&elems, 1, sizes->x) && add_product(&elems, 1, sizes->y) &&
          add_product(&elems, 1, sizes->projections) && add_product(&elems, 1, sizes->concat) &&
-         add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->reorder) &&
-         add_product(&elems, 1, sizes->bias) &&
+         add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->bias) &&
          attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep) &&
+         attn_size_add(&bytes, bytes, sizes->staging) &&
          add_product(&bytes, sizes->positions, sizeof(int64_t));
-    size_t base = bytes;
-    ok = ok && add_product(&bytes, sizes->bytes_per_row, d->n);
-    if (!ok)
+    *base = sizes->bytes_per_base = bytes;
+    const size_t tile_rows = map_chunk_rows(layout, elem);
+    padded_n = (d->n + tile_rows - 1) / tile_rows * tile_rows;
+    ok = ok && add_product(&bytes, sizes->bytes_per_row, padded_n);
+    sizes->bytes_per_item = bytes;
+    return ok;
+}
+
+/* The largest step in budget_bytes (or req->forced items). */
+static int fit_step(const attn_layout *layout, const attn_step_request *req, size_t budget_bytes,
+                    attn_slice_sizes *sizes, size_t *items, attn_error *err)
+{
+    const attn_dims *d = &layout->dims;
+    const size_t forced = req->forced;
+    size_t base;
+    if (!size_item(layout, req, sizes, &base))
         return attn_fail(err, ATTN_EINPUT,
                          "one batch item (n = %zu, m = %zu, d_model = %zu, H = %zu, d_k = %zu, d_v = %zu) is too large to address",
                          d->n, d->m, d->d_model, d->heads, d->d_k, d->d_v);
-    sizes->bytes_per_item = bytes;
+    const size_t bytes = sizes->bytes_per_item;
     sizes->rows = d->n;
     size_t fit = forced != 0 ? forced : budget_bytes / bytes;
     if (fit == 0) {
@@ -610,7 +691,7 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
         /* Not even one item: its query rows in blocks that fit. */
         size_t room = budget_bytes > base ? budget_bytes - base : 0;
         size_t rows = sizes->bytes_per_row ? room / sizes->bytes_per_row : d->n;
-        size_t least = map_chunk_rows(d, elem);
+        size_t least = map_chunk_rows(layout, attn_precision_size(req->precision));
         rows = rows > least ? floor_pow2(rows) : least;
         if (forced == 0 && rows < d->n)
             sizes->rows = rows;
@@ -625,6 +706,52 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
         fit = floor_pow2((size_t)INT_MAX / rows);
     *items = fit < d->batch ? fit : d->batch;
     return ATTN_OK;
+}
+
+int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigned save,
+                    size_t budget_bytes, size_t forced, attn_slice_sizes *sizes, size_t *items,
+                    attn_error *err)
+{
+    const attn_step_request req = {
+        .precision = precision, .save = save, .memory = budget_bytes, .forced = forced,
+        .threads = 1, .task_rows = 128,
+    };
+    return fit_step(layout, &req, budget_bytes, sizes, items, err);
+}
+
+size_t attn_plan_step_blocks(const attn_layout *layout, const attn_slice_sizes *sizes,
+                             size_t items, size_t task_rows)
+{
+    const size_t per = task_rows != 0 ? task_rows : 1;
+    return items * layout->dims.heads * ((sizes->rows + per - 1) / per);
+}
+
+int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
+                    attn_slice_sizes *sizes, size_t *items, attn_error *err)
+{
+    const size_t threads = req->threads != 0 ? req->threads : 1;
+    size_t budget = req->memory < ATTN_STEP_BYTES ? req->memory : ATTN_STEP_BYTES;
+    int status = fit_step(layout, req, budget, sizes, items, err);
+    /* Grow the step until every thread has its blocks, the step is the
+     * whole batch, or the cap is reached. */
+    while (status == ATTN_OK && req->forced == 0 && budget < req->memory &&
+           attn_plan_step_blocks(layout, sizes, *items, req->task_rows) <
+               ATTN_BLOCKS_PER_THREAD * threads &&
+           !(*items == layout->dims.batch && sizes->rows == layout->dims.n)) {
+        budget = budget > req->memory / 2 ? req->memory : 2 * budget;
+        status = fit_step(layout, req, budget, sizes, items, err);
+    }
+    return status;
+}
+
+size_t attn_plan_default_memory(size_t threads, size_t physical_bytes)
+{
+    size_t cap = ATTN_MEMORY_PER_THREAD, bound = physical_bytes / ATTN_MEMORY_SHARE;
+    if (!attn_size_mul(&cap, cap, threads != 0 ? threads : 1))
+        cap = SIZE_MAX;
+    if (physical_bytes != 0 && cap > bound)
+        cap = bound;
+    return cap > ATTN_STEP_BYTES ? cap : ATTN_STEP_BYTES;
 }
 
 void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size, size_t target_bytes,
@@ -644,6 +771,76 @@ void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size, size_t 
         if (room == 0)
             room = 1;
     }
+}
+
+/* Tile sides (rows, keys) of an (n, m) map: T x T clipped, a short axis
+ * whole and the other as long as a tile of ATTN_MAP_TILE^2 elements. */
+static void map_tile(size_t n, size_t m, size_t *rows, size_t *keys)
+{
+    const size_t T = ATTN_MAP_TILE, area = T * T;
+    *rows = n < T ? n : T;
+    *keys = m < T ? m : T;
+    if (m < T && m != 0)
+        *rows = n < floor_pow2(area / m) ? n : floor_pow2(area / m);
+    else if (n < T && n != 0)
+        *keys = m < floor_pow2(area / n) ? m : floor_pow2(area / n);
+    if (*rows == 0)
+        *rows = 1;
+    if (*keys == 0)
+        *keys = 1;
+}
+
+void attn_output_chunk(const attn_layout *layout, attn_output which, size_t elem_size,
+                       size_t items, size_t chunk[4])
+{
+    size_t dims[4];
+    const char *labels[4];
+    const size_t rank = attn_output_shape(layout, which, dims, labels);
+    const size_t cap = layout->batched ? items : 0;
+    const bool map = which == ATTN_OUT_SCORES || which == ATTN_OUT_WEIGHTS;
+    const size_t n = layout->dims.n, m = layout->dims.m;
+    const bool whole_maps = n != 0 && m <= ATTN_MAP_TILE * ATTN_MAP_TILE / n;
+    if (!map || whole_maps) {
+        attn_chunk_shape(rank, dims, elem_size,
+                         map ? ATTN_MAP_TILE * ATTN_MAP_TILE * elem_size : ATTN_CHUNK_BYTES, cap,
+                         chunk);
+        /* Slices start on chunk boundaries (--batch-slice need not be a
+         * power of two). */
+        while (cap != 0 && cap % chunk[0] != 0)
+            chunk[0]--;
+        return;
+    }
+    for (size_t i = 0; i + 2 < rank; i++)
+        chunk[i] = 1;
+    map_tile(n, m, &chunk[rank - 2], &chunk[rank - 1]);
+}
+
+int attn_output_stored_bytes(const attn_layout *layout, const attn_config *cfg,
+                             attn_output which, size_t elem_size, const size_t chunk[4],
+                             size_t *bytes, attn_error *err)
+{
+    size_t dims[4], count, visible = 0;
+    const char *labels[4];
+    const size_t rank = attn_output_shape(layout, which, dims, labels);
+    const bool map = which == ATTN_OUT_SCORES || which == ATTN_OUT_WEIGHTS;
+    bool ok = attn_size_product(&count, dims, rank - 2);
+    if (ok && map && cfg != NULL) {
+        /* The (n, m) elements of the tiles some query sees. */
+        const size_t n = dims[rank - 2], m = dims[rank - 1];
+        const size_t tr = chunk[rank - 2], tk = chunk[rank - 1];
+        for (size_t r = 0; r < n; r += tr)
+            for (size_t k = 0; k < m; k += tk)
+                if (attn_tile_visible(cfg, r, n - r < tr ? n - r : tr, k, m - k < tk ? m - k : tk))
+                    visible += (n - r < tr ? n - r : tr) * (m - k < tk ? m - k : tk);
+    } else {
+        ok = ok && attn_size_mul(&visible, dims[rank - 2], dims[rank - 1]);
+    }
+    if (!ok || !attn_size_mul(&count, count, visible) || !attn_size_mul(bytes, count, elem_size)) {
+        char s[256];
+        return attn_fail(err, ATTN_EINPUT, "output %s of shape %s is too large to address",
+                         output_table[which].name, attn_format_shape(s, sizeof s, dims, rank));
+    }
+    return ATTN_OK;
 }
 
 void attn_unravel_index(size_t flat, const size_t *dims, size_t rank, size_t *idx)

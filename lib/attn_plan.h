@@ -164,33 +164,82 @@ typedef struct attn_slice_sizes {
     size_t map_count;        /* maps kept in memory: 2 with scores saved, 1
                                 with weights only, 0 for neither (online)  */
     size_t heads, concat, output;
-    size_t reorder;          /* room to store q, k, v or heads head-major   */
+    size_t staging;          /* bytes per item of the saved outputs other
+                                than the maps, packed in whole chunks      */
+    size_t staging_per_row;  /* bytes per query row of the saved maps,
+                                packed in whole chunks (stored type)       */
     size_t keep;             /* bytes per item                              */
     size_t positions;        /* int64 per item: n + m when read per item    */
     size_t bias;             /* attention bias elements per item: H*n*m
                                 when it has a batch axis, else 0         */
-    size_t bytes_per_item;   /* all of the above, with the maps whole       */
-    size_t bytes_per_row;    /* the maps' bytes per query row (all heads)   */
+    size_t bytes_per_base;   /* all of the above but the maps               */
+    size_t bytes_per_item;   /* all of the above, with the maps whole (n
+                                rounded up to whole tiles)                 */
+    size_t bytes_per_row;    /* the maps' bytes per query row (all heads),
+                                computed and packed                        */
     size_t rows;             /* query rows per block: n, or fewer when one
                                 item's maps do not fit (a power of two)     */
 } attn_slice_sizes;
 
+/* What a step (one block of query rows of one slice) is sized for. */
+typedef struct attn_step_request {
+    attn_precision precision;
+    attn_store store;        /* the maps' stored type; DEFAULT: precision's */
+    unsigned save;
+    bool compress;           /* chunks are deflated: packed room grows by
+                                the compressor's worst case               */
+    size_t memory;           /* the cap on one step's buffers (--memory)   */
+    size_t forced;           /* --batch-slice, or 0                        */
+    size_t threads;          /* compute threads (0 counts as 1)            */
+    size_t task_rows;        /* attn_task_rows: query rows of one block    */
+} attn_step_request;
+
+/* Independent blocks each thread should find in one step. */
+#define ATTN_BLOCKS_PER_THREAD 4
+
+/* The step size preferred while it feeds every thread: large enough that
+ * HDF5 calls and thread start-ups are few, small enough that the next
+ * step's I/O overlaps this one's compute. */
+#define ATTN_STEP_BYTES ((size_t)16 << 20)
+
+/* The default --memory: ATTN_MEMORY_PER_THREAD per thread, at least
+ * ATTN_STEP_BYTES, at most physical / ATTN_MEMORY_SHARE (two steps are in
+ * flight, so the buffers take at most twice the cap). */
+#define ATTN_MEMORY_PER_THREAD ((size_t)128 << 20)
+#define ATTN_MEMORY_SHARE 8
+size_t attn_plan_default_memory(size_t threads, size_t physical_bytes);
+
 /*
- * Sizes the per-item buffers for the outputs in `save` and picks how many
- * batch items a slice holds: `forced` when not 0 (--batch-slice), otherwise
- * the whole batch when it fits in budget_bytes, else the largest power of
- * two of items that fits (at least 1); never so many that items * max(n, m)
- * exceeds INT_MAX.  When not even one item fits, its query rows are taken
- * in blocks (sizes->rows < n): a power of two that fits, never below the
- * rows of one chunk of the maps, so each block writes whole chunks.
+ * Sizes the per-item buffers for the outputs in req->save and picks the
+ * step: req->forced items when not 0 (--batch-slice); otherwise the
+ * largest step that fits in a budget of ATTN_STEP_BYTES, doubled while
+ * the step holds fewer than ATTN_BLOCKS_PER_THREAD blocks per thread (see
+ * attn_plan_step_blocks) and is not the whole batch, never above
+ * req->memory.  A step is *items batch items, or, when one item does not
+ * fit, one item's query rows in blocks of sizes->rows (a power of two,
+ * whole chunks of the maps).  Items are the whole batch or a power of two,
+ * and never so many that items * max(n, m) exceeds INT_MAX.
  * Returns ATTN_OK, or ATTN_EINPUT when one item's buffers overflow size_t.
  */
+int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
+                    attn_slice_sizes *sizes, size_t *items, attn_error *err);
+
+/* The same for one fixed budget: the largest step that fits in
+ * budget_bytes (threads 1, maps stored in the precision, no compression). */
 int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigned save,
                     size_t budget_bytes, size_t forced, attn_slice_sizes *sizes,
                     size_t *items, attn_error *err);
 
+/* Blocks of one step of `items` items and sizes->rows rows: items * H *
+ * ceil(rows / task_rows), the units attn_attend hands to threads. */
+size_t attn_plan_step_blocks(const attn_layout *layout, const attn_slice_sizes *sizes,
+                             size_t items, size_t task_rows);
+
 /* Target bytes of one chunk of an output dataset. */
 #define ATTN_CHUNK_BYTES ((size_t)1 << 20)
+
+/* The side of the square tiles the maps are chunked in, along (query, key). */
+#define ATTN_MAP_TILE ((size_t)256)
 
 /*
  * Chunk shape for a dataset of the given dims: whole trailing axes while
@@ -200,6 +249,28 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
  */
 void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size,
                       size_t target_bytes, size_t first_cap, size_t *chunk);
+
+/*
+ * The chunk shape of output `which` stored with elem_size bytes per
+ * element, for slices of `items` items.  The maps (B, H, n, m) are chunked
+ * in tiles of at most ATTN_MAP_TILE^2 elements: (1, 1, T, T) with T =
+ * ATTN_MAP_TILE clipped to n and m (a short axis whole, the other longer),
+ * or, when a whole (n, m) map fits in a tile, whole maps of several heads
+ * and items.  Other outputs: attn_chunk_shape with ATTN_CHUNK_BYTES.
+ */
+void attn_output_chunk(const attn_layout *layout, attn_output which, size_t elem_size,
+                       size_t items, size_t chunk[4]);
+
+/*
+ * Bytes output `which` takes stored with elem_size bytes per element
+ * (uncompressed): for the maps, only their tiles (chunk, from
+ * attn_output_chunk) that some query sees under cfg's causal mask and
+ * window (attn_tile_visible); the others are never written (cfg NULL:
+ * every tile).  ATTN_EINPUT when that overflows.
+ */
+int attn_output_stored_bytes(const attn_layout *layout, const attn_config *cfg,
+                             attn_output which, size_t elem_size, const size_t chunk[4],
+                             size_t *bytes, attn_error *err);
 
 /* Turns a flat row-major index into per-axis indices idx[rank]. */
 void attn_unravel_index(size_t flat, const size_t *dims, size_t rank, size_t *idx);

@@ -28,8 +28,8 @@ bool run_slice_memory_bytes(const run_state *st, size_t *total)
 
 /*
  * Every buffer the run will allocate, roughly (for attn_guard_memory): the
- * parameters as read and repacked, the fused projection, the slices, the
- * reordering room and a shared --kv.
+ * parameters as read and repacked, the fused projection, the slices (with
+ * their packed chunks), the packing threads' buffers and a shared --kv.
  */
 size_t run_planned_bytes(const run_state *st)
 {
@@ -42,7 +42,7 @@ size_t run_planned_bytes(const run_state *st)
     total += d->d_model * ((d->heads + attn_kv_heads(d)) * d->d_k + attn_kv_heads(d) * d->d_v) * elem;
     if (run_slice_memory_bytes(st, &part))
         total += part;
-    total += st->report->slice_items * st->sizes.reorder * elem;
+    total += (size_t)attn_threads() * attn_store_scratch_bytes(ATTN_CHUNK_BYTES + ATTN_CHUNK_BYTES / 8);
     if (st->report->layout.kv_shared)
         total += d->m * d->d_model * elem;
     return total;

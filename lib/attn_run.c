@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 attn_run_options attn_run_defaults(void)
 {
@@ -22,7 +23,6 @@ attn_run_options attn_run_defaults(void)
     opt.group = "/";
     opt.save = ATTN_SAVE_DEFAULT;
     opt.precision = ATTN_F32;
-    opt.memory_budget = ATTN_DEFAULT_MEMORY;
     opt.norm_eps = 1e-6;
     return opt;
 }
@@ -138,6 +138,13 @@ static int plan_variants(run_state *st, attn_error *err)
     return ATTN_OK;
 }
 
+/* Bytes of physical memory (0 when unknown). */
+static size_t physical_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+}
+
 /* Fills the report: layout, scale, slice size, bytes and FLOPs. */
 static int plan(run_state *st, attn_error *err)
 {
@@ -161,27 +168,35 @@ static int plan(run_state *st, attn_error *err)
     report->scale = opt->has_scale ? opt->scale : 1.0 / sqrt((double)d->d_k);
     report->save = opt->save;
     report->flops = attn_plan_flops(d);
-    status = attn_plan_slice(&report->layout, opt->precision, opt->save, opt->memory_budget,
-                             opt->slice_items, &st->sizes, &report->slice_items, err);
+    report->threads = (size_t)attn_threads();
+    if (opt->store == ATTN_STORE_F64 && opt->precision == ATTN_F32)
+        return attn_fail(err, ATTN_EUSAGE, "--store f64: wider than the computation's float32; "
+                         "use it with --precision f64");
+    report->store = opt->store != ATTN_STORE_DEFAULT ? opt->store : attn_store_of(opt->precision);
+    report->memory_cap = opt->memory_budget != 0
+                             ? opt->memory_budget
+                             : attn_plan_default_memory(report->threads, physical_memory());
+    const bool online = !((opt->save >> ATTN_OUT_SCORES) & 1u) && !((opt->save >> ATTN_OUT_WEIGHTS) & 1u);
+    const attn_step_request request_steps = {
+        .precision = opt->precision, .store = report->store, .save = opt->save,
+        .compress = opt->compress > 0, .memory = report->memory_cap, .forced = opt->slice_items,
+        .threads = report->threads, .task_rows = attn_task_rows(&st->cfg, online),
+    };
+    status = attn_plan_steps(&report->layout, &request_steps, &st->sizes, &report->slice_items, err);
     if (status != ATTN_OK)
         return status;
     report->slice_rows = st->sizes.rows;
     report->online = st->sizes.map_count == 0;
+    report->step_blocks = attn_plan_step_blocks(&report->layout, &st->sizes, report->slice_items,
+                                                request_steps.task_rows);
     size_t per_item = st->sizes.bytes_per_item;
     if (st->sizes.rows < d->n)     /* the maps of one block of rows only */
-        per_item -= st->sizes.bytes_per_row * (d->n - st->sizes.rows);
+        per_item = st->sizes.bytes_per_base + st->sizes.bytes_per_row * st->sizes.rows;
     if (!attn_size_mul(&report->slice_bytes, report->slice_items, per_item))
         return attn_fail(err, ATTN_EINPUT, "%s: a slice of %zu batch items is too large",
                          opt->input, report->slice_items);
-    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
-        status = attn_output_bytes(&report->layout, (attn_output)i, opt->precision,
-                                   &report->output_bytes[i], err);
-        if (status != ATTN_OK)
-            return status;
-        if (((opt->save >> i) & 1u) &&
-            !attn_size_add(&report->total_bytes, report->total_bytes, report->output_bytes[i]))
-            return attn_fail(err, ATTN_EINPUT, "%s: the outputs are too large to address", opt->input);
-    }
+    if ((status = run_plan_stored(st, err)) != ATTN_OK)
+        return status;
     st->cfg.scale = report->scale;
     st->cfg.precision = opt->precision;
     st->cfg.check_overflow = !opt->allow_nonfinite;
@@ -199,7 +214,11 @@ static void release(run_state *st)
     free(st->fused);
     free(st->fused_bias);
     free(st->slice_memory);
-    free(st->split);
+    for (int i = 0; i < 2; i++) {
+        free(st->staging[i]);
+        free(st->jobs[i]);
+    }
+    attn_packer_free(st->packer);
     attn_h5in_close(st->in);
 }
 
@@ -247,13 +266,13 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     attn_h5_allow_plugins(options->allow_plugins);
     struct rlimit saved;
     bool capped = status == ATTN_OK && attn_guard_cap_parse_memory(&saved);
+    if (options->threads > 0)          /* the plan sizes its steps for them */
+        attn_set_threads(options->threads);
     if (status == ATTN_OK && (status = open_input(&st, err)) == ATTN_OK &&
         (status = describe_inputs(&st, err)) == ATTN_OK)
         status = plan(&st, err);
     if (capped)
         attn_guard_restore_memory(&saved);
-    if (options->threads > 0)
-        attn_set_threads(options->threads);
     if (status != ATTN_OK || options->dry_run) {
         release(&st);
         return status;

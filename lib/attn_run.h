@@ -45,7 +45,6 @@ const attn_preset *attn_preset_find(const char *name);
 /* "gpt2, torch-mha, ...": every preset's name, for messages. */
 const char *attn_preset_list(void);
 
-#define ATTN_DEFAULT_MEMORY ((size_t)16 << 20)    /* bytes of one slice's buffers (two are in flight) */
 
 typedef struct attn_run_options {
     const char *input;                  /* IN.h5                               */
@@ -88,11 +87,15 @@ typedef struct attn_run_options {
     const char *group;                  /* where outputs go ("/")             */
     unsigned save;                      /* bits (1u << attn_output)           */
     attn_precision precision;
+    attn_store store;                   /* the maps' stored type; DEFAULT: the
+                                           precision's                      */
     int compress;                       /* 0-9                                */
     int threads;                        /* compute threads, 1 to
                                            attn_thread_limit(); 0 = default */
     size_t slice_items;                 /* batch items per slice; 0 = by memory */
-    size_t memory_budget;               /* bytes for one slice's buffers      */
+    size_t memory_budget;               /* cap on one step's buffers (two are
+                                           in flight); 0 = by the threads and
+                                           the machine (attn_plan_default_memory) */
     const char *command_line;           /* stored as provenance               */
     volatile sig_atomic_t *cancel;      /* nonzero: stop (ATTN_EINTR) at the next
                                            step, while waiting for a lock, or
@@ -120,10 +123,15 @@ typedef struct attn_run_report {
     size_t slice_items;                 /* batch items per slice              */
     size_t slice_bytes;                 /* buffer bytes for one slice         */
     size_t slice_rows;                  /* query rows per block (n: all)      */
+    size_t memory_cap;                  /* the cap the steps were sized under */
+    size_t step_blocks;                 /* blocks of one full step (attn_plan_step_blocks) */
+    size_t threads;                     /* compute threads                    */
+    attn_store store;                   /* the maps' stored type              */
     bool online;                        /* no maps saved: online softmax      */
     double flops;
     unsigned save;
-    size_t output_bytes[ATTN_OUT_COUNT];
+    size_t output_bytes[ATTN_OUT_COUNT];/* stored, uncompressed: the maps'
+                                           tiles that some query sees        */
     size_t total_bytes;                 /* of the saved outputs               */
 } attn_run_report;
 

@@ -16,6 +16,7 @@
 #include "attn_h5.h"
 #include "attn_math.h"
 #include "attn_run.h"
+#include "attn_store.h"
 
 #include <stdint.h>
 
@@ -40,11 +41,19 @@ typedef struct run_state {
     attn_weights weights;
     attn_slice_sizes sizes;
     void *slice_memory;           /* every per-slice buffer, carved below   */
-    void *split;                  /* (c, H, rows, d): q, k, v or heads
-                                     reordered head-major for writing     */
     attn_slice slots[2];          /* the slice computed and the one written */
     void *maps[2][2];             /* [step parity][scores, weights]         */
     int handles[ATTN_OUT_COUNT];
+    attn_stored stored[ATTN_OUT_COUNT];   /* how each output is stored     */
+    /* A step's outputs packed in chunks by the compute threads, written
+     * by thread 0 beside the next step: by step parity. */
+    char *staging[2];             /* packed chunks: staging_bytes each      */
+    size_t staging_bytes;
+    attn_block blocks[2][ATTN_OUT_COUNT]; /* what each step computed         */
+    attn_chunk_job *jobs[2];      /* (job_capacity) the chunks of a step    */
+    size_t job_count[2];
+    size_t job_capacity;
+    attn_packer *packer;          /* the packing threads' buffers           */
 } run_state;
 
 static inline bool run_saved(const run_state *st, attn_output which)
@@ -84,6 +93,9 @@ size_t run_planned_bytes(const run_state *st);
 int run_check_free_space(run_state *st, attn_error *err);
 
 /* attn_outfile.c */
+/* How each saved output is stored (st->stored): shape, chunks, type,
+ * filters; and its bytes in the report (the maps' visible tiles only). */
+int run_plan_stored(run_state *st, attn_error *err);
 int run_open_output(run_state *st, attn_error *err);
 
 /* attn_pipeline.c */

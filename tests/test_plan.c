@@ -1233,13 +1233,14 @@ static void test_plan_slice_query_row_blocks(void **state)
     const unsigned output_only = 1u << ATTN_OUT_OUTPUT;
     const unsigned weights_only = (1u << ATTN_OUT_WEIGHTS) | output_only;
 
-    /* both maps: 2 maps * 2 heads * 1024 keys * 4 bytes per query row */
+    /* both maps: 2 maps * 2 heads * 1024 keys * 4 bytes per query row,
+     * computed, and as much again packed in chunks for writing */
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 1, 0, &sizes, &items,
                                      &err), ATTN_OK);
     assert_int_equal(sizes.map_count, 2);
-    assert_int_equal(sizes.bytes_per_row, 2 * 2 * 1024 * 4);
+    assert_int_equal(sizes.bytes_per_row, 2 * (2 * 2 * 1024 * 4));
     assert_int_equal(items, 1);
-    assert_int_equal(sizes.rows, 256);          /* a (1024, 1024) float chunk: 256 rows */
+    assert_int_equal(sizes.rows, 256);          /* (256, 256) tiles: 256 rows */
 
     /* room for 600 rows beyond one item's other buffers: 512 (a power of two) */
     size_t base = sizes.bytes_per_item - sizes.bytes_per_row * 1024;
@@ -1259,7 +1260,7 @@ static void test_plan_slice_query_row_blocks(void **state)
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, weights_only, 1, 0, &sizes, &items, &err),
                      ATTN_OK);
     assert_int_equal(sizes.map_count, 1);
-    assert_int_equal(sizes.bytes_per_row, 2 * 1024 * 4);
+    assert_int_equal(sizes.bytes_per_row, 2 * (2 * 1024 * 4));
     assert_int_equal(sizes.rows, 256);
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, output_only, 1, 0, &sizes, &items, &err),
                      ATTN_OK);
@@ -1272,6 +1273,141 @@ static void test_plan_slice_query_row_blocks(void **state)
                                      &err), ATTN_OK);
     assert_int_equal(items, 2);
     assert_int_equal(sizes.rows, 1024);
+}
+
+/* The benchmark's shapes (bench/workloads.h), as the planner sees them. */
+typedef struct bench_shape {
+    const char *name;
+    size_t batch, n, d_model, heads, kv_heads, window;
+    unsigned save;
+} bench_shape;
+
+static const bench_shape bench_shapes[] = {
+    {"gpt2", 8, 512, 768, 12, 12, 0, ATTN_SAVE_DEFAULT},
+    {"gpt2 --save output", 8, 512, 768, 12, 12, 0, 1u << ATTN_OUT_OUTPUT},
+    {"long", 1, 4096, 768, 12, 12, 0, ATTN_SAVE_DEFAULT},
+    {"many", 4096, 32, 128, 4, 4, 0, ATTN_SAVE_DEFAULT},
+    {"xl", 1, 16384, 256, 4, 4, 0, 1u << ATTN_OUT_OUTPUT},
+    {"llama", 4, 1024, 2048, 32, 8, 0, 1u << ATTN_OUT_OUTPUT},
+    {"window", 1, 16384, 256, 4, 4, 256, 1u << ATTN_OUT_OUTPUT},
+    {"window maps", 1, 16384, 256, 4, 4, 256, 1u << ATTN_OUT_WEIGHTS},
+};
+
+/* Bytes of one step's buffers: items whole, or one item's rows. */
+static size_t step_bytes(const attn_layout *layout, const attn_slice_sizes *sizes, size_t items)
+{
+    if (sizes->rows < layout->dims.n)
+        return items * (sizes->bytes_per_base + sizes->rows * sizes->bytes_per_row);
+    return items * sizes->bytes_per_item;
+}
+
+/* The plan of shape for `threads` threads under the default cap of a
+ * machine with `physical` bytes; fails the test on error. */
+static size_t plan_for(const bench_shape *shape, size_t threads, size_t physical,
+                       attn_layout *layout, attn_slice_sizes *sizes, size_t *cap)
+{
+    *layout = (attn_layout){
+        .dims = {.batch = shape->batch, .n = shape->n, .m = shape->n, .d_model = shape->d_model,
+                 .heads = shape->heads, .kv_heads = shape->kv_heads,
+                 .d_k = shape->d_model / shape->heads, .d_v = shape->d_model / shape->heads},
+        .batched = true,
+    };
+    const attn_config cfg = {.dims = layout->dims, .causal = true, .window = shape->window};
+    const bool online = (shape->save & ((1u << ATTN_OUT_SCORES) | (1u << ATTN_OUT_WEIGHTS))) == 0;
+    *cap = attn_plan_default_memory(threads, physical);
+    const attn_step_request req = {
+        .precision = ATTN_F32, .save = shape->save, .memory = *cap, .threads = threads,
+        .task_rows = attn_task_rows(&cfg, online),
+    };
+    attn_error err = {{0}};
+    size_t items = 0;
+    assert_int_equal(attn_plan_steps(layout, &req, sizes, &items, &err), ATTN_OK);
+    return items;
+}
+
+/*
+ * For 1 to 64 threads, on a machine of 2 GiB per thread (at least 24
+ * GiB): each step of every bench shape holds at least
+ * ATTN_BLOCKS_PER_THREAD blocks per thread, or is the whole batch, and
+ * stays under the default cap, which grows with the threads and never
+ * passes an eighth of the memory.
+ */
+static void test_plan_steps_feed_every_thread(void **state)
+{
+    (void)state;
+    for (size_t s = 0; s < sizeof bench_shapes / sizeof bench_shapes[0]; s++) {
+        size_t last_cap = 0;
+        for (size_t threads = 1; threads <= 64; threads++) {
+            const size_t physical = threads < 12 ? (size_t)24 << 30 : threads * ((size_t)2 << 30);
+            attn_layout layout;
+            attn_slice_sizes sizes;
+            size_t cap, items = plan_for(&bench_shapes[s], threads, physical, &layout, &sizes, &cap);
+            const size_t blocks = attn_plan_step_blocks(&layout, &sizes, items,
+                                                        attn_task_rows(&(attn_config){
+                                                            .dims = layout.dims,
+                                                            .window = bench_shapes[s].window},
+                                                            (bench_shapes[s].save & 3u) == 0));
+            const bool whole = items == layout.dims.batch && sizes.rows == layout.dims.n;
+            if (blocks < ATTN_BLOCKS_PER_THREAD * threads && !whole)
+                fail_msg("%s, %zu threads: %zu blocks per step", bench_shapes[s].name, threads, blocks);
+            /* Over the cap only as the least step there is: one item's
+             * buffers but the maps' rows, and one tile of rows. */
+            const bool least = items == 1 && (sizes.rows == 256 || sizes.map_count == 0);
+            if (step_bytes(&layout, &sizes, items) > cap && !least)
+                fail_msg("%s, %zu threads: a step of %zu bytes over the cap %zu",
+                         bench_shapes[s].name, threads, step_bytes(&layout, &sizes, items), cap);
+            assert_true(cap >= last_cap);
+            assert_true(cap <= physical / ATTN_MEMORY_SHARE);
+            last_cap = cap;
+        }
+    }
+}
+
+/* The default cap by hand: 128 MiB a thread, at least 16 MiB, at most
+ * an eighth of the memory (0: unknown, no bound). */
+static void test_plan_default_memory(void **state)
+{
+    (void)state;
+    assert_int_equal(attn_plan_default_memory(1, 0), 128 * MIB);
+    assert_int_equal(attn_plan_default_memory(2, (size_t)24 << 30), 256 * MIB);
+    assert_int_equal(attn_plan_default_memory(64, (size_t)24 << 30), (size_t)3 << 30);
+    assert_int_equal(attn_plan_default_memory(4, (size_t)1 << 30), 128 * MIB);
+    assert_int_equal(attn_plan_default_memory(1, 64 * MIB), 16 * MIB);
+    assert_int_equal(attn_plan_default_memory(0, 0), 128 * MIB);
+}
+
+/* A --memory below what feeds the threads stays the cap: the step does
+ * not grow past it; and a cap above ATTN_STEP_BYTES is not filled when a
+ * smaller step already feeds the threads. */
+static void test_plan_steps_memory_is_a_cap(void **state)
+{
+    (void)state;
+    attn_layout layout;
+    attn_slice_sizes sizes;
+    size_t cap, items = plan_for(&bench_shapes[0], 64, (size_t)24 << 30, &layout, &sizes, &cap);
+    assert_true(attn_plan_step_blocks(&layout, &sizes, items, 128) >= 4 * 64);
+
+    attn_error err = {{0}};
+    attn_step_request req = {
+        .precision = ATTN_F32, .save = ATTN_SAVE_DEFAULT, .memory = 64 * MIB, .threads = 64,
+        .task_rows = 128,
+    };
+    assert_int_equal(attn_plan_steps(&layout, &req, &sizes, &items, &err), ATTN_OK);
+    assert_true(step_bytes(&layout, &sizes, items) <= 64 * MIB);
+    assert_true(attn_plan_step_blocks(&layout, &sizes, items, 128) < 4 * 64);
+
+    /* one thread, a cap of 1 GiB: the step ATTN_STEP_BYTES gives */
+    req.memory = (size_t)1 << 30;
+    req.threads = 1;
+    assert_int_equal(attn_plan_steps(&layout, &req, &sizes, &items, &err), ATTN_OK);
+    attn_slice_sizes preferred;
+    size_t preferred_items = 0;
+    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, ATTN_STEP_BYTES, 0,
+                                     &preferred, &preferred_items, &err), ATTN_OK);
+    assert_int_equal(items, preferred_items);
+    assert_int_equal(sizes.rows, preferred.rows);
+    assert_true(step_bytes(&layout, &sizes, items) < 256 * MIB);
+    assert_true(attn_plan_step_blocks(&layout, &sizes, items, 128) >= 4);
 }
 
 static void test_plan_slice_overflow_is_rejected(void **state)
@@ -1376,9 +1512,9 @@ static void test_plan_slice_gqa_kv_buffers(void **state)
     assert_int_equal(sizes.k, 5 * 4 * 3);      /* 60 */
     assert_int_equal(sizes.v, 5 * 4 * 5);      /* 100 */
     assert_int_equal(sizes.projections, 36 + 60 + 100);
-    /* 80 more projection floats; reorder is max(q, k, v, heads) = 60 with
-     * G = 2 and 100 with G = H: 40 more; 120 floats = 480 bytes */
-    assert_int_equal(sizes.bytes_per_item - gqa_bytes, 480);
+    /* 80 more projection floats = 320 bytes; k and v are not saved, so
+     * nothing more is packed for writing */
+    assert_int_equal(sizes.bytes_per_item - gqa_bytes, 320);
 }
 
 static void test_plan_flops_gqa(void **state)
@@ -1642,6 +1778,9 @@ int main(void)
         cmocka_unit_test(test_plan_slice_forced_count),
         cmocka_unit_test(test_plan_slice_query_row_blocks),
         cmocka_unit_test(test_plan_slice_overflow_is_rejected),
+        cmocka_unit_test(test_plan_steps_feed_every_thread),
+        cmocka_unit_test(test_plan_default_memory),
+        cmocka_unit_test(test_plan_steps_memory_is_a_cap),
         cmocka_unit_test(test_output_shape_gqa_kv_heads),
         cmocka_unit_test(test_plan_slice_gqa_kv_buffers),
         cmocka_unit_test(test_plan_flops_gqa),
