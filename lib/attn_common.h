@@ -57,6 +57,14 @@ size_t attn_store_size(attn_store store);
 /* "f16", "bf16", "f32", "f64"; "" for ATTN_STORE_DEFAULT. */
 const char *attn_store_name(attn_store store);
 
+/* The hot loops (omp simd) are compiled for AVX-512, AVX2 and the
+ * baseline, picked at load time for the machine. */
+#if defined(__x86_64__) && !defined(__clang__)
+#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ATTN_VECTOR_CLONES
+#endif
+
 #define ATTN_MAX_RANK 32   /* HDF5's own limit on dataset rank */
 
 /* What a file says of one dataset: its name, whether it is there, its shape. */

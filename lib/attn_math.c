@@ -22,12 +22,6 @@ extern float expf(float);
 #pragma omp declare simd notinbranch
 extern double exp(double);
 
-#if defined(__x86_64__) && !defined(__clang__)
-#define ATTN_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define ATTN_VECTOR_CLONES
-#endif
-
 /* Work blocks (see attn_kernels.inc): fixed, so that results do not depend
  * on the thread count.  Sizes from make bench: larger query blocks pack
  * each K block for more rows (xl: 1.13 s at 64 rows, 0.90 s at 256 with

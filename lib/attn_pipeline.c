@@ -220,9 +220,11 @@ static int allocate_staging(run_state *st, attn_error *err)
 }
 
 /*
- * Carves one allocation into the buffers of two slices (the pipeline
- * computes one while it writes the other, see run_steps) and two sets of
- * maps (one block of rows each).
+ * Carves one allocation into the buffers of two slices: the inputs of the
+ * slice computed and of the next one, read beside it (see run_steps).
+ * What only the compute touches -- projections, maps (one block of rows),
+ * concat and output -- is shared: a step's results leave those buffers,
+ * packed, before the next step starts.
  */
 int run_allocate_slices(run_state *st, attn_error *err)
 {
@@ -238,6 +240,7 @@ int run_allocate_slices(run_state *st, attn_error *err)
     if (st->slice_memory == NULL)
         return ATTN_ENOMEM;
     char *p = run_align_up(st->slice_memory);
+    void *first[RUN_SLICE_BUFFERS];                /* slot 0's, to share */
     for (int i = 0; i < 2; i++) {
         attn_slice *slice = &st->slots[i];
         void *projections = NULL, *keep = NULL, *positions = NULL, *bias = NULL;
@@ -251,8 +254,15 @@ int run_allocate_slices(run_state *st, attn_error *err)
             sizes->concat * elem, sizes->output * elem, sizes->keep,
             sizes->positions * sizeof(int64_t), sizes->bias * elem,
         };
+        const bool shared[RUN_SLICE_BUFFERS] = {
+            false, false, true, true, true, true, true, false, false, false,
+        };
         for (size_t j = 0; j < RUN_SLICE_BUFFERS; j++) {
-            *targets[j] = p;
+            if (i == 1 && shared[j]) {
+                *targets[j] = first[j];
+                continue;
+            }
+            *targets[j] = first[j] = p;
             p = run_align_up(p + c * bytes[j]);
         }
         if (sizes->map_count < 2)

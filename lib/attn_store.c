@@ -23,37 +23,38 @@ static int omp_get_thread_num(void) { return 0; }
 
 /* ---------------------------------------------------------- conversions */
 
-static uint32_t bits_of(float f)
+/* A float's bit pattern, and back (unions pun as C allows). */
+typedef union float_bits { float f; uint32_t u; } float_bits;
+
+static inline uint32_t bits_of(float f)
 {
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
+    return ((float_bits){.f = f}).u;
 }
 
-/* binary16 of one float, to nearest even: normal values rebias the
- * exponent and round the 13 dropped bits; below 2^-14 the subnormal
- * steps are 2^-24, so |f| * 2^24 rounded to an integer is the pattern. */
-static uint16_t f16_of(float f)
+/* binary16 of one float, to nearest even, without branches (the loops
+ * below vectorise): normal values rebias the exponent and round the 13
+ * dropped bits; below 2^-14 the steps are 2^-24, so |f| * 2^24 rounded
+ * to an integer is the pattern (adding 2^23 rounds it, to even). */
+static inline uint16_t f16_of(float f)
 {
     const uint32_t b = bits_of(f), sign = (b >> 16) & 0x8000u, a = b & 0x7FFFFFFFu;
-    if (a >= 0x7F800000u)                             /* inf, NaN (kept quiet) */
-        return (uint16_t)(sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u));
-    if (a >= 0x477FF000u)                             /* >= 65520: rounds to inf */
-        return (uint16_t)(sign | 0x7C00u);
-    if (a >= 0x38800000u) {                           /* normal: >= 2^-14 */
-        const uint32_t r = a - 0x38000000u;           /* exponent bias 127 -> 15 */
-        return (uint16_t)(sign | ((r + 0xFFFu + ((r >> 13) & 1u)) >> 13));
-    }
-    return (uint16_t)(sign | (uint32_t)rintf(fabsf(f) * 0x1p24f));
+    const uint32_t r = a - 0x38000000u;               /* exponent bias 127 -> 15 */
+    const uint32_t normal = (r + 0xFFFu + ((r >> 13) & 1u)) >> 13;
+    const uint32_t small = bits_of(((float_bits){.u = a}).f * 0x1p24f + 0x1p23f) - 0x4B000000u;
+    const uint32_t top = 0x7C00u | (uint32_t)(a > 0x7F800000u) << 9;  /* inf; NaN quiet */
+    const uint32_t is_normal = 0u - (uint32_t)(a >= 0x38800000u);     /* masks */
+    const uint32_t is_big = 0u - (uint32_t)(a >= 0x477FF000u);        /* >= 65520: inf */
+    const uint32_t h = (normal & is_normal) | (small & ~is_normal);
+    return (uint16_t)(sign | (top & is_big) | (h & ~is_big));
 }
 
 /* bfloat16 of one float: the top half, the dropped half rounded to even. */
-static uint16_t bf16_of(float f)
+static inline uint16_t bf16_of(float f)
 {
     const uint32_t b = bits_of(f);
-    if ((b & 0x7FFFFFFFu) > 0x7F800000u)              /* NaN, kept quiet */
-        return (uint16_t)((b >> 16) | 0x0040u);
-    return (uint16_t)((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+    const uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    const uint32_t is_nan = 0u - (uint32_t)((b & 0x7FFFFFFFu) > 0x7F800000u);
+    return (uint16_t)((((b >> 16) | 0x0040u) & is_nan) | (rounded & ~is_nan));
 }
 
 /*
@@ -71,19 +72,21 @@ static float odd_float(double x)
         return f;
     if (fabs((double)f) > fabs(x))
         f = nextafterf(f, 0.0f);
-    uint32_t b = bits_of(f) | 1u;
-    memcpy(&f, &b, sizeof f);
-    return f;
+    return ((float_bits){.u = bits_of(f) | 1u}).f;
 }
 
+ATTN_VECTOR_CLONES
 void attn_store_f16_from_f32(const float *in, uint16_t *out, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         out[i] = f16_of(in[i]);
 }
 
+ATTN_VECTOR_CLONES
 void attn_store_bf16_from_f32(const float *in, uint16_t *out, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         out[i] = bf16_of(in[i]);
 }
