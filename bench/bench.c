@@ -4,24 +4,30 @@
  *     attnbench --attnrun build/attnrun --gen build/bench/attnbench-gen
  *     attnbench --attnrun build/attnrun --only gpt2,many --runs 3 --no-numpy
  *
- * For every selected workload (workloads.h) it
+ * It measures OpenBLAS sgemm on a 2048^3 product once, then for every
+ * selected workload (workloads.h)
  *   1. generates the input with attnbench-gen, unless the file is there;
- *   2. reads the FLOPs and the output bytes from `attnrun --dry-run`, so the
- *      arithmetic has one source of truth;
- *   3. measures the roofline's two rates: OpenBLAS sgemm on a 2048^3 product,
- *      and writing one plain contiguous HDF5 dataset of the workload's
- *      output bytes, fsync included, in the directory the runs write to;
- *   4. runs attnrun, then bench/ref_numpy.py, each 1 warm-up + N timed runs
- *      as whole processes, keeping the median time and the peak RSS; the
+ *   2. reads the FLOPs and the output bytes from `attnrun --dry-run`, so
+ *      the arithmetic has one source of truth;
+ *   3. runs attnrun, then bench/ref_numpy.py, each 1 warm-up + N timed runs
+ *      as whole processes, keeping the median time and the peak RSS, and
+ *      the size of attnrun's last output file (the bytes on disk); the
  *      numpy warm-up also checks that attnrun's output equals numpy's;
- *   5. prints the limits and three tables: attnrun against the roofline,
- *      attnrun against numpy, and workloads against their baselines (the
- *      ratios of times measured in this run, with their targets).
+ *   4. sweeps attnrun's threads, T = 1, 2, 4, ... and the core count, N
+ *      timed runs each, taken in turns across the Ts (--no-sweep: not);
+ *   5. measures the roofline's write rate: one plain contiguous HDF5 dataset
+ *      of the bytes attnrun wrote, fsync included, in the directory the runs
+ *      write to;
+ * and prints the machine, then five tables: the workloads with their bytes
+ * and write rates, attnrun against the roofline, the thread sweep, attnrun
+ * against numpy, and every target of workloads.h with PASS or MISS (ratios
+ * of times, bytes and RSS measured in this run).
  * Rows may share an input file (workloads.h: input); the numpy peer is
  * skipped for workloads with attnrun-only options (--kv-heads, args).
  * Progress and the programs' messages go to stderr, the report to stdout.
  *
- * Legend: B batch, n sequence length (queries = keys), D d_model, H heads.
+ * Legend: B batch, n sequence length (queries = keys), D d_model, H heads,
+ * T attnrun's --threads.
  * Exit status: 0 every run worked and every check agreed, 1 otherwise,
  * 2 usage error.
  */
@@ -58,6 +64,7 @@
 #define CHILD_OUT_SIZE 8192
 #define NOTE_SIZE 160
 #define ARGV_MAX 24
+#define SWEEP_MAX 16   /* thread counts in the sweep: 1, 2, 4, ... 2^14, cores */
 
 /* ref_numpy.py's "numpy or h5py is not installed", and the shell's
  * "cannot execute": both mean the peer is unavailable, not that it failed. */
@@ -72,6 +79,9 @@ struct options {
     const char *dir;       /* inputs and outputs live here */
     int runs;              /* timed runs after the warm-up */
     int numpy;             /* run the numpy peer */
+    int sweep;             /* run the thread sweep */
+    int sweep_threads[SWEEP_MAX];   /* its Ts, rising; the last is the core count */
+    int n_sweep;
     int selected[BENCH_N_WORKLOADS];
     int name_width;        /* the workload column: 9, or wider for long names */
 };
@@ -93,9 +103,13 @@ struct row {
     int prepared;            /* the input exists and the dry run parsed */
     char prep_note[NOTE_SIZE];
     double flops;            /* from attnrun --dry-run */
-    double bytes;            /* output bytes, from attnrun --dry-run */
-    double write_s;          /* best time to write `bytes` as one dataset + fsync */
+    double bytes;            /* output bytes, as attnrun --dry-run counts them */
+    double disk_bytes;       /* size of attnrun's output file, or 0 before a run */
+    double write_s;          /* best time to write disk_bytes as one dataset + fsync */
+    double compute_s;        /* FLOPs / sgemm rate */
+    double roof_s;           /* max(compute_s, write_s), or 0 when unknown */
     struct series attn, numpy;
+    struct series sweep[SWEEP_MAX];   /* attnrun at options.sweep_threads[i] */
     char check[32];          /* "ok 1.8e-07", "FAIL 3.1e-02" or "-" */
     char check_line[NOTE_SIZE];  /* ref_numpy.py's whole "check: ..." line */
     int check_failed;
@@ -115,6 +129,7 @@ struct argv_list {
     size_t n;
     char heads[24];              /* the --heads value's text */
     char kv_heads[24];           /* the --kv-heads value's text */
+    char threads[24];            /* the --threads value's text */
 };
 
 /* ---- small utilities ---------------------------------------------------- */
@@ -436,8 +451,11 @@ static int dry_run(const struct options *o, struct row *r)
     argv_push_attnrun_workload(&a, r->w);
     argv_push(&a, "--dry-run");
     if (run_child(a.v, &c) != 0 || child_exit_code(&c) != 0) {
+        char status[48], said[NOTE_SIZE / 2];   /* fits the note with the rest */
         fputs(c.out, stderr);
-        snprintf(r->prep_note, sizeof r->prep_note, "attnrun --dry-run failed");
+        describe_status(&c, status, sizeof status);
+        first_line(c.out, said, sizeof said);
+        snprintf(r->prep_note, sizeof r->prep_note, "attnrun --dry-run %s: %s", status, said);
         return -1;
     }
     if (parse_dry_run(c.out, &r->flops, &r->bytes) != 0) {
@@ -611,16 +629,31 @@ static double physical_ram_bytes(void)
 
 /* ---- the two peers ------------------------------------------------------ */
 
+/* attnrun IN -o OUT -q <workload options> [--threads T]; T 0: its default,
+ * every core. */
+static void attnrun_argv(const struct options *o, const struct row *r, int threads,
+                         struct argv_list *a)
+{
+    argv_push(a, o->attnrun);
+    argv_push(a, r->input);
+    argv_push(a, "-o");
+    argv_push(a, r->attn_out);
+    argv_push(a, "-q");
+    argv_push_attnrun_workload(a, r->w);
+    if (threads > 0) {
+        snprintf(a->threads, sizeof a->threads, "%d", threads);
+        argv_push(a, "--threads");
+        argv_push(a, a->threads);
+    }
+}
+
+/* The timed runs on every core; the last run's output stays for the numpy
+ * check and for its size on disk. */
 static void bench_attnrun(const struct options *o, struct row *r)
 {
     static struct child c;
     struct argv_list a = {.n = 0};
-    argv_push(&a, o->attnrun);
-    argv_push(&a, r->input);
-    argv_push(&a, "-o");
-    argv_push(&a, r->attn_out);
-    argv_push(&a, "-q");
-    argv_push_attnrun_workload(&a, r->w);
+    attnrun_argv(o, r, 0, &a);
 
     progress("%s: %s warm-up", r->w->name, "attnrun");
     if (!run_once(a.v, r->attn_out, &c)) {
@@ -630,6 +663,58 @@ static void bench_attnrun(const struct options *o, struct row *r)
     }
     fprintf(stderr, " %.3f s", c.seconds);
     time_runs(a.v, r->attn_out, o->runs, &r->attn);
+    if (r->attn.state != SERIES_OK)
+        return;
+    struct stat st;
+    if (stat(r->attn_out, &st) != 0) {
+        snprintf(r->attn.note, sizeof r->attn.note, "no output file after the run: %s",
+                 strerror(errno));
+        progress("%s: %s\n", r->w->name, r->attn.note);
+        r->attn.state = SERIES_FAILED;
+        return;
+    }
+    r->disk_bytes = (double)st.st_size;
+}
+
+/* One timed run of sweep point k, into its series; a point that failed once
+ * runs no more. */
+static void sweep_run(const struct options *o, struct row *r, int k, double *seconds)
+{
+    static struct child c;
+    struct series *s = &r->sweep[k];
+    struct argv_list a = {.n = 0};
+    attnrun_argv(o, r, o->sweep_threads[k], &a);
+    fprintf(stderr, " T=%d", o->sweep_threads[k]);
+    if (!run_once(a.v, r->attn_out, &c)) {
+        report_failure(&c, s->note, sizeof s->note);
+        s->state = SERIES_FAILED;
+        progress("%s: thread sweep goes on:", r->w->name);   /* for the other Ts */
+        return;
+    }
+    *seconds = c.seconds;
+    if (c.maxrss_kib > s->peak_rss_kib)
+        s->peak_rss_kib = c.maxrss_kib;
+    fprintf(stderr, " %.3f", c.seconds);
+}
+
+/* attnrun at each T of the sweep, o->runs times. Run i takes every T in
+ * turn, so that a drift of the shared machine falls on all Ts alike; the
+ * row's warm-up has just run, so none is needed. */
+static void bench_sweep(const struct options *o, struct row *r)
+{
+    static double seconds[SWEEP_MAX][MAX_RUNS];
+    for (int k = 0; k < o->n_sweep; k++)
+        r->sweep[k] = (struct series){.state = SERIES_OK};
+    for (int i = 0; i < o->runs; i++) {
+        progress("%s: thread sweep, run %d:", r->w->name, i + 1);
+        for (int k = 0; k < o->n_sweep; k++)
+            if (r->sweep[k].state == SERIES_OK)
+                sweep_run(o, r, k, &seconds[k][i]);
+        fprintf(stderr, " s\n");
+    }
+    for (int k = 0; k < o->n_sweep; k++)
+        if (r->sweep[k].state == SERIES_OK)
+            r->sweep[k].median_s = median(seconds[k], (size_t)o->runs);
 }
 
 /* Bytes numpy needs for workload w: scores and weights with the softmax's
@@ -647,6 +732,23 @@ static void numpy_argv(const struct options *o, const struct row *r, struct argv
     argv_push(a, r->input);
     argv_push(a, r->numpy_out);
     argv_push_workload(a, r->w);
+}
+
+/* The numpy warm-up's argv, with --check ATTN.h5 when attnrun's output is
+ * there and holds the output dataset that the check compares. Returns
+ * whether it checks. */
+static int numpy_warmup_argv(const struct options *o, struct row *r, struct argv_list *warm)
+{
+    numpy_argv(o, r, warm);
+    if (r->attn.state != SERIES_OK)
+        return 0;
+    if (!bench_saves(r->w, "output")) {
+        snprintf(r->check, sizeof r->check, "- (no output)");
+        return 0;
+    }
+    argv_push(warm, "--check");
+    argv_push(warm, r->attn_out);
+    return 1;
 }
 
 /* Reads ref_numpy.py's "check: relative diff 1.81e-07 (...): ok" line into
@@ -695,13 +797,9 @@ static void bench_numpy(const struct options *o, struct row *r, int *available,
     }
     struct argv_list a = {.n = 0}, warm = {.n = 0};
     numpy_argv(o, r, &a);
-    numpy_argv(o, r, &warm);
-    if (r->attn.state == SERIES_OK) {
-        argv_push(&warm, "--check");
-        argv_push(&warm, r->attn_out);
-    }
+    int check = numpy_warmup_argv(o, r, &warm);
 
-    progress("%s: %s warm-up", r->w->name, r->attn.state == SERIES_OK ? "numpy (with --check)" : "numpy");
+    progress("%s: %s warm-up", r->w->name, check ? "numpy (with --check)" : "numpy");
     int worked = run_once(warm.v, r->numpy_out, &c);
     int checked = read_check_line(c.out, r);
     int code = child_exit_code(&c);
@@ -724,6 +822,41 @@ static void bench_numpy(const struct options *o, struct row *r, int *available,
         progress("%s: %s\n", r->w->name, r->check_line);
 }
 
+/* ---- one workload ------------------------------------------------------ */
+
+/* roof s from the two limits; 0 (unknown) when either could not be measured. */
+static void set_roofline(struct row *r, double sgemm_gflops)
+{
+    r->compute_s = sgemm_gflops > 0 ? r->flops / (sgemm_gflops * 1e9) : 0;
+    int known = sgemm_gflops > 0 && r->write_s > 0;
+    r->roof_s = !known ? 0 : r->compute_s > r->write_s ? r->compute_s : r->write_s;
+}
+
+/* Every measurement of row r: attnrun, numpy, the sweep, then the write probe
+ * at the bytes attnrun wrote. Returns 1 when anything failed, else 0. */
+static int bench_row(const struct options *o, struct row *r, double sgemm_gflops,
+                     int *numpy_available, char *unavailable_note)
+{
+    bench_attnrun(o, r);
+    bench_numpy(o, r, numpy_available, unavailable_note);
+    if (o->sweep && r->attn.state == SERIES_OK)
+        bench_sweep(o, r);
+    remove_if_present(r->attn_out);   /* outputs are large; inputs are kept */
+    remove_if_present(r->numpy_out);
+    int failed = r->attn.state == SERIES_FAILED || r->numpy.state == SERIES_FAILED
+                 || r->check_failed;
+    for (int k = 0; k < o->n_sweep; k++)
+        failed |= r->sweep[k].state == SERIES_FAILED;
+    if (r->disk_bytes > 0) {
+        progress("%s: measuring the HDF5 write rate at %.1f MB\n", r->w->name,
+                 r->disk_bytes / 1e6);
+        r->write_s = measure_write_seconds(o->dir, r->disk_bytes);
+        failed |= r->write_s < 0;
+    }
+    set_roofline(r, sgemm_gflops);
+    return failed;
+}
+
 /* ---- the report --------------------------------------------------------- */
 
 static void shape_text(const struct bench_workload *w, char *out, size_t size)
@@ -731,7 +864,7 @@ static void shape_text(const struct bench_workload *w, char *out, size_t size)
     snprintf(out, size, "%ldx%ldx%ld/%ld", w->batch, w->seq, w->d_model, w->heads);
 }
 
-/* After a limits row: what sets w apart from plain multi-head attention on
+/* After a workloads row: what sets w apart from plain multi-head attention on
  * its own input (nothing for the original workloads). */
 static void print_variant(const struct bench_workload *w)
 {
@@ -747,7 +880,8 @@ static void print_variant(const struct bench_workload *w)
         printf(" (%s's input)", w->input);
 }
 
-static void print_limits(const struct options *o, const struct row rows[], double sgemm_gflops)
+/* The run's settings and the compute limit, printed before the runs start. */
+static void print_machine(const struct options *o, double sgemm_gflops)
 {
     printf("attnbench: %s, whole process, median of %d run%s after 1 warm-up\n\n", o->attnrun,
            o->runs, o->runs == 1 ? "" : "s");
@@ -756,38 +890,65 @@ static void print_limits(const struct options *o, const struct row rows[], doubl
            physical_ram_bytes() / 1e9);
     printf("  OpenBLAS sgemm      %.1f GFLOP/s (2048^3 row-major, %d threads, best of %d)\n",
            sgemm_gflops, openblas_get_num_threads(), SGEMM_REPEATS);
-    printf("  HDF5 write + fsync  one contiguous float32 dataset of each workload's output bytes,\n"
-           "                      new file in %s, best of %d:\n\n", o->dir, WRITE_REPEATS);
-    printf("%-*s %-19s %-19s %7s %11s %12s\n", o->name_width, "workload", "shape B x n x D / H",
-           "attention", "GFLOP", "output MB", "write MB/s");
+    printf("  HDF5 write + fsync  one contiguous float32 dataset of as many bytes as each\n"
+           "                      workload's attnrun wrote, new file in %s, best of %d:\n"
+           "                      write MB/s under workloads\n", o->dir, WRITE_REPEATS);
+}
+
+/* "causal, biases", "full", ... */
+static void attention_text(const struct bench_workload *w, char *out, size_t size)
+{
+    snprintf(out, size, "%s%s", w->causal ? "causal" : "full", w->biases ? ", biases" : "");
+}
+
+/* Every workload: its shape, its work, its dense and on-disk bytes, and the
+ * write rate of the probe at the bytes on disk. */
+static void print_workloads(const struct options *o, const struct row rows[])
+{
+    printf("\nworkloads\n");
+    printf("%-*s %-19s %-14s %-14s %7s %9s %9s %10s\n", o->name_width, "workload",
+           "shape B x n x D / H", "attention", "saves", "GFLOP", "output MB", "disk MB",
+           "write MB/s");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
-        char shape[48], attention[48];
+        char shape[48], attention[32];
         if (!o->selected[i])
             continue;
         shape_text(r->w, shape, sizeof shape);
-        snprintf(attention, sizeof attention, "%s%s%s", r->w->causal ? "causal" : "full",
-                 r->w->biases ? ", biases" : "", r->w->save ? ", output only" : "");
+        attention_text(r->w, attention, sizeof attention);
+        printf("%-*s %-19s", o->name_width, r->w->name, shape);
         if (!r->prepared) {
-            printf("%-*s %-19s %s\n", o->name_width, r->w->name, shape, r->prep_note);
+            printf(" %s\n", r->prep_note);
             continue;
         }
-        printf("%-*s %-19s %-19s %7.1f %11.1f", o->name_width, r->w->name, shape, attention,
-               r->flops / 1e9, r->bytes / 1e6);
+        char disk[16] = "-", rate[16] = "-";   /* known once attnrun has run */
+        if (r->disk_bytes > 0)
+            snprintf(disk, sizeof disk, "%.1f", r->disk_bytes / 1e6);
         if (r->write_s > 0)
-            printf(" %12.0f", r->bytes / r->write_s / 1e6);
-        else
-            printf(" %12s", "failed");
+            snprintf(rate, sizeof rate, "%.0f", r->disk_bytes / r->write_s / 1e6);
+        else if (r->write_s < 0)
+            snprintf(rate, sizeof rate, "failed");
+        printf(" %-14s %-14s %7.1f %9.1f %9s %10s", attention, r->w->save ? r->w->save : "all",
+               r->flops / 1e9, r->bytes / 1e6, disk, rate);
         print_variant(r->w);
         printf("\n");
     }
+    printf("output MB: the dry run's total, the bytes it counts for the saved datasets\n"
+           "(before any compression); disk MB: the size of attnrun's output file after its\n"
+           "last timed run; write MB/s: the probe writing as many bytes.\n");
 }
 
-static void print_roofline_table(const struct options *o, const struct row rows[], double sgemm_gflops)
+static int meets(double value, int at_most, double bound)
+{
+    return at_most ? value <= bound : value >= bound;
+}
+
+static void print_roofline_table(const struct options *o, const struct row rows[])
 {
     printf("\nattnrun against the roofline\n");
-    printf("%-*s %-14s %7s %8s %7s %6s %8s %7s  %-5s %7s\n", o->name_width, "workload", "shape",
-           "time s", "GFLOP/s", "out MB", "GB/s", "RSS MiB", "roof s", "bound", "x roof");
+    printf("%-*s %-14s %7s %8s %8s %6s %8s %7s  %-5s %7s  %s\n", o->name_width, "workload",
+           "shape", "time s", "GFLOP/s", "disk MB", "GB/s", "RSS MiB", "roof s", "bound",
+           "x roof", "target");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
         char shape[48];
@@ -795,32 +956,86 @@ static void print_roofline_table(const struct options *o, const struct row rows[
             continue;
         shape_text(r->w, shape, sizeof shape);
         printf("%-*s %-14s", o->name_width, r->w->name, shape);
-        if (!r->prepared) {
-            printf("  %s\n", r->prep_note);
-            continue;
-        }
-        if (r->attn.state != SERIES_OK) {
-            printf("  %s\n", r->attn.note);
+        if (!r->prepared || r->attn.state != SERIES_OK) {
+            printf("  %s\n", !r->prepared ? r->prep_note : r->attn.note);
             continue;
         }
         double t = r->attn.median_s;
-        double compute_s = sgemm_gflops > 0 ? r->flops / (sgemm_gflops * 1e9) : 0;
-        double write_s = r->write_s > 0 ? r->write_s : 0;
-        double roof = compute_s > write_s ? compute_s : write_s;
-        printf(" %7.3f %8.1f %7.1f %6.2f %8.1f", t, r->flops / t / 1e9, r->bytes / 1e6,
-               r->bytes / t / 1e9, (double)r->attn.peak_rss_kib / 1024);
-        if (roof > 0)
-            printf(" %7.3f  %-5s %7.1f\n", roof, compute_s > write_s ? "sgemm" : "write", t / roof);
-        else
+        printf(" %7.3f %8.1f %8.1f %6.2f %8.1f", t, r->flops / t / 1e9, r->disk_bytes / 1e6,
+               r->disk_bytes / t / 1e9, (double)r->attn.peak_rss_kib / 1024);
+        if (r->roof_s <= 0) {
             printf(" %7s\n", "n/a");
+            continue;
+        }
+        printf(" %7.3f  %-5s %7.2f", r->roof_s, r->compute_s >= r->write_s ? "sgemm" : "write",
+               t / r->roof_s);
+        if (r->w->roof_target > 0)
+            printf("  <= %.2f %s", r->w->roof_target,
+                   meets(t / r->roof_s, 1, r->w->roof_target) ? "PASS" : "MISS");
+        printf("\n");
     }
     printf("time s: median wall time of the whole attnrun process (start, read, compute, write,\n"
-           "        fsync); GFLOP/s and GB/s: the dry run's FLOPs and output bytes over that time.\n"
-           "roof s: max(FLOPs / sgemm rate, output bytes / write rate), the larger of the two\n"
-           "        limits above (bound); x roof: time s over roof s.\n");
+           "        fsync); GFLOP/s: the dry run's FLOPs over that time; disk MB: the size of\n"
+           "        attnrun's output file; GB/s: disk MB over time s.\n"
+           "roof s: max(FLOPs / sgemm rate, disk bytes / write rate), the larger of the two\n"
+           "        limits (bound). The bytes are those on disk, not the dense outputs': tiles\n"
+           "        and compression legitimately write fewer. x roof: time s / roof s.\n");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
         if (o->selected[i] && rows[i].w->note)
             printf("%s: %s\n", rows[i].w->name, rows[i].w->note);
+}
+
+/* One row of the sweep: the median at each T, with its speed-up over T=1,
+ * then a line for each T that failed. */
+static void print_sweep_row(const struct options *o, const struct row *r)
+{
+    const struct series *one = &r->sweep[0];
+    printf("%-*s", o->name_width, r->w->name);
+    for (int k = 0; k < o->n_sweep; k++) {
+        const struct series *s = &r->sweep[k];
+        char speedup[16] = "";
+        if (k > 0 && one->state == SERIES_OK && s->state == SERIES_OK)
+            snprintf(speedup, sizeof speedup, "%.2fx", one->median_s / s->median_s);
+        if (s->state == SERIES_OK)
+            printf("  %7.3f s %6s", s->median_s, speedup);
+        else
+            printf("  %16s", "failed");
+    }
+    printf("\n");
+    for (int k = 0; k < o->n_sweep; k++)
+        if (r->sweep[k].state == SERIES_FAILED)
+            printf("%*s  T=%d: %s\n", o->name_width, "", o->sweep_threads[k], r->sweep[k].note);
+}
+
+static void print_sweep_table(const struct options *o, const struct row rows[])
+{
+    printf("\nthread sweep: attnrun --threads T, median of %d run%s at each T\n", o->runs,
+           o->runs == 1 ? "" : "s");
+    if (!o->sweep) {
+        printf("  skipped (--no-sweep)\n");
+        return;
+    }
+    printf("%-*s", o->name_width, "workload");
+    for (int k = 0; k < o->n_sweep; k++) {
+        char head[24];
+        snprintf(head, sizeof head, "T=%d s", o->sweep_threads[k]);
+        printf("  %9s %6s", head, k > 0 ? "x T=1" : "");
+    }
+    printf("\n");
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
+        const struct row *r = &rows[i];
+        if (!o->selected[i])
+            continue;
+        if (!r->prepared || r->attn.state != SERIES_OK)
+            printf("%-*s  %s\n", o->name_width, r->w->name,
+                   !r->prepared ? r->prep_note : "attnrun failed: not swept");
+        else
+            print_sweep_row(o, r);
+    }
+    printf("T=N s: the median time of attnrun --threads N; x T=1: the speed-up, time at T=1\n"
+           "over time at T=N. Run i of the sweep takes every T in turn, so that the shared\n"
+           "machine's drift falls on all of them alike; other processes' load still takes\n"
+           "cores from the larger Ts first, so the speed-ups need an otherwise idle machine.\n");
 }
 
 static void print_numpy_table(const struct options *o, const struct row rows[],
@@ -855,86 +1070,222 @@ static void print_numpy_table(const struct options *o, const struct row rows[],
             printf(" %14s", "-");
         printf("  %s\n", r->check[0] ? r->check : "-");
     }
-    printf("check: numpy's output against attnrun's, max |diff| / max |output|, ok <= 1e-4.\n");
+    printf("check: numpy's output against attnrun's, max |diff| / max |output|, ok <= 1e-4;\n"
+           "       - (no output): the row saves no output dataset to compare.\n");
 }
 
-/* One target line: the measure, its value, the bound and PASS or MISS;
- * digits: decimals of the value and of the bound. */
-static void print_target(const struct options *o, const struct row *r, const char *measure,
-                         const char *baseline_s, double value, int at_most, double target,
-                         const int digits[2])
+/* A target's measured side, as its kind's measure function finds it. */
+struct measure {
+    char name[40];            /* what is measured: "llama / llama-plain", "x roof" */
+    char reference[16];       /* the time it is compared with, or "-" */
+    double value;
+    char why[NOTE_SIZE];      /* why there is no value; empty when there is one */
+};
+
+/* The row measured, and the run it may be compared within. */
+struct subject {
+    const struct options *o;
+    const struct row *rows;   /* every workload's, indexed as bench_workloads */
+    const struct row *r;      /* its attnrun series ran */
+};
+
+/* One kind of target of workloads.h: its bound (0 when the row sets none)
+ * and which way it points, and how this run measured it. */
+struct target_kind {
+    double (*bound)(const struct bench_workload *w, int *at_most);
+    void (*measure)(const struct subject *s, struct measure *m);
+    int digits[2];            /* decimals of the value and of the bound */
+};
+
+static double baseline_bound(const struct bench_workload *w, int *at_most)
 {
-    int pass = at_most ? value <= target : value >= target;
-    char bound[24];
-    snprintf(bound, sizeof bound, "%s %.*f", at_most ? "<=" : ">=", digits[1], target);
-    printf("%-*s %9.3f %8.1f %10s  %-21s %8.*f  %-9s %s\n", o->name_width, r->w->name,
-           r->attn.median_s, (double)r->attn.peak_rss_kib / 1024, baseline_s, measure, digits[0],
-           value, bound, pass ? "PASS" : "MISS");
+    *at_most = w->ratio != BENCH_RATIO_AT_LEAST;
+    return w->baseline ? w->target : 0;
 }
 
-/* The rows with a baseline or an RSS target: ratios of times of this run. */
-static void print_baseline_table(const struct options *o, const struct row rows[])
+/* This time over the baseline's (an overhead), or the inverse (a speed-up). */
+static void baseline_measure(const struct subject *s, struct measure *m)
+{
+    const struct bench_workload *w = s->r->w, *bw = bench_find_workload(w->baseline);
+    int at_most;
+    baseline_bound(w, &at_most);
+    snprintf(m->name, sizeof m->name, "%s / %s", at_most ? w->name : w->baseline,
+             at_most ? w->baseline : w->name);
+    const struct row *b = bw ? &s->rows[bw - bench_workloads] : NULL;
+    if (!b || !s->o->selected[bw - bench_workloads]) {
+        snprintf(m->why, sizeof m->why, "needs %s in the run (--only)", w->baseline);
+        return;
+    }
+    if (b->attn.state != SERIES_OK) {
+        snprintf(m->why, sizeof m->why, "%s did not run", w->baseline);
+        return;
+    }
+    double t = s->r->attn.median_s, base = b->attn.median_s;
+    m->value = at_most ? t / base : base / t;
+    snprintf(m->reference, sizeof m->reference, "%.3f", base);
+}
+
+static double rss_bound(const struct bench_workload *w, int *at_most)
+{
+    *at_most = 1;
+    return w->max_rss_mib;
+}
+
+static void rss_measure(const struct subject *s, struct measure *m)
+{
+    snprintf(m->name, sizeof m->name, "peak RSS MiB");
+    m->value = (double)s->r->attn.peak_rss_kib / 1024;
+}
+
+static double roof_bound(const struct bench_workload *w, int *at_most)
+{
+    *at_most = 1;
+    return w->roof_target;
+}
+
+static void roof_measure(const struct subject *s, struct measure *m)
+{
+    snprintf(m->name, sizeof m->name, "x roof");
+    if (s->r->roof_s <= 0) {
+        snprintf(m->why, sizeof m->why, "no roofline (a probe failed)");
+        return;
+    }
+    m->value = s->r->attn.median_s / s->r->roof_s;
+    snprintf(m->reference, sizeof m->reference, "%.3f", s->r->roof_s);
+}
+
+static double sweep_bound(const struct bench_workload *w, int *at_most)
+{
+    *at_most = 0;
+    return w->sweep_target;
+}
+
+/* The speed-up from one thread to every core. */
+static void sweep_measure(const struct subject *s, struct measure *m)
+{
+    const struct options *o = s->o;
+    const struct series *one = &s->r->sweep[0], *all = &s->r->sweep[o->n_sweep - 1];
+    snprintf(m->name, sizeof m->name, "T=1 / T=%d", o->sweep_threads[o->n_sweep - 1]);
+    if (!o->sweep)
+        snprintf(m->why, sizeof m->why, "needs the thread sweep (--no-sweep given)");
+    else if (o->n_sweep < 2)
+        snprintf(m->why, sizeof m->why, "one core: nothing to sweep");
+    else if (one->state != SERIES_OK || all->state != SERIES_OK)
+        snprintf(m->why, sizeof m->why, "the thread sweep failed");
+    else {
+        m->value = one->median_s / all->median_s;
+        snprintf(m->reference, sizeof m->reference, "%.3f", one->median_s);
+    }
+}
+
+static double bytes_bound(const struct bench_workload *w, int *at_most)
+{
+    *at_most = 1;
+    return w->bytes_target;
+}
+
+/* The output file's size over the dense float32 maps it holds. */
+static void bytes_measure(const struct subject *s, struct measure *m)
+{
+    double dense = bench_dense_map_bytes(s->r->w);
+    snprintf(m->name, sizeof m->name, "disk bytes / dense");
+    if (dense <= 0) {
+        snprintf(m->why, sizeof m->why, "the row saves no scores or weights");
+        return;
+    }
+    m->value = s->r->disk_bytes / dense;
+}
+
+static const struct target_kind target_kinds[] = {
+    {baseline_bound, baseline_measure, {2, 2}},
+    {roof_bound, roof_measure, {2, 2}},
+    {sweep_bound, sweep_measure, {2, 2}},
+    {bytes_bound, bytes_measure, {3, 2}},
+    {rss_bound, rss_measure, {1, 0}},
+};
+
+#define N_TARGET_KINDS (sizeof target_kinds / sizeof target_kinds[0])
+
+static int has_targets(const struct bench_workload *w)
+{
+    int at_most;
+    for (size_t k = 0; k < N_TARGET_KINDS; k++)
+        if (target_kinds[k].bound(w, &at_most) > 0)
+            return 1;
+    return 0;
+}
+
+/* One target line: the measure, its value, the bound and PASS or MISS. */
+static void print_target(const struct options *o, const struct row *r, const struct measure *m,
+                         int at_most, double bound, const int digits[2])
+{
+    char text[24];
+    snprintf(text, sizeof text, "%s %.*f", at_most ? "<=" : ">=", digits[1], bound);
+    printf("%-*s %9.3f %8.1f %10s  %-21s %8.*f  %-9s %s\n", o->name_width, r->w->name,
+           r->attn.median_s, (double)r->attn.peak_rss_kib / 1024, m->reference, m->name,
+           digits[0], m->value, text, meets(m->value, at_most, bound) ? "PASS" : "MISS");
+}
+
+/* Every target of row r, one line each. */
+static void print_row_targets(const struct options *o, const struct row rows[],
+                              const struct row *r)
+{
+    const struct subject s = {o, rows, r};
+    for (size_t k = 0; k < N_TARGET_KINDS; k++) {
+        int at_most;
+        double bound = target_kinds[k].bound(r->w, &at_most);
+        if (bound <= 0)
+            continue;
+        struct measure m = {.reference = "-"};
+        target_kinds[k].measure(&s, &m);
+        if (m.why[0])
+            printf("%-*s  %s: %s\n", o->name_width, r->w->name, m.name, m.why);
+        else
+            print_target(o, r, &m, at_most, bound, target_kinds[k].digits);
+    }
+}
+
+/* The rows with targets: ratios of times, bytes and RSS of this run. */
+static void print_targets_table(const struct options *o, const struct row rows[])
 {
     int any = 0;
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
-        any |= o->selected[i] && (rows[i].w->baseline || rows[i].w->max_rss_mib > 0);
+        any |= o->selected[i] && has_targets(rows[i].w);
     if (!any)
         return;
-    printf("\nattnrun against its own baselines (targets from bench/workloads.h)\n");
+    printf("\nattnrun against its targets (bench/workloads.h)\n");
     printf("%-*s %9s %8s %10s  %-21s %8s  %-9s %s\n", o->name_width, "workload", "attnrun s",
            "RSS MiB", "baseline s", "measure", "value", "target", "result");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
-        const struct bench_workload *w = r->w;
-        if (!o->selected[i] || !(w->baseline || w->max_rss_mib > 0))
+        if (!o->selected[i] || !has_targets(r->w))
             continue;
-        if (r->attn.state != SERIES_OK) {
-            printf("%-*s  %s\n", o->name_width, w->name,
+        if (!r->prepared || r->attn.state != SERIES_OK)
+            printf("%-*s  %s\n", o->name_width, r->w->name,
                    !r->prepared ? r->prep_note : r->attn.note);
-            continue;
-        }
-        const struct bench_workload *bw = w->baseline ? bench_find_workload(w->baseline) : NULL;
-        if (w->baseline) {
-            const struct row *b = bw ? &rows[bw - bench_workloads] : NULL;
-            int at_most = w->ratio != BENCH_RATIO_AT_LEAST;
-            char measure[40], baseline_s[16];
-            snprintf(measure, sizeof measure, "%s / %s", at_most ? w->name : w->baseline,
-                     at_most ? w->baseline : w->name);
-            if (!b || !o->selected[bw - bench_workloads])
-                printf("%-*s  %s: needs %s in the run (--only)\n", o->name_width, w->name,
-                       measure, w->baseline);
-            else if (b->attn.state != SERIES_OK)
-                printf("%-*s  %s: %s did not run\n", o->name_width, w->name, measure,
-                       w->baseline);
-            else {
-                double ratio = at_most ? r->attn.median_s / b->attn.median_s
-                                       : b->attn.median_s / r->attn.median_s;
-                snprintf(baseline_s, sizeof baseline_s, "%.3f", b->attn.median_s);
-                print_target(o, r, measure, baseline_s, ratio, at_most, w->target,
-                             (const int[2]){2, 2});
-            }
-        }
-        if (w->max_rss_mib > 0)
-            print_target(o, r, "peak RSS MiB", "-", (double)r->attn.peak_rss_kib / 1024, 1,
-                         w->max_rss_mib, (const int[2]){1, 0});
+        else
+            print_row_targets(o, rows, r);
     }
-    printf("baseline s: the baseline workload's attnrun s, from this run; measure: the ratio of\n"
-           "the two medians (or the peak RSS) against its target. MISS is reported, not an\n"
-           "error: the exit status does not change (the figures move 10-20 %% between runs).\n");
+    printf("baseline s: the time the measure compares with, from this run: the baseline\n"
+           "workload's attnrun s, roof s, or the sweep's T=1 s. measure: a ratio of two times,\n"
+           "the file's bytes on disk over the dense float32 maps it saves, or the peak RSS.\n"
+           "MISS is reported, not an error: the exit status does not change (the figures\n"
+           "move 10-20 %% between runs).\n");
 }
 
 static void print_footnote(void)
 {
     printf("\nEvery timed output reaches the disk: attnrun fsyncs its file before renaming it,\n"
            "ref_numpy.py fsyncs after closing, and the write probe fsyncs after H5Fclose, so\n"
-           "the times and the write rate all include the flush.\n");
+           "the times and the write rate all include the flush. The roofline's write side is\n"
+           "the bytes attnrun put on disk (its file's size) at the probe's rate for as many.\n");
 }
 
 /* ---- command line ------------------------------------------------------- */
 
 #define USAGE \
     "usage: " PROG " [--attnrun PATH] [--gen PATH] [--only LIST] [--dir DIR] [--runs N]\n" \
-    "                 [--no-numpy] [--python PATH] [--ref PATH]\n"
+    "                 [--no-numpy] [--no-sweep] [--python PATH] [--ref PATH]\n"
 
 static void print_help(void)
 {
@@ -950,6 +1301,7 @@ static void print_help(void)
            "                  generated there when missing)\n"
            "  --runs N        timed runs after the warm-up, 1-%d (default 5)\n"
            "  --no-numpy      skip the numpy peer\n"
+           "  --no-sweep      skip the thread sweep (attnrun --threads 1, 2, 4, ... cores)\n"
            "  --python PATH   interpreter for the peer (default /usr/bin/python3)\n"
            "  --ref PATH      the peer script (default bench/ref_numpy.py)\n", MAX_RUNS);
 }
@@ -990,11 +1342,24 @@ static int parse_runs(const char *text, int *runs)
     return 0;
 }
 
+/* The sweep's Ts: the powers of two below the online cores, then the cores. */
+static void plan_sweep(struct options *o)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    o->n_sweep = 0;
+    for (long t = 1; t < cores && o->n_sweep < SWEEP_MAX - 1; t *= 2)
+        o->sweep_threads[o->n_sweep++] = (int)t;
+    o->sweep_threads[o->n_sweep++] = (int)cores;
+}
+
 /* Returns -1 to go on, else the exit status (help or usage error). */
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "/usr/bin/python3",
-                          "bench/ref_numpy.py", "build/bench/work", 5, 1, {0}, 9};
+                          "bench/ref_numpy.py", "build/bench/work", .runs = 5, .numpy = 1,
+                          .sweep = 1, .name_width = 9};
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
         o->selected[i] = 1;
     for (int i = 1; i < argc; i++) {
@@ -1003,8 +1368,11 @@ static int parse_options(int argc, char **argv, struct options *o)
             print_help();
             return 0;
         }
-        if (strcmp(opt, "--no-numpy") == 0) {
-            o->numpy = 0;
+        int *flag = strcmp(opt, "--no-numpy") == 0 ? &o->numpy
+                  : strcmp(opt, "--no-sweep") == 0 ? &o->sweep
+                                                   : NULL;
+        if (flag) {
+            *flag = 0;
             continue;
         }
         const char **target = strcmp(opt, "--attnrun") == 0 ? &o->attnrun
@@ -1029,6 +1397,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)   /* "workload" and a space, or more */
         if (o->selected[i] && (int)strlen(bench_workloads[i].name) + 1 > o->name_width)
             o->name_width = (int)strlen(bench_workloads[i].name) + 1;
+    plan_sweep(o);
     return -1;
 }
 
@@ -1054,32 +1423,20 @@ int main(int argc, char **argv)
 
     progress("measuring the sgemm rate\n");
     double sgemm_gflops = measure_sgemm_gflops();
-    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
-        if (!rows[i].prepared)
-            continue;
-        progress("%s: measuring the HDF5 write rate\n", rows[i].w->name);
-        rows[i].write_s = measure_write_seconds(o.dir, rows[i].bytes);
-        failed |= rows[i].write_s < 0;
-    }
-    print_limits(&o, rows, sgemm_gflops);
-    fflush(stdout);   /* the limits before the progress of the runs, even into a pipe */
+    print_machine(&o, sgemm_gflops);
+    fflush(stdout);   /* the machine before the progress of the runs, even into a pipe */
 
     int numpy_available = o.numpy;
     char unavailable_note[NOTE_SIZE] = "";
-    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
-        struct row *r = &rows[i];
-        if (!r->prepared)
-            continue;
-        bench_attnrun(&o, r);
-        bench_numpy(&o, r, &numpy_available, unavailable_note);
-        failed |= r->attn.state == SERIES_FAILED || r->numpy.state == SERIES_FAILED || r->check_failed;
-        remove_if_present(r->attn_out);   /* outputs are large; inputs are kept */
-        remove_if_present(r->numpy_out);
-    }
+    for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
+        if (rows[i].prepared)
+            failed |= bench_row(&o, &rows[i], sgemm_gflops, &numpy_available, unavailable_note);
 
-    print_roofline_table(&o, rows, sgemm_gflops);
+    print_workloads(&o, rows);
+    print_roofline_table(&o, rows);
+    print_sweep_table(&o, rows);
     print_numpy_table(&o, rows, unavailable_note);
-    print_baseline_table(&o, rows);
+    print_targets_table(&o, rows);
     print_footnote();
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, PROG ": cannot write the report: %s\n", strerror(errno));

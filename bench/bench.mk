@@ -4,6 +4,7 @@
 #
 #   make bench                              every workload, 5 runs each
 #   make bench BENCH_ARGS="--only gpt2,many --runs 3 --no-numpy"
+#   make bench BENCH_ARGS="--no-sweep"      without the thread sweep
 #
 # The benchmark's own programs always go to build/bench (not $(BUILD)):
 # there is one benchmark, whatever attnrun build it times.

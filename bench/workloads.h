@@ -9,12 +9,18 @@
  * X (B, n, D) with packed weights W_Q (D, D), W_K, W_V (D, G*d_k) and
  * W_O (D, D); G = H unless the row says otherwise.
  *
- * Rows can also share data and compare with each other:
+ * Rows can also share data and carry targets (PASS / MISS in the report):
  *   - seed: take the random values of another workload (its X, W_Q, W_O
  *     and, with repeat_kv, its W_K, W_V repeated per query head);
  *   - input: read another workload's input file instead of making one;
  *   - baseline: report this workload's time against another's, with a
- *     target (PASS / MISS in the report), and optionally a peak RSS target.
+ *     target;
+ *   - max_rss_mib: a peak RSS target;
+ *   - roof_target: time / roofline at most this;
+ *   - sweep_target: the thread sweep's speed-up, time at 1 thread / time
+ *     at all cores, at least this;
+ *   - bytes_target: the output file's size on disk / the dense float32
+ *     bytes of the maps it saves (bench_dense_map_bytes) at most this.
  */
 #ifndef BENCH_WORKLOADS_H
 #define BENCH_WORKLOADS_H
@@ -52,6 +58,11 @@ struct bench_workload {
     enum bench_ratio ratio;   /* which ratio of the two times, and which way */
     double target;            /* the ratio's bound */
     double max_rss_mib;       /* peak RSS target in MiB, or 0 for none */
+    double roof_target;       /* x roof target (time / roofline), or 0 for none */
+    double sweep_target;      /* thread sweep speed-up target, or 0 for none */
+    double bytes_target;      /* bytes on disk / dense map bytes target, or 0 for
+                                 none; meant for rows that save maps only, as
+                                 any other dataset counts against the target */
     const char *note;         /* a line under the roofline table, or NULL */
 };
 
@@ -59,9 +70,10 @@ struct bench_workload {
  * that the table has exactly one spelling. The positional fields are the
  * original columns; the rest are named (and zero when absent). */
 static const struct bench_workload bench_workloads[] = {
-    {"gpt2", 8, 512, 768, 12, 1, 1, NULL, .kv_heads = 12},
-    {"long", 1, 4096, 768, 12, 1, 0, NULL, .kv_heads = 12},
-    {"many", 4096, 32, 128, 4, 0, 0, NULL, .kv_heads = 4},
+    /* The three write-bound shapes: within 25 % of the roofline. */
+    {"gpt2", 8, 512, 768, 12, 1, 1, NULL, .kv_heads = 12, .roof_target = 1.25},
+    {"long", 1, 4096, 768, 12, 1, 0, NULL, .kv_heads = 12, .roof_target = 1.25},
+    {"many", 4096, 32, 128, 4, 0, 0, NULL, .kv_heads = 4, .roof_target = 1.25},
     {"xl", 1, 16384, 256, 4, 1, 0, "output", .kv_heads = 4},
     /* Llama-style GQA + RoPE against the same attention as plain MHA: the
      * variant machinery may cost at most 10 %. */
@@ -74,6 +86,33 @@ static const struct bench_workload bench_workloads[] = {
      .input = "xl", .baseline = "xl", .ratio = BENCH_RATIO_AT_LEAST, .target = 8.0, .max_rss_mib = 1024,
      .note = "FLOPs as the dry run counts them: xl's full products, most of which the\n"
              "        window skips, so its GFLOP/s and x roof are not rates."},
+    /* gpt2 without the maps: the compute must scale with the cores, at least
+     * 1.8x from 1 thread to all (2 cores here). */
+    {"gpt2-out", 8, 512, 768, 12, 1, 1, "output", .kv_heads = 12, .input = "gpt2",
+     .sweep_target = 1.8},
+    /* long with its maps stored as IEEE half: the maps are 98 % of long's
+     * bytes, and half of them are left to write, so at most 0.6x long's time. */
+    {"long-f16", 1, 4096, 768, 12, 1, 0, NULL, .kv_heads = 12, .args = {"--store", "f16"},
+     .input = "long", .baseline = "long", .ratio = BENCH_RATIO_AT_MOST, .target = 0.6},
+    /* gpt2 compressed (shuffle + deflate 1): at most 3x gpt2's time, and the
+     * compression must scale with the cores as the compute does. */
+    {"gpt2-z1", 8, 512, 768, 12, 1, 1, NULL, .kv_heads = 12, .args = {"--compress", "1"},
+     .input = "gpt2", .baseline = "gpt2", .ratio = BENCH_RATIO_AT_MOST, .target = 3.0,
+     .sweep_target = 1.8},
+    /* long's maps alone, chunked in 256 x 256 tiles: the tiles the causal
+     * mask hides are not stored, 136 of 16 x 16 kept (53 %). */
+    {"tiles", 1, 4096, 768, 12, 1, 0, "scores,weights", .kv_heads = 12, .input = "long",
+     .bytes_target = 0.56,
+     .note = "disk bytes / dense: the whole file, HDF5 metadata included, over the\n"
+             "        dense 2 x B*H*n*m float32 of scores and weights; heads and output\n"
+             "        are not saved, so every byte of the file counts against the maps."},
+    /* xl's weights under a 256-key window: the tiles outside the band are not
+     * stored, 127 of 64 x 64 kept (3 %), so the 4.3 GB dense map takes at most
+     * 5 % of that on disk, and the run at most 1 GiB. */
+    {"window-maps", 1, 16384, 256, 4, 1, 0, "weights", .kv_heads = 4, .args = {"--window", "256"},
+     .input = "xl", .max_rss_mib = 1024, .bytes_target = 0.05,
+     .note = "disk bytes / dense: the whole file over the dense B*H*n*m float32 weights;\n"
+             "        FLOPs as the dry run counts them (xl's full products), as for window."},
 };
 
 #define BENCH_N_WORKLOADS (sizeof bench_workloads / sizeof bench_workloads[0])
@@ -97,6 +136,30 @@ static inline long bench_kv_heads(const struct bench_workload *w)
 static inline long bench_kv_heads_arg(const struct bench_workload *w)
 {
     return !w->repeat_kv && bench_kv_heads(w) < w->heads ? bench_kv_heads(w) : 0;
+}
+
+/* Whether w saves dataset `name` (attnrun's default set when w->save is
+ * NULL: scores, weights, heads, output). */
+static inline int bench_saves(const struct bench_workload *w, const char *name)
+{
+    const char *p = w->save ? w->save : "scores,weights,heads,output";
+    size_t want = strlen(name);
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        if (len == want && strncmp(p, name, len) == 0)
+            return 1;
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
+/* Dense float32 bytes of the (B, H, n, m) maps, scores and weights, that w
+ * saves: what w's bytes_target is measured against. */
+static inline double bench_dense_map_bytes(const struct bench_workload *w)
+{
+    int maps = bench_saves(w, "scores") + bench_saves(w, "weights");
+    return (double)maps * (double)w->batch * (double)w->heads * (double)w->seq
+           * (double)w->seq * 4.0;
 }
 
 /* The workload whose input file w reads (w itself unless w->input). */
