@@ -103,36 +103,38 @@ void attn_store_bf16_from_f64(const double *in, uint16_t *out, size_t n)
         out[i] = bf16_of(odd_float(in[i]));
 }
 
+/* Each conversion as the table below calls it: n values at in, stored
+ * at out (float32 from float64 rounded to nearest even). */
+static void f16_of_f32(const void *in, void *out, size_t n) { attn_store_f16_from_f32(in, out, n); }
+static void f16_of_f64(const void *in, void *out, size_t n) { attn_store_f16_from_f64(in, out, n); }
+static void bf16_of_f32(const void *in, void *out, size_t n) { attn_store_bf16_from_f32(in, out, n); }
+static void bf16_of_f64(const void *in, void *out, size_t n) { attn_store_bf16_from_f64(in, out, n); }
+static void copy_f32(const void *in, void *out, size_t n) { memcpy(out, in, n * sizeof(float)); }
+static void copy_f64(const void *in, void *out, size_t n) { memcpy(out, in, n * sizeof(double)); }
+
+static void f32_of_f64(const void *in, void *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ((float *)out)[i] = (float)((const double *)in)[i];
+}
+
+/* The conversions: [stored type][computed in float64]; float64 is never
+ * stored from float32 (the plan refuses it). */
+typedef void (*convert_fn)(const void *in, void *out, size_t n);
+static const convert_fn conversions[][2] = {
+    [ATTN_STORE_F16] = {f16_of_f32, f16_of_f64},
+    [ATTN_STORE_BF16] = {bf16_of_f32, bf16_of_f64},
+    [ATTN_STORE_F32] = {copy_f32, f32_of_f64},
+    [ATTN_STORE_F64] = {NULL, copy_f64},
+};
+
 /* count values of `precision` at in, stored as `type` at out. */
 static void convert_run(const void *in, attn_precision precision, void *out, attn_store type,
                         size_t count)
 {
-    const bool f64 = precision == ATTN_F64;
-    switch (type) {      /* one case per stored type; each a table row would hide nothing */
-    case ATTN_STORE_F16:
-        if (f64)
-            attn_store_f16_from_f64(in, out, count);
-        else
-            attn_store_f16_from_f32(in, out, count);
-        return;
-    case ATTN_STORE_BF16:
-        if (f64)
-            attn_store_bf16_from_f64(in, out, count);
-        else
-            attn_store_bf16_from_f32(in, out, count);
-        return;
-    case ATTN_STORE_F32:
-        if (f64)
-            for (size_t i = 0; i < count; i++)
-                ((float *)out)[i] = (float)((const double *)in)[i];
-        else
-            memcpy(out, in, count * sizeof(float));
-        return;
-    default:                                          /* F64: never narrower */
-        assert(f64);
-        memcpy(out, in, count * sizeof(double));
-        return;
-    }
+    const convert_fn convert = conversions[type][precision == ATTN_F64];
+    assert(convert != NULL);
+    convert(in, out, count);
 }
 
 /* ---------------------------------------------------------- chunk lists */

@@ -41,6 +41,33 @@ suite_setup() {
 # killed by the hang guard (timeout -s KILL: 137) or another signal, a
 # different status, or -- for a failure -- not exactly one stderr line
 # starting "attnrun: ".  Prints nothing when it did.
+# self_check SCRIPT: runs a reference's own checks ($PY $TESTS/SCRIPT) and
+# reports them; a reference that fails its own checks ends the suite.
+self_check() {
+    local out
+    if out=$(PYTHONPATH=$TESTS "$PY" "$TESTS/$1" 2>&1); then
+        ok "$1 self-check ($(printf '%s' "$out" | tail -n 1))"
+    else
+        bad "$1 self-check: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ' | head -c 400)"
+        finish
+    fi
+}
+
+# report_verdicts LOG STATUS: counts the "ok ..." and "FAIL ..." lines a
+# checker wrote to LOG (other lines are shown indented); a checker that
+# ended with a nonzero STATUS fails too.
+report_verdicts() {
+    local line
+    while IFS= read -r line; do
+        case $line in
+            "ok "*) ok "${line#ok }" ;;
+            "FAIL "*) bad "${line#FAIL }" ;;
+            *) echo "    $line" ;;
+        esac
+    done <"$1"
+    [ "$2" -eq 0 ] || bad "$(basename "$1" .log) ended with status $2: $(tail -n 2 "$1" | tr '\n' ' ')"
+}
+
 run_problem() {
     local rc=$1 status=$2 stderr=$3
     if [ "$rc" -eq 137 ]; then

@@ -44,12 +44,7 @@ suite_setup models numpy h5py
 
 # ------------------------------------------------------ the reference itself
 
-if out=$(PYTHONPATH=$TESTS "$PY" "$TESTS/models_ref.py" 2>&1); then
-    ok "models_ref.py self-check ($(printf '%s' "$out" | tail -n 1))"
-else
-    bad "models_ref.py self-check: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ' | head -c 400)"
-    finish
-fi
+self_check models_ref.py
 
 # ------------------------------------------------------------- the inputs
 
@@ -1060,15 +1055,7 @@ while IFS=$'\t' read -r -u 3 case mode args; do
 done 3<"$T/c/runs.tsv"
 
 PYTHONPATH=$T:$TESTS "$PY" "$T/verify.py" "$T/c" "$T/done.tsv" >"$T/verify.log" 2>&1
-vrc=$?
-while IFS= read -r line; do
-    case $line in
-        "ok "*) ok "${line#ok }" ;;
-        "FAIL "*) bad "${line#FAIL }" ;;
-        *) echo "    $line" ;;
-    esac
-done <"$T/verify.log"
-[ "$vrc" -eq 0 ] || bad "verify.py ended with status $vrc: $(tail -n 2 "$T/verify.log" | tr '\n' ' ')"
+report_verdicts "$T/verify.log" $?
 
 # ------------------------------------------------------------ bad inputs
 

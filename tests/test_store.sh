@@ -47,12 +47,7 @@ if ! command -v "$H5DUMP" >/dev/null 2>&1; then
 fi
 export H5DUMP
 
-if out=$(PYTHONPATH=$TESTS "$PY" "$TESTS/store_ref.py" 2>&1); then
-    ok "store_ref.py self-check ($(printf '%s' "$out" | tail -n 1))"
-else
-    bad "store_ref.py self-check: $(printf '%s' "$out" | tail -n 3 | tr '\n' ' ' | head -c 400)"
-    finish
-fi
+self_check store_ref.py
 
 # ------------------------------------------------------------- the inputs
 
@@ -766,15 +761,7 @@ def _():
 EOF
 
 PYTHONPATH=$TESTS "$PY" "$T/verify.py" "$T/c" "$T/done.tsv" >"$T/verify.log" 2>&1
-vrc=$?
-while IFS= read -r line; do
-    case $line in
-        "ok "*) ok "${line#ok }" ;;
-        "FAIL "*) bad "${line#FAIL }" ;;
-        *) echo "    $line" ;;
-    esac
-done <"$T/verify.log"
-[ "$vrc" -eq 0 ] || bad "verify.py ended with status $vrc: $(tail -n 2 "$T/verify.log" | tr '\n' ' ')"
+report_verdicts "$T/verify.log" $?
 
 # ------------------------------------------------------------ --dry-run
 
