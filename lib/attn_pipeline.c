@@ -219,6 +219,51 @@ static int allocate_staging(run_state *st, attn_error *err)
     return ATTN_OK;
 }
 
+/* One buffer of a slice: its bytes per item, and whether the two slots
+ * share it (only the compute touches it; a step's results leave it
+ * packed before the next step starts). */
+typedef struct slice_buffer {
+    size_t bytes;
+    bool shared;
+} slice_buffer;
+
+/* The buffers of a slice, in the order run_allocate_slices carves them:
+ * x, y, projections, scores, weights, concat, output, keep, positions,
+ * bias. */
+static void slice_buffers(const run_state *st, slice_buffer b[RUN_SLICE_BUFFERS])
+{
+    const attn_slice_sizes *sizes = &st->sizes;
+    const attn_dims *d = &st->report->layout.dims;
+    const size_t elem = attn_precision_size(st->opt->precision);
+    const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
+    const slice_buffer table[RUN_SLICE_BUFFERS] = {
+        {sizes->x * elem, false}, {sizes->y * elem, false}, {sizes->projections * elem, true},
+        {(sizes->map_count == 2 ? map : 0) * elem, true},
+        {(sizes->map_count >= 1 ? map : 0) * elem, true}, {sizes->concat * elem, true},
+        {sizes->output * elem, true}, {sizes->keep, false},
+        {sizes->positions * sizeof(int64_t), false}, {sizes->bias * elem, false},
+    };
+    memcpy(b, table, sizeof table);
+}
+
+bool run_slice_memory_bytes(const run_state *st, size_t *total)
+{
+    const size_t c = st->report->slice_items;
+    slice_buffer b[RUN_SLICE_BUFFERS];
+    slice_buffers(st, b);
+    *total = attn_attend_scratch_bytes(&st->cfg, c, st->sizes.map_count == 0) + RUN_ALIGN;
+    for (int slot = 0; slot < 2; slot++)
+        for (size_t j = 0; j < RUN_SLICE_BUFFERS; j++) {
+            size_t bytes;
+            if (slot == 1 && b[j].shared)
+                continue;
+            if (!attn_size_mul(&bytes, c, b[j].bytes) || !attn_size_add(&bytes, bytes, RUN_ALIGN) ||
+                !attn_size_add(total, *total, bytes))
+                return false;
+        }
+    return true;
+}
+
 /*
  * Carves one allocation into the buffers of two slices: the inputs of the
  * slice computed and of the next one, read beside it (see run_steps).
@@ -228,17 +273,16 @@ static int allocate_staging(run_state *st, attn_error *err)
  */
 int run_allocate_slices(run_state *st, attn_error *err)
 {
-    const attn_slice_sizes *sizes = &st->sizes;
     const size_t c = st->report->slice_items, elem = attn_precision_size(st->opt->precision);
     const attn_layout *layout = &st->report->layout;
-    const attn_dims *d = &layout->dims;
-    const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
     size_t total;
     if (!run_slice_memory_bytes(st, &total))
         return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
     st->slice_memory = run_alloc(st, 1, total, "the buffers of two slices (see --memory)", err);
     if (st->slice_memory == NULL)
         return ATTN_ENOMEM;
+    slice_buffer b[RUN_SLICE_BUFFERS];
+    slice_buffers(st, b);
     char *p = run_align_up(st->slice_memory);
     void *first[RUN_SLICE_BUFFERS];                /* slot 0's, to share */
     for (int i = 0; i < 2; i++) {
@@ -248,26 +292,17 @@ int run_allocate_slices(run_state *st, attn_error *err)
             (void **)&slice->x, (void **)&slice->y, &projections, &st->maps[i][0],
             &st->maps[i][1], &slice->concat, &slice->output, &keep, &positions, &bias,
         };
-        const size_t bytes[RUN_SLICE_BUFFERS] = {
-            sizes->x * elem, sizes->y * elem, sizes->projections * elem,
-            (sizes->map_count == 2 ? map : 0) * elem, (sizes->map_count >= 1 ? map : 0) * elem,
-            sizes->concat * elem, sizes->output * elem, sizes->keep,
-            sizes->positions * sizeof(int64_t), sizes->bias * elem,
-        };
-        const bool shared[RUN_SLICE_BUFFERS] = {
-            false, false, true, true, true, true, true, false, false, false,
-        };
         for (size_t j = 0; j < RUN_SLICE_BUFFERS; j++) {
-            if (i == 1 && shared[j]) {
+            if (i == 1 && b[j].shared) {
                 *targets[j] = first[j];
                 continue;
             }
             *targets[j] = first[j] = p;
-            p = run_align_up(p + c * bytes[j]);
+            p = run_align_up(p + c * b[j].bytes);
         }
-        if (sizes->map_count < 2)
+        if (st->sizes.map_count < 2)
             st->maps[i][0] = NULL;
-        if (sizes->map_count < 1)
+        if (st->sizes.map_count < 1)
             st->maps[i][1] = NULL;
         place_projections(layout, c, elem, projections, slice);
         place_inputs(st, slice, keep, positions, bias);

@@ -14,19 +14,6 @@
 #include <sys/stat.h>
 
 /*
- * Bytes of the one allocation allocate_slices carves: two slices' buffers
- * (the slice's bytes, checked by the plan, plus at most RUN_ALIGN for each of
- * its RUN_SLICE_BUFFERS buffers to start on a 64-byte boundary) and the attend scratch.
- */
-bool run_slice_memory_bytes(const run_state *st, size_t *total)
-{
-    const size_t scratch = attn_attend_scratch_bytes(&st->cfg, st->report->slice_items,
-                                                     st->sizes.map_count == 0);
-    return attn_size_add(total, st->report->slice_bytes, RUN_SLICE_BUFFERS * RUN_ALIGN) &&
-           attn_size_mul(total, 2, *total) && attn_size_add(total, *total, scratch + RUN_ALIGN);
-}
-
-/*
  * Every buffer the run will allocate, roughly (for attn_guard_memory): the
  * parameters as read and repacked, the fused projection, the slices (with
  * their packed chunks), the packing threads' buffers and a shared --kv.
@@ -42,6 +29,9 @@ size_t run_planned_bytes(const run_state *st)
     total += d->d_model * ((d->heads + attn_kv_heads(d)) * d->d_k + attn_kv_heads(d) * d->d_v) * elem;
     if (run_slice_memory_bytes(st, &part))
         total += part;
+    /* the packed chunks of two steps (the plan's figure for one) */
+    total += 2 * st->report->slice_items *
+             (st->sizes.staging + st->sizes.rows * st->sizes.staging_per_row);
     total += (size_t)attn_threads() * attn_store_scratch_bytes(ATTN_CHUNK_BYTES + ATTN_CHUNK_BYTES / 8);
     if (st->report->layout.kv_shared)
         total += d->m * d->d_model * elem;

@@ -88,7 +88,6 @@ int run_read_rows(const run_state *st, attn_input which, size_t first, size_t ro
 
 /* attn_preflight.c */
 int run_check_options(const attn_run_options *opt, attn_error *err);
-bool run_slice_memory_bytes(const run_state *st, size_t *total);
 size_t run_planned_bytes(const run_state *st);
 int run_check_free_space(run_state *st, attn_error *err);
 
@@ -99,6 +98,10 @@ int run_plan_stored(run_state *st, attn_error *err);
 int run_open_output(run_state *st, attn_error *err);
 
 /* attn_pipeline.c */
+/* Bytes of the one allocation run_allocate_slices carves: two slots'
+ * buffers (the compute buffers once), each on a RUN_ALIGN boundary, and
+ * the attend scratch; false on overflow. */
+bool run_slice_memory_bytes(const run_state *st, size_t *total);
 int run_allocate_slices(run_state *st, attn_error *err);
 int run_steps(run_state *st, attn_error *err);
 
