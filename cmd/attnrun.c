@@ -150,9 +150,10 @@ static const char *const usage_text[] = {
     "      --dry-run        print shapes, FLOPs and output bytes; write nothing\n"
     "      --threads N      compute threads (default: all cores; at most 4 per core);\n"
     "                       the results are the same for every N\n"
-    "      --batch-slice N  batch items per slice (default: as many as fit in --memory)\n"
-    "      --memory SIZE    buffer budget of one slice, e.g. 256M or 2G (default 16M;\n"
-    "                       two slices are in memory, one computed, one written)\n"
+    "      --batch-slice N  batch items per slice (default: sized for the threads)\n"
+    "      --memory SIZE    cap on one step's buffers, e.g. 256M or 2G (default 128M\n"
+    "                       per thread, at most 1/8 of RAM; two steps are in memory,\n"
+    "                       one computed, one written)\n"
     "      --allow-nonfinite  accept NaN and infinities in the inputs\n"
     "      --allow-external   follow external links, external raw storage and\n"
     "                       virtual datasets (other files: only if you trust them)\n"
@@ -339,7 +340,7 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
     printf("steps      %zu blocks each, under a cap of %s (--memory)\n", rep->step_blocks,
            human_bytes((double)rep->memory_cap, h, sizeof h));
     if (rep->slice_rows < d->n)
-        printf("rows       query rows in blocks of %zu (one item's maps exceed --memory)\n",
+        printf("rows       query rows in blocks of %zu (one item's maps exceed the step)\n",
                rep->slice_rows);
     printf("softmax    %s\n", rep->online ? "online, no maps kept (scores and weights not saved)"
                                             : "full rows (scores or weights saved)");
