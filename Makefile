@@ -154,7 +154,7 @@ fuzz:
 # fuzz inputs on which HDF5 itself crashes (valgrind reports HDF5's invalid
 # access first; the other builds check that attnrun ends cleanly on them).
 MEMCHECK_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_fast.sh tests/test_bad.sh \
-                 tests/test_h5files.sh
+                 tests/test_h5files.sh tests/test_store.sh
 
 memcheck:
 	@sh scripts/install-deps.sh memcheck

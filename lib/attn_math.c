@@ -40,6 +40,21 @@ static size_t attn_scratch_flags(size_t items, size_t heads)
     return (items * heads + 63) / 64 * 64;
 }
 
+/* Bytes of the room after the flags where the projections compute their
+ * blocks that are not full as full ones (see row_blocks_of): per thread,
+ * PROJECT_ROWS rows of the widest input and output of the layer. */
+static size_t attn_scratch_pad(const attn_config *cfg)
+{
+    const attn_dims *d = &cfg->dims;
+    const size_t G = attn_kv_heads(d), hv = d->heads * d->d_v;
+    const size_t fused = d->heads * d->d_k + G * (d->d_k + d->d_v);
+    const size_t widest_in = d->d_model > hv ? d->d_model : hv;
+    const size_t widest_out = fused > d->d_model ? fused : d->d_model;
+    return (size_t)attn_threads() *
+           ((PROJECT_ROWS * (widest_in + widest_out) * attn_precision_size(cfg->precision) + 63) /
+            64 * 64);
+}
+
 /*
  * The keys [*lo, *hi) that query row `query` may see by position: the
  * causal mask hides k > q, the window hides k <= q - window.  (Key
@@ -145,7 +160,7 @@ bool attn_tile_visible(const attn_config *cfg, size_t row0, size_t rows, size_t 
 
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online)
 {
-    size_t bytes = attn_scratch_flags(items, attn_kv_heads(&cfg->dims));
+    size_t bytes = attn_scratch_flags(items, attn_kv_heads(&cfg->dims)) + attn_scratch_pad(cfg);
     if (online)
         bytes += (size_t)attn_threads() * ONLINE_QUERY_BLOCK * KEY_BLOCK *
                  attn_precision_size(cfg->precision);

@@ -117,6 +117,9 @@ typedef struct attn_weights {
 /* One slice of the batch: inputs, then every buffer attn_forward fills. */
 typedef struct attn_slice {
     size_t count;                /* c: batch items in this slice            */
+    size_t first_item;           /* the batch index of its item 0: the
+                                    projections' row blocks are aligned to
+                                    the whole batch (see attn_attend_scratch_bytes) */
     const void *x;               /* (c, n, D) queries                       */
     const void *y;               /* (c, m, D) keys/values source            */
     size_t y_stride;             /* elements between items of y: m*D, or 0
