@@ -41,8 +41,10 @@ typedef struct run_state {
     attn_weights weights;
     attn_slice_sizes sizes;
     void *slice_memory;           /* every per-slice buffer, carved below   */
-    attn_slice slots[2];          /* the slice computed and the one written */
-    void *maps[2][2];             /* [step parity][scores, weights]         */
+    attn_slice slots[2];          /* the slice computed and the next, read
+                                     beside it (compute buffers shared)   */
+    void *maps[2][2];             /* [step parity][scores, weights]: both
+                                     parities share one set             */
     int handles[ATTN_OUT_COUNT];
     attn_stored stored[ATTN_OUT_COUNT];   /* how each output is stored     */
     /* A step's outputs packed in chunks by the compute threads, written
