@@ -353,8 +353,8 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         if (!((rep->save >> i) & 1u))
             continue;
         size_t rank = attn_output_shape(&rep->layout, (attn_output)i, dims, labels);
-        const bool map = i == ATTN_OUT_SCORES || i == ATTN_OUT_WEIGHTS;
-        const attn_store type = map ? rep->store : attn_store_of(opt->precision);
+        const attn_store type = attn_output_is_map((attn_output)i) ? rep->store
+                                                                   : attn_store_of(opt->precision);
         const char *names[] = {[ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
                                [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64"};
         printf("  %-8s %-26s %-8s %zu bytes (%s)\n", attn_output_name((attn_output)i),

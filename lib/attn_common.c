@@ -56,6 +56,11 @@ attn_store attn_store_of(attn_precision precision)
     return precision == ATTN_F64 ? ATTN_STORE_F64 : ATTN_STORE_F32;
 }
 
+attn_store attn_store_for(attn_store asked, attn_precision precision)
+{
+    return asked != ATTN_STORE_DEFAULT ? asked : attn_store_of(precision);
+}
+
 /* The store types: name and element bytes. */
 static const struct { const char *name; size_t size; } store_table[] = {
     [ATTN_STORE_DEFAULT] = {"", 0}, [ATTN_STORE_F16] = {"f16", 2}, [ATTN_STORE_BF16] = {"bf16", 2},

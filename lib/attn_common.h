@@ -51,6 +51,9 @@ typedef enum attn_store {
 /* The store type of `precision` (ATTN_STORE_F32 or ATTN_STORE_F64). */
 attn_store attn_store_of(attn_precision precision);
 
+/* `asked`, or for ATTN_STORE_DEFAULT the store type of `precision`. */
+attn_store attn_store_for(attn_store asked, attn_precision precision);
+
 /* Bytes of one stored element (2, 4 or 8); ATTN_STORE_DEFAULT is not a type. */
 size_t attn_store_size(attn_store store);
 

@@ -479,8 +479,7 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
     snprintf(d->name, sizeof d->name, "%s", spec->name);
     for (size_t i = 0; i < spec->rank; i++)
         d->dims[i] = spec->dims[i];
-    const attn_store store = spec->store != ATTN_STORE_DEFAULT ? spec->store
-                                                               : attn_store_of(spec->precision);
+    const attn_store store = attn_store_for(spec->store, spec->precision);
     /* HDF5 1.10 loses a chunk written past the cache into a dataset that is
      * one chunk in the newer file format (its "single chunk" index): the
      * chunk's address is never stored, and it reads back as zeros.  Files

@@ -143,7 +143,7 @@ int run_plan_stored(run_state *st, attn_error *err)
     attn_run_report *report = st->report;
     report->total_bytes = 0;
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
-        const bool map = i == ATTN_OUT_SCORES || i == ATTN_OUT_WEIGHTS;
+        const bool map = attn_output_is_map((attn_output)i);
         attn_stored *s = &st->stored[i];
         const char *labels[4];
         *s = (attn_stored){
@@ -151,7 +151,7 @@ int run_plan_stored(run_state *st, attn_error *err)
             .map = map, .fill = i == ATTN_OUT_SCORES ? -INFINITY : 0, .raw = true,
             /* A NaN in a row of scores (--allow-nonfinite) makes the whole
              * row of weights NaN, hidden keys too: then every tile is kept. */
-            .skip_hidden = i == ATTN_OUT_SCORES || (i == ATTN_OUT_WEIGHTS && !opt->allow_nonfinite),
+            .skip_hidden = map && (i == ATTN_OUT_SCORES || !opt->allow_nonfinite),
         };
         s->rank = attn_output_shape(&report->layout, (attn_output)i, s->dims, labels);
         attn_output_chunk(&report->layout, (attn_output)i, attn_store_size(s->type),

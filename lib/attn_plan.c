@@ -63,6 +63,12 @@ const attn_output_spec *attn_output_spec_of(attn_output which)
     return &output_table[which];
 }
 
+bool attn_output_is_map(attn_output which)
+{
+    const attn_source source = output_table[which].source;
+    return source == ATTN_FROM_SCORES || source == ATTN_FROM_WEIGHTS;
+}
+
 const char *attn_output_name(attn_output which)
 {
     return output_table[which].name;
@@ -550,14 +556,21 @@ static bool add_product(size_t *total, size_t a, size_t b)
     return attn_size_mul(&p, a, b) && attn_size_add(total, *total, p);
 }
 
+bool attn_deflate_bound(size_t *out, size_t bytes, size_t chunks)
+{
+    size_t blocks;
+    return attn_size_add(&blocks, bytes / 5000, chunks) && attn_size_mul(&blocks, blocks, 5) &&
+           attn_size_add(out, bytes, blocks) && add_product(out, chunks, 32);
+}
+
 /* Bytes of the packed room of chunks holding `bytes`, in `chunks` chunks:
- * with compression, the compressor's worst case (attn_store_slot_bytes:
- * below bytes/512 + 64 per chunk). */
+ * with compression, the compressor's worst case. */
 static bool packed_bytes(size_t *out, size_t bytes, size_t chunks, bool compress)
 {
+    if (compress)
+        return attn_deflate_bound(out, bytes, chunks);
     *out = bytes;
-    return !compress || (attn_size_add(out, bytes, bytes / 512) &&
-                         add_product(out, chunks, 64));
+    return true;
 }
 
 /* Elements per item of output `which` padded to whole chunks (the axes
@@ -588,15 +601,13 @@ static bool plan_staging(const attn_layout *layout, const attn_step_request *req
                          attn_slice_sizes *sizes)
 {
     const size_t elem = attn_precision_size(req->precision);
-    const size_t map_elem = attn_store_size(req->store != ATTN_STORE_DEFAULT
-                                                ? req->store : attn_store_of(req->precision));
+    const size_t map_elem = attn_store_size(attn_store_for(req->store, req->precision));
     size_t elems, chunks, bytes, tile[4];
     sizes->staging = sizes->staging_per_row = 0;
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
-        const bool map = i == ATTN_OUT_SCORES || i == ATTN_OUT_WEIGHTS;
         if (!((req->save >> i) & 1u))
             continue;
-        if (!map) {
+        if (!attn_output_is_map((attn_output)i)) {
             if (!padded_per_item(layout, (attn_output)i, elem, 0, &elems, &chunks) ||
                 !attn_size_mul(&bytes, elems, elem) ||
                 !packed_bytes(&bytes, bytes, chunks, req->compress) ||
@@ -797,7 +808,7 @@ void attn_output_chunk(const attn_layout *layout, attn_output which, size_t elem
     const char *labels[4];
     const size_t rank = attn_output_shape(layout, which, dims, labels);
     const size_t cap = layout->batched ? items : 0;
-    const bool map = which == ATTN_OUT_SCORES || which == ATTN_OUT_WEIGHTS;
+    const bool map = attn_output_is_map(which);
     const size_t n = layout->dims.n, m = layout->dims.m;
     const bool whole_maps = n != 0 && m <= ATTN_MAP_TILE * ATTN_MAP_TILE / n;
     if (!map || whole_maps) {
@@ -822,9 +833,8 @@ int attn_output_stored_bytes(const attn_layout *layout, const attn_config *cfg,
     size_t dims[4], count, visible = 0;
     const char *labels[4];
     const size_t rank = attn_output_shape(layout, which, dims, labels);
-    const bool map = which == ATTN_OUT_SCORES || which == ATTN_OUT_WEIGHTS;
     bool ok = attn_size_product(&count, dims, rank - 2);
-    if (ok && map && cfg != NULL) {
+    if (ok && attn_output_is_map(which) && cfg != NULL) {
         /* The (n, m) elements of the tiles some query sees. */
         const size_t n = dims[rank - 2], m = dims[rank - 1];
         const size_t tr = chunk[rank - 2], tk = chunk[rank - 1];

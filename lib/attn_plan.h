@@ -101,6 +101,10 @@ typedef struct attn_output_spec {
 /* The row of the output table for `which`. */
 const attn_output_spec *attn_output_spec_of(attn_output which);
 
+/* Whether `which` is one of the (B, H, n, m) maps, scores or weights:
+ * chunked in tiles, stored as --store says. */
+bool attn_output_is_map(attn_output which);
+
 #define ATTN_SAVE_DEFAULT                                                     \
     ((1u << ATTN_OUT_SCORES) | (1u << ATTN_OUT_WEIGHTS) |                     \
      (1u << ATTN_OUT_HEADS) | (1u << ATTN_OUT_OUTPUT))
@@ -237,6 +241,11 @@ size_t attn_plan_step_blocks(const attn_layout *layout, const attn_slice_sizes *
 
 /* Target bytes of one chunk of an output dataset. */
 #define ATTN_CHUNK_BYTES ((size_t)1 << 20)
+
+/* *out = the most `bytes` can take deflated, in `chunks` chunks
+ * (libdeflate's zlib bound: 5 bytes per block of at least 5000 bytes, and
+ * per chunk the header, the trailer and padding); false on overflow. */
+bool attn_deflate_bound(size_t *out, size_t bytes, size_t chunks);
 
 /* The side of the square tiles the maps are chunked in, along (query, key). */
 #define ATTN_MAP_TILE ((size_t)256)

@@ -172,11 +172,12 @@ static int plan(run_state *st, attn_error *err)
     if (opt->store == ATTN_STORE_F64 && opt->precision == ATTN_F32)
         return attn_fail(err, ATTN_EUSAGE, "--store f64: wider than the computation's float32; "
                          "use it with --precision f64");
-    report->store = opt->store != ATTN_STORE_DEFAULT ? opt->store : attn_store_of(opt->precision);
+    report->store = attn_store_for(opt->store, opt->precision);
     report->memory_cap = opt->memory_budget != 0
                              ? opt->memory_budget
                              : attn_plan_default_memory(report->threads, physical_memory());
     const bool online = !((opt->save >> ATTN_OUT_SCORES) & 1u) && !((opt->save >> ATTN_OUT_WEIGHTS) & 1u);
+    report->online = online;
     const attn_step_request request_steps = {
         .precision = opt->precision, .store = report->store, .save = opt->save,
         .compress = opt->compress > 0, .memory = report->memory_cap, .forced = opt->slice_items,
@@ -186,7 +187,6 @@ static int plan(run_state *st, attn_error *err)
     if (status != ATTN_OK)
         return status;
     report->slice_rows = st->sizes.rows;
-    report->online = st->sizes.map_count == 0;
     report->step_blocks = attn_plan_step_blocks(&report->layout, &st->sizes, report->slice_items,
                                                 request_steps.task_rows);
     size_t per_item = st->sizes.bytes_per_item;

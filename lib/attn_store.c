@@ -149,10 +149,10 @@ static size_t chunk_elements(const attn_stored *s)
 
 size_t attn_store_slot_bytes(const attn_stored *stored)
 {
-    size_t bytes = chunk_elements(stored) * attn_store_size(stored->type);
-    /* libdeflate's zlib bound: 5 bytes per block of at least 5000, the
-     * header, the trailer and padding; for every level. */
-    size_t room = stored->compress > 0 && stored->raw ? bytes + 5 * (bytes / 5000 + 1) + 32 : bytes;
+    const size_t bytes = chunk_elements(stored) * attn_store_size(stored->type);
+    size_t room = bytes;
+    if (stored->compress > 0 && stored->raw)
+        (void)attn_deflate_bound(&room, bytes, 1);    /* a chunk's bytes: no overflow */
     return (room + 63) / 64 * 64;
 }
 

@@ -469,15 +469,6 @@ static size_t y_rows(const forward_case *fc)
     return fc->shared_y ? fc->m : fc->c * fc->m;
 }
 
-static double *fill_values(size_t count, double seed)
-{
-    double *values = malloc(count * sizeof *values);
-    assert_non_null(values);
-    for (size_t i = 0; i < count; i++)
-        values[i] = sin(seed + 0.61 * (double)i) * cos(0.37 * seed * (double)(i + 1));
-    return values;
-}
-
 static void make_case(forward_case *fc)
 {
     size_t hk = fc->H * fc->dk, hv = fc->H * fc->dv;

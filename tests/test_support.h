@@ -1,6 +1,6 @@
 /*
- * test_support.h - scratch directories and a NaN-strict float comparison
- * for the cmocka tests.  Include it after <cmocka.h>.
+ * test_support.h - scratch directories, deterministic test values and a
+ * NaN-strict float comparison for the cmocka tests.  Include it after <cmocka.h>.
  *
  *     char dir[256];
  *     if (test_make_dir(dir, sizeof dir, "test_h5") != 0) return -1;  // setup
@@ -51,6 +51,17 @@ static inline int test_remove_dir(const char *dir)
     if (rmdir(dir) != 0)
         result = -1;
     return result;
+}
+
+/* count smooth, deterministic values in about [-1, 1], different for
+ * each seed (the caller frees them); fails the test when out of memory. */
+static inline double *fill_values(size_t count, double seed)
+{
+    double *values = malloc(count * sizeof *values);
+    assert_non_null(values);
+    for (size_t i = 0; i < count; i++)
+        values[i] = sin(seed + 0.61 * (double)i) * cos(0.37 * seed * (double)(i + 1));
+    return values;
 }
 
 /* Counts the entries of dir other than . and ..; *marked counts those whose

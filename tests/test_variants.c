@@ -381,15 +381,6 @@ typedef struct layer {
     const double *q_norm, *k_norm;   /* (dk) RMSNorm weights or NULL (not owned) */
 } layer;
 
-static double *fill_values(size_t count, double seed)
-{
-    double *values = malloc(count * sizeof *values);
-    assert_non_null(values);
-    for (size_t i = 0; i < count; i++)
-        values[i] = sin(seed + 0.61 * (double)i) * cos(0.37 * seed * (double)(i + 1));
-    return values;
-}
-
 static void make_layer(layer *L)
 {
     const size_t G = L->G, D = L->D;
