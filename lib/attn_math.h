@@ -267,22 +267,15 @@ void attn_rms_norm_rows_f64(double *x, size_t ld, size_t rows, size_t heads, siz
                             size_t d, const double *w, double eps);
 
 /* Reorders packed per-row head blocks into head-major order:
- * packed (rows, H*d) -> split (H, rows, d).  Used to store q, k and v. */
+ * packed (rows, H*d) -> split (H, rows, d); attn_forward's heads. */
 void attn_split_heads_f32(const float *packed, size_t rows, size_t heads, size_t d, float *split);
 void attn_split_heads_f64(const double *packed, size_t rows, size_t heads, size_t d, double *split);
 
 /* The same from packed rows with a row stride of ld elements (>= H*d). */
-/* (The head stride is d; attn_split_heads_hs takes another.) */
 void attn_split_heads_ld_f32(const float *packed, size_t ld, size_t rows, size_t heads, size_t d,
                              float *split);
 void attn_split_heads_ld_f64(const double *packed, size_t ld, size_t rows, size_t heads, size_t d,
                              double *split);
-
-/* packed (rows, . | ld) with heads hs apart -> split (H, rows, d). */
-void attn_split_heads_hs_f32(const float *packed, size_t ld, size_t hs, size_t rows,
-                             size_t heads, size_t d, float *split);
-void attn_split_heads_hs_f64(const double *packed, size_t ld, size_t hs, size_t rows,
-                             size_t heads, size_t d, double *split);
 
 /* Index of the first NaN or infinity among values (count), or count when
  * every value is finite. */
