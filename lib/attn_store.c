@@ -223,10 +223,10 @@ static void gather(const attn_chunk_job *job, char *out)
     const float fill_f32 = (float)fill_value;
     convert_run(b->precision == ATTN_F64 ? (const void *)&fill_value : (const void *)&fill_f32,
                 b->precision, fill, s->type, 1);
+    size_t at[4] = {0};                   /* the run's index in the chunk */
     for (size_t run = 0; run < runs; run++) {
-        size_t at[4], from = 0;
+        size_t from = 0;
         bool inside = true;
-        attn_unravel_index(run, s->chunk, rank - 1, at);
         for (size_t i = 0; i + 1 < rank; i++) {
             const size_t index = job->offset[i] + at[i];
             inside = inside && index < s->dims[i];
@@ -241,6 +241,8 @@ static void gather(const attn_chunk_job *job, char *out)
         }
         for (size_t i = done; i < width; i++)
             memcpy(to + i * elem, fill, elem);
+        for (size_t i = rank - 1; i-- > 0 && ++at[i] == s->chunk[i];)   /* the next run */
+            at[i] = 0;
     }
 }
 
