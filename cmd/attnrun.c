@@ -102,6 +102,7 @@ static const char *const usage_text[] = {
     "                       whole by an updated copy only when everything worked)\n"
     "      --group PATH     group for the results (default /)\n"
     "      --save LIST      outputs to write, from scores,weights,heads,output,q,k,v\n"
+    "                       and the summaries entropy,argmax,distance,mean,result\n"
     "                       (default scores,weights,heads,output)\n"
     "      --precision P    f32 (default) or f64: computed and stored type\n"
     "      --store T        f16, bf16, f32 or f64: stored type of scores and weights\n"
@@ -333,7 +334,7 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         printf("rope       theta %.9g, %zu of %zu features, %s style\n", cfg->rope.theta,
                cfg->rope.dim, d->d_k, cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox");
     printf("FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
-    printf("store      scores and weights as %s%s\n", attn_store_name(rep->store),
+    printf("store      maps (scores, weights, mean) as %s%s\n", attn_store_name(rep->store),
            opt->compress > 0 ? ", shuffled and deflated" : "");
     printf("slice      %zu batch items, %s of buffers (two slices in flight)\n", rep->slice_items,
            human_bytes((double)rep->slice_bytes, h, sizeof h));
@@ -342,8 +343,8 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
     if (rep->slice_rows < d->n)
         printf("rows       query rows in blocks of %zu (one item's maps exceed the step)\n",
                rep->slice_rows);
-    printf("softmax    %s\n", rep->online ? "online, no maps kept (scores and weights not saved)"
-                                            : "full rows (scores or weights saved)");
+    printf("softmax    %s\n", rep->online ? "online, no maps kept (no scores, weights or mean saved)"
+                                            : "full rows (scores, weights or mean saved)");
     printf("threads    %zu\n", rep->threads);
     printf("outputs in group %s:\n", opt->group);
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
@@ -353,10 +354,10 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         if (!((rep->save >> i) & 1u))
             continue;
         size_t rank = attn_output_shape(&rep->layout, (attn_output)i, dims, labels);
-        const attn_store type = attn_output_is_map((attn_output)i) ? rep->store
-                                                                   : attn_store_of(opt->precision);
+        const attn_store type = attn_output_type((attn_output)i, rep->store, opt->precision);
         const char *names[] = {[ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
-                               [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64"};
+                               [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64",
+                               [ATTN_STORE_I32] = "int32"};
         printf("  %-8s %-26s %-8s %zu bytes (%s)\n", attn_output_name((attn_output)i),
                attn_format_shape(shape, sizeof shape, dims, rank), names[type],
                rep->output_bytes[i], human_bytes((double)rep->output_bytes[i], h, sizeof h));
