@@ -1,7 +1,7 @@
 /*
  * attn_math.h - multi-head scaled dot-product attention on plain buffers.
  *
- * The math of shared/seed (DESIGN §2), with no knowledge of files.  Every
+ * The math of docs/contract.md §2, with no knowledge of files.  Every
  * buffer is row-major and dense; its shape is written beside it.
  *
  * Legend: c batch items in a slice, H heads, G K/V heads (G divides H;
@@ -179,8 +179,8 @@ typedef struct attn_slice {
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
- * head outputs and the output projection (DESIGN §2); the maps cover all
- * n query rows.  Equivalent to the three calls below. */
+ * head outputs and the output projection (docs/contract.md §2); the maps
+ * cover all n query rows.  Equivalent to the three calls below. */
 void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /* Step 1: q, k and v of every item (one GEMM when fused, see attn_slice),

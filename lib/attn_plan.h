@@ -69,7 +69,7 @@ typedef struct attn_layout {
                             4 (B, H, n, m)                                  */
 } attn_layout;
 
-/* The output datasets (DESIGN §3), then the per-query summaries. */
+/* The output datasets (docs/contract.md §3), then the per-query summaries. */
 typedef enum attn_output {
     ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_HEADS, ATTN_OUT_OUTPUT,
     ATTN_OUT_Q, ATTN_OUT_K, ATTN_OUT_V,
@@ -119,7 +119,7 @@ attn_store attn_output_type(attn_output which, attn_store maps, attn_precision p
      (1u << ATTN_OUT_HEADS) | (1u << ATTN_OUT_OUTPUT))
 
 /*
- * Checks the shapes of in[] against DESIGN §1 and derives the sizes.
+ * Checks the shapes of in[] against docs/contract.md §1 and derives the sizes.
  * heads_flag is --heads (0 when not given).  Absent optional inputs (KV,
  * mask, biases) have present == false; X and the four weights must be
  * present.  file names the input in messages.

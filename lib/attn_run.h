@@ -24,7 +24,7 @@
 /* How the projection weights are stored. */
 typedef enum attn_weight_layout {
     ATTN_LAYOUT_DEFAULT,   /* the preset's, else xw                          */
-    ATTN_LAYOUT_XW,        /* y = x W (the seed's; GPT-2 Conv1D)             */
+    ATTN_LAYOUT_XW,        /* y = x W (the default; GPT-2 Conv1D)            */
     ATTN_LAYOUT_LINEAR     /* y = x W^T (torch.nn.Linear, every HF *_proj)    */
 } attn_weight_layout;
 
@@ -135,7 +135,7 @@ typedef struct attn_run_report {
     size_t total_bytes;                 /* of the saved outputs               */
 } attn_run_report;
 
-/* Options with every default of DESIGN §5 filled in. */
+/* Options with every default of docs/contract.md §5 filled in. */
 attn_run_options attn_run_defaults(void);
 
 /* The default dataset name of an input ("X", "W_Q", ...; NULL for the

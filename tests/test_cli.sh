@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Command-line behaviour tests for attnrun that are not numeric comparisons
-# (DESIGN.md sections 3, 4 and 5): axis labels, provenance, layout, filters,
+# (docs/contract.md §3, §4 and §5): axis labels, provenance, layout, filters,
 # --save, --dry-run, atomic output, --in-place, streaming, memory, signals,
 # progress, threads, non-finite input and on-disk types.
 #
