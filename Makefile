@@ -69,6 +69,7 @@ $(LIB): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 CMD_SRC = cmd/attnrun.c cmd/process.c
+CMD_SRC += cmd/progress.c
 
 $(BIN): $(CMD_SRC) cmd/*.h $(LIB) lib/*.h
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CMD_SRC) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@

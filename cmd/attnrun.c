@@ -1,13 +1,15 @@
 /*
  * attnrun - multi-head scaled dot-product attention over HDF5 batches.
  *
- * This file is only the command line: parsing, messages, progress and exit
- * codes.  What the program does about its process (descriptors, signals)
- * is cmd/process.c; everything else is libattn (lib/).
+ * This file is only the command line: parsing, messages and exit codes.
+ * What the program does about its process (descriptors, signals) is
+ * cmd/process.c, the progress line cmd/progress.c; everything else is
+ * libattn (lib/).
  */
 #define _GNU_SOURCE
 #include "attn_run.h"
 #include "process.h"
+#include "progress.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -273,27 +275,6 @@ static char *join_command_line(int argc, char **argv)
     }
     *p = '\0';
     return line;
-}
-
-typedef struct progress_state {
-    bool enabled;
-    int failure;                /* errno of a failed write, or 0 */
-} progress_state;
-
-/* Reports progress on stderr; a failed write (a closed pipe: EPIPE) stops
- * the run. */
-static bool show_progress(size_t done, size_t total, void *context)
-{
-    progress_state *ps = context;
-    if (!ps->enabled)
-        return true;
-    if (fprintf(stderr, "\rattnrun: %zu/%zu batch items (%.0f%%)", done, total,
-                100.0 * (double)done / (double)total) < 0 || fflush(stderr) != 0) {
-        ps->failure = errno;
-        return false;
-    }
-    process_progress_line_open();
-    return true;
 }
 
 static const char *human_bytes(double bytes, char *buf, size_t len)
@@ -620,16 +601,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "attnrun: out of memory\n");
         return EXIT_RUNTIME;
     }
-    progress_state progress = {.enabled = !c.quiet && (c.progress || isatty(STDERR_FILENO))};
+    attn_run_report report;
+    progress_line progress;
+    progress_start(&progress, !c.quiet && (c.progress || isatty(STDERR_FILENO)),
+                   isatty(STDERR_FILENO), &report);
     c.run.command_line = command_line;
-    c.run.progress = show_progress;
+    c.run.progress = progress_show;
     c.run.progress_context = &progress;
     bool target_is_input = c.run.in_place || c.run.output == NULL;
     c.run.transaction = process_watch(c.run.input, target_is_input ? c.run.input : c.run.output,
                                       target_is_input);
 
     attn_error err = {{0}};
-    attn_run_report report;
     int status = attn_run(&c.run, &report, &err);
     process_run_ended();
     if (process_progress_line_is_open())

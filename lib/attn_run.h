@@ -102,8 +102,13 @@ typedef struct attn_run_options {
                                            at the latest just before the
                                            output is renamed into place; may
                                            be NULL                            */
-    /* Called after each slice is written; returning false stops the run
-     * (ATTN_EIO).  May be NULL. */
+    /* Called after each step (one block of query rows of a slice) is
+     * written, in query rows: total = B n, done = the rows whose results
+     * are written (every earlier item whole, then rows [0, r) of the
+     * step's items), rising to total.  The report's plan (layout,
+     * slice_items, slice_rows) is filled before the first call, so the
+     * callback may read it.  Returning false stops the run (ATTN_EIO).
+     * May be NULL. */
     bool (*progress)(size_t done, size_t total, void *context);
     void *progress_context;
     attn_atomic *transaction;           /* caller-owned, so a signal handler
