@@ -138,6 +138,12 @@ typedef struct attn_run_report {
     size_t output_bytes[ATTN_OUT_COUNT];/* stored, uncompressed: the maps'
                                            tiles that some query sees        */
     size_t total_bytes;                 /* of the saved outputs               */
+    size_t output_chunk[ATTN_OUT_COUNT][4]; /* each output's chunk shape (its
+                                           rank: attn_output_shape)          */
+    attn_store output_store[ATTN_OUT_COUNT]; /* each output's stored type   */
+    attn_tensor_info inputs[ATTN_IN_COUNT]; /* the shape of each input used
+                                           (present false: not used); the
+                                           names are not kept (NULL)         */
 } attn_run_report;
 
 /* Options with every default of DESIGN §5 filled in. */

@@ -456,6 +456,27 @@ static void test_dry_run_fills_report_and_creates_no_file(void **state)
                      expected[ATTN_OUT_SCORES] + expected[ATTN_OUT_WEIGHTS] +
                          expected[ATTN_OUT_HEADS] + expected[ATTN_OUT_OUTPUT]);
 
+    /* the inputs used and their shapes: X (B, n, D), the weights and biases */
+    assert_true(report.inputs[ATTN_IN_X].present);
+    assert_int_equal(report.inputs[ATTN_IN_X].rank, 3);
+    assert_int_equal(report.inputs[ATTN_IN_X].dims[0], B);
+    assert_int_equal(report.inputs[ATTN_IN_X].dims[1], N);
+    assert_int_equal(report.inputs[ATTN_IN_X].dims[2], D);
+    assert_true(report.inputs[ATTN_IN_WO].present);
+    assert_int_equal(report.inputs[ATTN_IN_WO].dims[0], H * DV);
+    assert_true(report.inputs[ATTN_IN_BQ].present);
+    assert_false(report.inputs[ATTN_IN_KV].present);
+    assert_false(report.inputs[ATTN_IN_MASK].present);
+    for (int i = 0; i < ATTN_IN_COUNT; i++)
+        assert_null(report.inputs[i].name);
+    /* stored types: float32 everywhere; chunks: a whole (n, m) map fits a
+     * tile, so a chunk holds whole maps of every head and item */
+    for (int i = 0; i < ATTN_OUT_COUNT; i++)
+        assert_int_equal(report.output_store[i], ATTN_STORE_F32);
+    const size_t map_chunk[4] = {B, H, N, N};
+    for (size_t axis = 0; axis < 4; axis++)
+        assert_int_equal(report.output_chunk[ATTN_OUT_WEIGHTS][axis], map_chunk[axis]);
+
     /* nothing written: in.h5 alone, and no OUT */
     assert_false(file_exists(f->output));
     assert_entries(f->dir, 1);
