@@ -93,7 +93,9 @@ bool progress_show(size_t done, size_t total, void *context)
         p->first_at = now;
         p->first_done = done;
     }
-    const size_t percent = (size_t)(100.0 * (double)done / (double)total);  /* 100 only at the end */
+    size_t percent = (size_t)(100.0 * (double)done / (double)total);
+    if (percent >= 100 && done < total)          /* 100 only at the end */
+        percent = 99;
     if (!due(p, percent, done, total, now))
         return true;
     char position[128], duration[32], line[256];
