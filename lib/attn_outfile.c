@@ -163,6 +163,8 @@ int run_plan_stored(run_state *st, attn_error *err)
                                               &report->output_bytes[i], err);
         if (status != ATTN_OK)
             return status;
+        memcpy(report->output_chunk[i], s->chunk, sizeof s->chunk);
+        report->output_store[i] = s->type;
         if (run_saved(st, (attn_output)i) &&
             !attn_size_add(&report->total_bytes, report->total_bytes, report->output_bytes[i]))
             return attn_fail(err, ATTN_EINPUT, "%s: the outputs are too large to address", opt->input);

@@ -378,7 +378,8 @@ static void compute_step(run_state *st, const step *s)
 }
 
 /* Writes the chunks step s packed (parity: its index mod 2): its maps,
- * and at the end of its slice the slice's other outputs. */
+ * and at the end of its slice the slice's other outputs; then reports
+ * the rows done. */
 static int write_step(run_state *st, const step *s, attn_error *err)
 {
     const int parity = s->parity;
@@ -388,10 +389,13 @@ static int write_step(run_state *st, const step *s, attn_error *err)
         status = attn_h5out_write_chunk(st->out, job->handle, job->offset, job->data, job->bytes,
                                         err);
     }
-    if (status == ATTN_OK && s->ends) {
-        const attn_run_options *opt = st->opt;
-        if (status == ATTN_OK && opt->progress != NULL &&
-            !opt->progress(s->first + s->count, st->report->layout.dims.batch, opt->progress_context))
+    const attn_run_options *opt = st->opt;
+    if (status == ATTN_OK && opt->progress != NULL) {
+        /* In query rows: the items before the step whole, then rows
+         * [0, row + rows) of each of its items.  B n fits: X was read. */
+        const size_t n = st->report->layout.dims.n;
+        const size_t done = s->first * n + s->count * (s->row + s->rows);
+        if (!opt->progress(done, st->report->layout.dims.batch * n, opt->progress_context))
             status = attn_fail(err, ATTN_EIO, "%s: stopped: progress could not be reported",
                                opt->in_place ? opt->input : opt->output);
     }

@@ -201,6 +201,9 @@ static int plan(run_state *st, attn_error *err)
     st->cfg.precision = opt->precision;
     st->cfg.check_overflow = !opt->allow_nonfinite;
     report->config = st->cfg;
+    memcpy(report->inputs, st->info, sizeof st->info);
+    for (int i = 0; i < ATTN_IN_COUNT; i++)
+        report->inputs[i].name = NULL;   /* joined names live only as long as the run */
     return ATTN_OK;
 }
 
