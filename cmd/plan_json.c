@@ -63,7 +63,7 @@ static const char *dtype_name(attn_store store)
 {
     static const char *const names[] = {
         [ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
-        [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64",
+        [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64", [ATTN_STORE_I32] = "int32",
     };
     if ((size_t)store < sizeof names / sizeof names[0] && names[store] != NULL)
         return names[store];

@@ -267,9 +267,11 @@ def plan(name, args, cwd=None):
 
 # ------------------------------------------------------- what to expect
 
-ELEM = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
+ELEM = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4}
 STORE_DTYPE = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}
-OUTPUT_ORDER = ["scores", "weights", "heads", "output", "q", "k", "v"]
+OUTPUT_ORDER = ["scores", "weights", "heads", "output", "q", "k", "v",
+                "entropy", "argmax", "distance", "mean", "result"]
+MAPS = ("scores", "weights", "mean")
 
 
 def sizes(f, c):
@@ -309,6 +311,11 @@ def output_shape(name, d):
         "q": ((H, n, d["d_k"]), ("head", "query", "d_k")),
         "k": ((G, m, d["d_k"]), (kvh, "key", "d_k")),
         "v": ((G, m, d["d_v"]), (kvh, "key", "d_v")),
+        "entropy": ((H, n), ("head", "query")),
+        "argmax": ((H, n), ("head", "query")),
+        "distance": ((H, n), ("head", "query")),
+        "mean": ((n, m), ("query", "key")),
+        "result": ((n, H, d["d_model"]), ("query", "head", "d_model")),
     }
     shape, axes = table[name]
     if d["batched"]:
@@ -401,8 +408,8 @@ def check_case(c):
     total = 0
     for o in outputs:
         shape, axes = output_shape(o["name"], d)
-        is_map = o["name"] in ("scores", "weights")
-        dtype = STORE_DTYPE[store if is_map else precision]
+        is_map = o["name"] in MAPS
+        dtype = "int32" if o["name"] == "argmax" else STORE_DTYPE[store if is_map else precision]
         dense = int(np.prod(shape)) * ELEM[dtype]
         stored = dense
         if is_map and (v["causal"] or v["window"]):
@@ -425,7 +432,7 @@ def check_case(c):
         want("plan.row_blocks", -(-d["n"] // rows))
         want("plan.slices", -(-d["batch"] // items))
         want("plan.steps", -(-d["batch"] // items) * -(-d["n"] // rows))
-    want("plan.online_softmax", not ({"scores", "weights"} & set(save)))
+    want("plan.online_softmax", not (set(MAPS) & set(save)))
     if "--batch-slice" in args:
         want("plan.items_per_step", int(option(args, "--batch-slice")))
     if "--memory" in args:
@@ -584,12 +591,13 @@ CASES = [
     dict(name="gqa rope q k v", file=os.path.join(top, "gqa.h5"),
          args=[os.path.join(top, "gqa.h5"), "--heads", "4", "--rope", "10000", "--rope-dim", "4",
                "--rope-style", "gptj", "--positions", "pos", "--attn-bias", "bias",
-               "--save", "q,k,v,output", "--compress", "3", "--scale", "0.1"],
+               "--save", "q,k,v,output,entropy,argmax,distance,result", "--compress", "3",
+               "--scale", "0.1"],
          H=4, x="X", **W4, inputs=dict(x="X", **W4, positions="pos", attn_bias="bias"),
          variant=variant(rope=dict(theta=10000, dim=4, style="gptj"), attn_bias_rank=3), write=True),
     dict(name="cross mask f64 bf16", file=FIX + "/cross_mask.h5",
          args=[FIX + "/cross_mask.h5", "--heads", "2", "--kv", "KV", "--mask", "key_mask",
-               "--mask-invert", "--precision", "f64", "--store", "bf16", "--save", "weights,heads,k",
+               "--mask-invert", "--precision", "f64", "--store", "bf16", "--save", "weights,heads,k,mean,argmax",
                "--alibi"],
          H=2, x="X", kv="KV", **W4, inputs=dict(x="X", kv="KV", mask="key_mask", **W4, **B4),
          variant=variant(cross=True, mask=True, mask_invert=True, alibi=True), write=True),
