@@ -503,14 +503,11 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
         break;
     case OPT_MASK_INVERT: c->run.mask_invert = true; break;
     case OPT_TOKENS:
-    case OPT_KV_TOKENS: {
-        attn_token_source source;
-        if (attn_token_source_parse(value, &source, &err) != ATTN_OK)
+    case OPT_KV_TOKENS:
+        if (attn_token_source_parse(value, NULL, &err) != ATTN_OK)
             return usage_error("%s %s", name, err.msg);
-        attn_token_source_free(&source);
         *(opt == OPT_TOKENS ? &c->run.tokens : &c->run.kv_tokens) = value;
         break;
-    }
     case OPT_GROUP: c->run.group = value; break;
     case OPT_SAVE:
         if (attn_parse_save_list(value, &c->run.save, &err) != ATTN_OK)

@@ -27,13 +27,16 @@
 
 int attn_token_source_parse(const char *text, attn_token_source *source, attn_error *err)
 {
-    source->object = source->attribute = NULL;
+    if (source != NULL)
+        source->object = source->attribute = NULL;
     if (text == NULL || text[0] == '\0')
         return attn_fail(err, ATTN_EUSAGE, "'': expected a dataset name, or OBJECT@ATTRIBUTE for "
                          "an attribute");
     const char *at = strrchr(text, '@');
     if (at != NULL && at[1] == '\0')
         return attn_fail(err, ATTN_EUSAGE, "'%s': no attribute name after '@'", text);
+    if (source == NULL)
+        return ATTN_OK;
     if ((source->object = attn_strdup(text)) == NULL)
         return attn_fail(err, ATTN_ENOMEM, "out of memory");
     if (at != NULL) {

@@ -41,6 +41,7 @@ typedef struct attn_token_source {
  * Splits text at its last '@': "NAME" is a dataset, "OBJECT@ATTRIBUTE" an
  * attribute ("@ATTRIBUTE": of the root group).  ATTN_EUSAGE for "" and a
  * name ending in '@'; ATTN_ENOMEM.  Free with attn_token_source_free.
+ * With source NULL, only checks text (and allocates nothing).
  */
 int attn_token_source_parse(const char *text, attn_token_source *source, attn_error *err);
 void attn_token_source_free(attn_token_source *source);

@@ -164,6 +164,8 @@ static void test_source_forms(void **state)
     assert_string_equal(s.object, "a@b");
     assert_string_equal(s.attribute, "c");
     attn_token_source_free(&s);
+    assert_int_equal(attn_token_source_parse("X@t", NULL, &err), ATTN_OK);      /* a check only */
+    assert_int_equal(attn_token_source_parse("X@", NULL, &err), ATTN_EUSAGE);
     assert_int_equal(attn_token_source_parse("", &s, &err), ATTN_EUSAGE);
     assert_null(s.object);
     assert_int_equal(attn_token_source_parse("X@", &s, &err), ATTN_EUSAGE);
