@@ -1152,8 +1152,11 @@ static int h5in_read_strings(attn_h5in *in, const char *name, const char *attrib
     hsize_t dims[2] = {1, 1};
     vlen_arena arena = {NULL, false};
     raw_strings raw = {NULL, 0, false, false};
-    char detail[256], *buf = NULL;
-    size_t *index = NULL, wanted = 1, stored = 1, read;
+    char detail[256];
+    char *buf = NULL;             /* (read) strings as HDF5 reads them: fixed-length
+                                     ones, or pointers to variable-length ones */
+    size_t *index = NULL;         /* (wanted): where each wanted one is in buf */
+    size_t wanted = 1, stored = 1, read;
     herr_t result = -1;
     memset(out, 0, sizeof *out);
     int status = open_strings(in, name, attribute, name, &a, err);
