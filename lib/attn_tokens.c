@@ -186,7 +186,7 @@ static int find_axis(const run_state *st, token_axis *a, attn_error *err)
                      a->keys ? "key" : "query", a->of);
 }
 
-/* The output dataset of an axis: its name, shape and axis labels. */
+/* The shape and axis labels of an axis's output dataset; returns its rank. */
 static size_t axis_shape(const run_state *st, const token_axis *a, size_t dims[2],
                          const char *labels[2])
 {
