@@ -107,6 +107,7 @@ CLI_TESTS += tests/test_store.sh
 CLI_TESTS += tests/test_docs.sh
 CLI_TESTS += tests/test_progress.sh
 CLI_TESTS += tests/test_json.sh
+CLI_TESTS += tests/test_tokens.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)

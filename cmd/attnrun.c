@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "attn_run.h"
 #include "plan_json.h"
+#include "attn_tokens.h"
 #include "process.h"
 #include "progress.h"
 
@@ -30,7 +31,8 @@ enum {
     OPT_THREADS, OPT_BATCH_SLICE, OPT_MEMORY, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE, OPT_ALLOW_EXTERNAL, OPT_ALLOW_PLUGINS,
     OPT_WAIT, OPT_LAYOUT, OPT_QKV_SPLIT, OPT_WEIGHTS_GROUP, OPT_PRESET, OPT_KV_HEADS, OPT_ROPE,
     OPT_ROPE_DIM, OPT_ROPE_STYLE, OPT_ALIBI, OPT_WINDOW, OPT_SOFTCAP, OPT_NORM_EPS, OPT_MASK_INVERT,
-    OPT_JSON
+    OPT_JSON,
+    OPT_TOKENS, OPT_KV_TOKENS
 };
 
 static const struct option long_options[] = {
@@ -59,6 +61,8 @@ static const struct option long_options[] = {
     {"positions", required_argument, NULL, OPT_DATASET},
     {"kv-positions", required_argument, NULL, OPT_DATASET},
     {"attn-bias", required_argument, NULL, OPT_DATASET},
+    {"tokens", required_argument, NULL, OPT_TOKENS},
+    {"kv-tokens", required_argument, NULL, OPT_KV_TOKENS},
     {"layout", required_argument, NULL, OPT_LAYOUT},
     {"qkv-split", required_argument, NULL, OPT_QKV_SPLIT},
     {"weights-group", required_argument, NULL, OPT_WEIGHTS_GROUP},
@@ -151,6 +155,10 @@ static const char *const usage_text[] = {
     "      --wq, --wk, --wv, --wo NAME   weights (default W_Q, W_K, W_V, W_O)\n"
     "      --bq, --bk, --bv, --bo NAME   biases (default b_Q, b_K, b_V, b_O, used\n"
     "                                    when present)\n"
+    "      --tokens NAME    strings (n) or (B, n) labelling the queries (and the keys\n"
+    "                       of self-attention), stored as query_token and key_token;\n"
+    "                       OBJECT@ATTR names a string-array attribute (@ATTR: root's)\n"
+    "      --kv-tokens NAME the same, (m) or (B, m), for the keys of --kv\n"
     "\n"
     "Running:\n"
     "      --dry-run        print shapes, FLOPs and output bytes; write nothing\n"
@@ -481,6 +489,12 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
                                name, value);
         break;
     case OPT_MASK_INVERT: c->run.mask_invert = true; break;
+    case OPT_TOKENS:
+    case OPT_KV_TOKENS:
+        if (attn_token_source_parse(value, NULL, &err) != ATTN_OK)
+            return usage_error("%s %s", name, err.msg);
+        *(opt == OPT_TOKENS ? &c->run.tokens : &c->run.kv_tokens) = value;
+        break;
     case OPT_GROUP: c->run.group = value; break;
     case OPT_SAVE:
         if (attn_parse_save_list(value, &c->run.save, &err) != ATTN_OK)
@@ -577,6 +591,9 @@ static int parse_arguments(int argc, char **argv, cli *c)
     c->run.input = argv[optind];
     if (c->run.in_place && c->run.output != NULL)
         return usage_error("-o and --in-place exclude each other");
+    if (c->run.kv_tokens != NULL && c->run.names[ATTN_IN_KV] == NULL)
+        return usage_error("--kv-tokens labels the keys of --kv; in self-attention the keys "
+                           "take the queries' --tokens");
     if (!c->run.in_place && c->run.output == NULL && !c->run.dry_run)
         return usage_error("no output: give -o OUT.h5 or --in-place");
     if (c->json && !c->run.dry_run)

@@ -140,6 +140,45 @@ int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t co
 int attn_h5in_read_integers(attn_h5in *in, const char *name, size_t first, size_t count,
                             int64_t *values, attn_error *err);
 
+/* Strings read from the input: string i is strings[i], lengths[i] bytes
+ * (a NUL inside one counts, and shows), followed by a NUL. */
+typedef struct attn_strings {
+    size_t count;
+    char **strings;               /* (count) pointers into text           */
+    size_t *lengths;              /* (count)                              */
+    char *text;                   /* every string and its NUL, in order   */
+} attn_strings;
+
+/* Frees what attn_h5in_read_strings filled (and zeroes it). */
+void attn_strings_free(attn_strings *strings);
+
+/*
+ * Fills info->present, rank and dims for an array of strings: the dataset
+ * `name` (looked up as attn_h5in_describe does, with the same checks of
+ * its storage), or, when attribute is not NULL, the attribute of that
+ * name on the object `name` ("" or "/": the root group).  *fixed is the
+ * bytes of each fixed-length string, 0 for variable length.  Messages
+ * call it `what` ("the tokens dataset tok").  ATTN_EINPUT when it is
+ * absent, holds no strings, has fixed-length strings of more than
+ * max_fixed bytes, or its storage is refused.
+ */
+int attn_h5in_describe_strings(attn_h5in *in, const char *name, const char *attribute,
+                               const char *what, size_t max_fixed, attn_tensor_info *info,
+                               size_t *fixed, attn_error *err);
+
+/*
+ * Reads the block first[], count[] (one index each per axis, rank 1 or 2,
+ * as described) of those strings, row-major, into *strings.  A fixed-length
+ * string loses its padding (trailing NULs, or spaces for space-padded
+ * ones); a variable-length one keeps every byte the file holds, NULs too
+ * (for a dataset; an attribute's ends at its first NUL, all HDF5 tells).
+ * An attribute is read whole for each call.  ATTN_EIO when reading fails,
+ * ATTN_ENOMEM when the strings do not fit in memory.
+ */
+int attn_h5in_read_strings(attn_h5in *in, const char *name, const char *attribute,
+                           const size_t *first, const size_t *count, attn_strings *strings,
+                           attn_error *err);
+
 typedef struct attn_h5out attn_h5out;
 
 /*
@@ -240,6 +279,25 @@ void attn_h5out_start_writeback(attn_h5out *out);
 /* Writes buf (count, ...) to rows [first, first + count) along axis 0. */
 int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,
                      attn_error *err);
+
+/*
+ * Creates a dataset `name` of variable-length UTF-8 strings, (rank) dims,
+ * rank 1 or 2, with its description and ATTN_ROLE_ATTRIBUTE "result", its
+ * axes labelled and attached to dimension scales as attn_h5out_add_dataset
+ * does.  *handle names it for attn_h5out_write_strings.
+ */
+int attn_h5out_add_strings(attn_h5out *out, const char *name, size_t rank, const size_t *dims,
+                           const char *const *labels, const char *description, int *handle,
+                           attn_error *err);
+
+/* Writes the NUL-terminated UTF-8 strings (count[0], ...) at first[] (one
+ * index per axis) of a dataset of attn_h5out_add_strings. */
+int attn_h5out_write_strings(attn_h5out *out, int handle, const size_t *first,
+                             const size_t *count, const char *const *strings, attn_error *err);
+
+/* A UTF-8 string attribute `name` on the dataset `handle`. */
+int attn_h5out_dataset_attr_string(attn_h5out *out, int handle, const char *name,
+                                   const char *value, attn_error *err);
 
 /* Group attributes (provenance). */
 int attn_h5out_attr_string(attn_h5out *out, const char *name, const char *value, attn_error *err);

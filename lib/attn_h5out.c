@@ -408,16 +408,25 @@ static herr_t put_attribute(hid_t object, const char *name, hid_t file_type, hid
     return result;
 }
 
+/* Variable-length UTF-8 strings (C strings in memory, h5py's str): a new
+ * type the caller closes. */
+static hid_t utf8_string_type(void)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type >= 0 && (H5Tset_size(type, H5T_VARIABLE) < 0 || H5Tset_cset(type, H5T_CSET_UTF8) < 0)) {
+        H5Tclose(type);
+        return H5I_INVALID_HID;
+    }
+    return type;
+}
+
 /* A UTF-8 variable-length string attribute, which h5py reads as str. */
 static herr_t put_string(hid_t object, const char *name, const char *value)
 {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    herr_t result = H5Tset_size(type, H5T_VARIABLE);
-    if (result >= 0)
-        result = H5Tset_cset(type, H5T_CSET_UTF8);
-    if (result >= 0)
-        result = put_attribute(object, name, type, type, &value);
-    H5Tclose(type);
+    hid_t type = utf8_string_type();
+    herr_t result = type < 0 ? -1 : put_attribute(object, name, type, type, &value);
+    if (type >= 0)
+        H5Tclose(type);
     return result;
 }
 
@@ -467,6 +476,22 @@ static hid_t creation_properties(const attn_dataset_spec *spec)
     return dcpl;
 }
 
+/* Labels every axis of d and attaches the dimension scale of its label. */
+static int attach_axes(attn_h5out *out, const output_dataset *d, const char *const *labels,
+                       const char *name, attn_error *err)
+{
+    for (size_t axis = 0; axis < d->rank; axis++) {
+        hid_t scale;
+        int status = scale_for(out, labels[axis], d->dims[axis], &scale, err);
+        if (status != ATTN_OK)
+            return status;
+        if (H5DSattach_scale(d->id, scale, (unsigned)axis) < 0 ||
+            H5DSset_label(d->id, (unsigned)axis, labels[axis]) < 0)
+            return h5_failure(out, err, "label the axes of", name);
+    }
+    return ATTN_OK;
+}
+
 int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *handle,
                            attn_error *err)
 {
@@ -514,16 +539,8 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
         status = h5_failure(out, err, "describe dataset", spec->name);
         goto out;
     }
-    for (size_t axis = 0; axis < spec->rank; axis++) {
-        hid_t scale;
-        if ((status = scale_for(out, spec->labels[axis], d->dims[axis], &scale, err)) != ATTN_OK)
-            goto out;
-        if (H5DSattach_scale(d->id, scale, (unsigned)axis) < 0 ||
-            H5DSset_label(d->id, (unsigned)axis, spec->labels[axis]) < 0) {
-            status = h5_failure(out, err, "label the axes of", spec->name);
-            goto out;
-        }
-    }
+    if ((status = attach_axes(out, d, spec->labels, spec->name, err)) != ATTN_OK)
+        goto out;
     *handle = (int)(out->dataset_count - 1);
 out:
     if (space >= 0)
@@ -532,6 +549,49 @@ out:
         H5Pclose(dapl);
     if (dcpl >= 0)
         H5Pclose(dcpl);
+    return status;
+}
+
+int attn_h5out_add_strings(attn_h5out *out, const char *name, size_t rank, const size_t *dims,
+                           const char *const *labels, const char *description, int *handle,
+                           attn_error *err)
+{
+    output_dataset *d = &out->datasets[out->dataset_count];
+    hid_t space = H5I_INVALID_HID;
+    int status = ATTN_OK;
+    if (out->dataset_count == MAX_DATASETS || rank < 1 || rank > 2)
+        return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
+    memset(d, 0, sizeof *d);
+    d->rank = rank;
+    d->one_chunk = true;                  /* not chunked: written through HDF5 */
+    snprintf(d->name, sizeof d->name, "%s", name);
+    for (size_t i = 0; i < rank; i++)
+        d->dims[i] = dims[i];
+    /* Contiguous: a variable-length string is a reference into the file's
+     * heap, which compression would not shrink. */
+    if ((d->file_type = utf8_string_type()) < 0 ||
+        (space = H5Screate_simple((int)rank, d->dims, NULL)) < 0 ||
+        (d->id = H5Dcreate2(out->group, name, d->file_type, space, H5P_DEFAULT, H5P_DEFAULT,
+                            H5P_DEFAULT)) < 0) {
+        if (d->file_type >= 0)
+            H5Tclose(d->file_type);
+        status = h5_failure(out, err, "create dataset", name);
+        goto out;
+    }
+    out->dataset_count++;
+    if (H5Iget_name(d->id, d->name, sizeof d->name) <= 0)
+        snprintf(d->name, sizeof d->name, "%s", name);
+    if (put_string(d->id, "description", description) < 0 ||
+        put_string(d->id, ATTN_ROLE_ATTRIBUTE, "result") < 0) {
+        status = h5_failure(out, err, "describe dataset", name);
+        goto out;
+    }
+    if ((status = attach_axes(out, d, labels, name, err)) != ATTN_OK)
+        goto out;
+    *handle = (int)(out->dataset_count - 1);
+out:
+    if (space >= 0)
+        H5Sclose(space);
     return status;
 }
 
@@ -555,14 +615,13 @@ int attn_h5out_write_chunk(attn_h5out *out, int handle, const size_t *offset, co
     return result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
 }
 
-int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
-                           const size_t *count, const void *buf, attn_error *err)
+/* Writes buf, elements of mem_type (count[0], ...), at first[] of d. */
+static int write_region(attn_h5out *out, const output_dataset *d, hid_t mem_type,
+                        const size_t *first, const size_t *count, const void *buf,
+                        attn_error *err)
 {
-    assert(handle >= 0 && (size_t)handle < out->dataset_count);
-    const output_dataset *d = &out->datasets[handle];
     hsize_t start[4] = {0}, dims[4] = {0};
     hid_t file_space = H5Dget_space(d->id), mem_space = H5I_INVALID_HID;
-    hid_t mem_type = d->precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
     int status = ATTN_OK;
     for (size_t i = 0; i < d->rank; i++) {
         start[i] = first[i];
@@ -578,6 +637,33 @@ int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
     if (file_space >= 0)
         H5Sclose(file_space);
     return status;
+}
+
+int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
+                           const size_t *count, const void *buf, attn_error *err)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count);
+    const output_dataset *d = &out->datasets[handle];
+    hid_t mem_type = d->precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+    return write_region(out, d, mem_type, first, count, buf, err);
+}
+
+int attn_h5out_write_strings(attn_h5out *out, int handle, const size_t *first,
+                             const size_t *count, const char *const *strings, attn_error *err)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count);
+    const output_dataset *d = &out->datasets[handle];
+    return write_region(out, d, d->file_type, first, count, strings, err);
+}
+
+int attn_h5out_dataset_attr_string(attn_h5out *out, int handle, const char *name,
+                                   const char *value, attn_error *err)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count);
+    const output_dataset *d = &out->datasets[handle];
+    if (put_string(d->id, name, value) < 0)
+        return h5_failure(out, err, "write attribute", name);
+    return ATTN_OK;
 }
 
 int attn_h5out_write(attn_h5out *out, int handle, size_t first, size_t count, const void *buf,

@@ -20,7 +20,7 @@ typedef struct provenance {
     double real;
 } provenance;
 
-#define PROVENANCE_COUNT 31
+#define PROVENANCE_COUNT 33
 
 /* The name of a dataset the run read, or "" when it read none. */
 static const char *input_name(const run_state *st, attn_input which)
@@ -71,6 +71,8 @@ static void provenance_of(const run_state *st, const char *stamp, provenance p[P
         {"precision", TEXT, opt->precision == ATTN_F64 ? "f64" : "f32", 0, 0},
         {"store", TEXT, attn_store_name(st->report->store), 0, 0},
         {"compress", INTEGER, NULL, opt->compress, 0},
+        {"tokens_source", TEXT, opt->tokens ? opt->tokens : "", 0, 0},
+        {"kv_tokens_source", TEXT, opt->kv_tokens ? opt->kv_tokens : "", 0, 0},
         {"created_utc", TEXT, stamp, 0, 0},
     };
     memcpy(p, table, sizeof table);
@@ -90,6 +92,8 @@ static int check_targets(run_state *st, attn_error *err)
     for (int i = 0; i < ATTN_OUT_COUNT && status == ATTN_OK; i++)
         if (run_saved(st, (attn_output)i))
             status = attn_h5out_clear_result(st->out, attn_output_name((attn_output)i), force, err);
+    if (status == ATTN_OK)
+        status = run_clear_tokens(st, err);
     for (int i = 0; i < ATTN_OUT_COUNT && status == ATTN_OK; i++) {
         size_t dims[4];
         const char *labels[4];
@@ -195,7 +199,8 @@ static int create_datasets(run_state *st, attn_error *err)
             return status;
         s->raw = attn_h5out_raw_chunks(st->out, st->handles[i]);
     }
-    return write_provenance(st, err);
+    int status = run_write_tokens(st, err);
+    return status != ATTN_OK ? status : write_provenance(st, err);
 }
 
 /* Opens the output: a new temporary, or a copy of IN for --in-place. */

@@ -272,8 +272,8 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     if (options->threads > 0)          /* the plan sizes its steps for them */
         attn_set_threads(options->threads);
     if (status == ATTN_OK && (status = open_input(&st, err)) == ATTN_OK &&
-        (status = describe_inputs(&st, err)) == ATTN_OK)
-        status = plan(&st, err);
+        (status = describe_inputs(&st, err)) == ATTN_OK && (status = plan(&st, err)) == ATTN_OK)
+        status = run_check_tokens(&st, err);
     if (capped)
         attn_guard_restore_memory(&saved);
     if (status != ATTN_OK || options->dry_run) {

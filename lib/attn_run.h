@@ -114,6 +114,12 @@ typedef struct attn_run_options {
     attn_atomic *transaction;           /* caller-owned, so a signal handler
                                            can remove its temp_path; may be
                                            NULL for a dry run                 */
+    const char *tokens;                 /* strings labelling the queries (and
+                                           the keys of self-attention): a
+                                           dataset, or OBJECT@ATTRIBUTE
+                                           (attn_tokens.h); NULL = none     */
+    const char *kv_tokens;              /* the same for the keys of
+                                           cross-attention; NULL = none      */
 } attn_run_options;
 
 /* What the run planned (and, unless dry_run, did). */

@@ -6,6 +6,7 @@
  *   attn_params.c     weights and biases read, checked, packed and fused
  *   attn_outfile.c    the output group: room made, datasets, provenance
  *   attn_pipeline.c   slices read, computed and written, overlapped
+ *   attn_tokens.c     the tokens of the query and key axes, checked and copied
  *
  * Legend: B batch, c items in a slice, H heads, G K/V heads, n queries,
  *         m keys, D d_model, dk, dv.
@@ -106,5 +107,16 @@ int run_open_output(run_state *st, attn_error *err);
 bool run_slice_memory_bytes(const run_state *st, size_t *total);
 int run_allocate_slices(run_state *st, attn_error *err);
 int run_steps(run_state *st, attn_error *err);
+
+/* attn_tokens.c */
+/* Finds and reads the tokens the options name and checks every one, and
+ * their shapes against the plan's (before any output exists). */
+int run_check_tokens(run_state *st, attn_error *err);
+/* --in-place: makes way for the token datasets and their axes (call
+ * after clearing the results, before clearing their axes). */
+int run_clear_tokens(run_state *st, attn_error *err);
+/* Copies the tokens into the output group (after the results are
+ * created) and names them in the results' `coordinates`. */
+int run_write_tokens(run_state *st, attn_error *err);
 
 #endif
