@@ -69,6 +69,8 @@ $(LIB): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
 CMD_SRC = cmd/attnrun.c cmd/process.c
+CMD_SRC += cmd/progress.c
+CMD_SRC += cmd/json.c cmd/plan_json.c
 
 $(BIN): $(CMD_SRC) cmd/*.h $(LIB) lib/*.h
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CMD_SRC) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
@@ -102,6 +104,9 @@ $(FAULT_BIN): $(CMD_SRC) cmd/*.h $(LIB_SRC) lib/*.h lib/*.inc
 CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \
             tests/test_alloc.sh tests/test_h5files.sh tests/test_runtime.sh tests/test_models.sh
 CLI_TESTS += tests/test_store.sh
+CLI_TESTS += tests/test_docs.sh
+CLI_TESTS += tests/test_progress.sh
+CLI_TESTS += tests/test_json.sh
 CLI_TESTS += tests/test_summaries.sh
 
 # Each suite prints its own results; the last line counts the suites.

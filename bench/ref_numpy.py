@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/ref_numpy.py IN.h5 OUT.h5 --heads 12 --causal
     /usr/bin/python3 bench/ref_numpy.py IN.h5 OUT.h5 --heads 4 --check ATTN.h5
 
-The seed's algorithm (shared/seed/000_2e351de6a58ab7f0.txt) vectorized over
+The algorithm of docs/contract.md §2 vectorized over
 batch and heads, float32 throughout like attnrun, reading the datasets
 attnrun reads (X, W_Q, W_K, W_V, W_O and the optional b_Q, b_K, b_V, b_O) and
 writing the datasets attnrun writes (scores, weights, heads, output, or those
@@ -103,7 +103,7 @@ def project(np, x, w, b, heads):
 
 
 def softmax_rows(np, scores):
-    """Stable softmax over the last axis, as in the seed: subtract the row
+    """Stable softmax over the last axis, as docs/contract.md §2 says: subtract the row
     max, exponentiate, divide by the sum. Returns a new array."""
     weights = scores - scores.max(axis=-1, keepdims=True)
     np.exp(weights, out=weights)

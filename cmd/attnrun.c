@@ -1,13 +1,16 @@
 /*
  * attnrun - multi-head scaled dot-product attention over HDF5 batches.
  *
- * This file is only the command line: parsing, messages, progress and exit
- * codes.  What the program does about its process (descriptors, signals)
- * is cmd/process.c; everything else is libattn (lib/).
+ * This file is only the command line: parsing, messages and exit codes.
+ * What the program does about its process (descriptors, signals) is
+ * cmd/process.c, the progress line cmd/progress.c; everything else is
+ * libattn (lib/).
  */
 #define _GNU_SOURCE
 #include "attn_run.h"
+#include "plan_json.h"
 #include "process.h"
+#include "progress.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -26,7 +29,8 @@ enum {
     OPT_IN_PLACE = 256, OPT_SCALE, OPT_DATASET, OPT_GROUP, OPT_SAVE, OPT_PRECISION, OPT_STORE, OPT_COMPRESS,
     OPT_THREADS, OPT_BATCH_SLICE, OPT_MEMORY, OPT_DRY_RUN, OPT_PROGRESS, OPT_FORCE, OPT_ALLOW_NONFINITE, OPT_ALLOW_EXTERNAL, OPT_ALLOW_PLUGINS,
     OPT_WAIT, OPT_LAYOUT, OPT_QKV_SPLIT, OPT_WEIGHTS_GROUP, OPT_PRESET, OPT_KV_HEADS, OPT_ROPE,
-    OPT_ROPE_DIM, OPT_ROPE_STYLE, OPT_ALIBI, OPT_WINDOW, OPT_SOFTCAP, OPT_NORM_EPS, OPT_MASK_INVERT
+    OPT_ROPE_DIM, OPT_ROPE_STYLE, OPT_ALIBI, OPT_WINDOW, OPT_SOFTCAP, OPT_NORM_EPS, OPT_MASK_INVERT,
+    OPT_JSON
 };
 
 static const struct option long_options[] = {
@@ -77,6 +81,7 @@ static const struct option long_options[] = {
     {"batch-slice", required_argument, NULL, OPT_BATCH_SLICE},
     {"memory", required_argument, NULL, OPT_MEMORY},
     {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"json", no_argument, NULL, OPT_JSON},
     {"progress", no_argument, NULL, OPT_PROGRESS},
     {"quiet", no_argument, NULL, 'q'},
     {"force", no_argument, NULL, OPT_FORCE},
@@ -102,6 +107,7 @@ static const char *const usage_text[] = {
     "                       whole by an updated copy only when everything worked)\n"
     "      --group PATH     group for the results (default /)\n"
     "      --save LIST      outputs to write, from scores,weights,heads,output,q,k,v\n"
+    "                       and the summaries entropy,argmax,distance,mean,result\n"
     "                       (default scores,weights,heads,output)\n"
     "      --precision P    f32 (default) or f64: computed and stored type\n"
     "      --store T        f16, bf16, f32 or f64: stored type of scores and weights\n"
@@ -148,6 +154,7 @@ static const char *const usage_text[] = {
     "\n"
     "Running:\n"
     "      --dry-run        print shapes, FLOPs and output bytes; write nothing\n"
+    "      --json           with --dry-run: the plan as one JSON object on stdout\n"
     "      --threads N      compute threads (default: all cores; at most 4 per core);\n"
     "                       the results are the same for every N\n"
     "      --batch-slice N  batch items per slice (default: sized for the threads)\n"
@@ -275,27 +282,6 @@ static char *join_command_line(int argc, char **argv)
     return line;
 }
 
-typedef struct progress_state {
-    bool enabled;
-    int failure;                /* errno of a failed write, or 0 */
-} progress_state;
-
-/* Reports progress on stderr; a failed write (a closed pipe: EPIPE) stops
- * the run. */
-static bool show_progress(size_t done, size_t total, void *context)
-{
-    progress_state *ps = context;
-    if (!ps->enabled)
-        return true;
-    if (fprintf(stderr, "\rattnrun: %zu/%zu batch items (%.0f%%)", done, total,
-                100.0 * (double)done / (double)total) < 0 || fflush(stderr) != 0) {
-        ps->failure = errno;
-        return false;
-    }
-    process_progress_line_open();
-    return true;
-}
-
 static const char *human_bytes(double bytes, char *buf, size_t len)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -333,7 +319,7 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         printf("rope       theta %.9g, %zu of %zu features, %s style\n", cfg->rope.theta,
                cfg->rope.dim, d->d_k, cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox");
     printf("FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
-    printf("store      scores and weights as %s%s\n", attn_store_name(rep->store),
+    printf("store      maps (scores, weights, mean) as %s%s\n", attn_store_name(rep->store),
            opt->compress > 0 ? ", shuffled and deflated" : "");
     printf("slice      %zu batch items, %s of buffers (two slices in flight)\n", rep->slice_items,
            human_bytes((double)rep->slice_bytes, h, sizeof h));
@@ -342,8 +328,8 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
     if (rep->slice_rows < d->n)
         printf("rows       query rows in blocks of %zu (one item's maps exceed the step)\n",
                rep->slice_rows);
-    printf("softmax    %s\n", rep->online ? "online, no maps kept (scores and weights not saved)"
-                                            : "full rows (scores or weights saved)");
+    printf("softmax    %s\n", rep->online ? "online, no maps kept (no scores, weights or mean saved)"
+                                            : "full rows (scores, weights or mean saved)");
     printf("threads    %zu\n", rep->threads);
     printf("outputs in group %s:\n", opt->group);
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
@@ -353,10 +339,10 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         if (!((rep->save >> i) & 1u))
             continue;
         size_t rank = attn_output_shape(&rep->layout, (attn_output)i, dims, labels);
-        const attn_store type = attn_output_is_map((attn_output)i) ? rep->store
-                                                                   : attn_store_of(opt->precision);
+        const attn_store type = attn_output_type((attn_output)i, rep->store, opt->precision);
         const char *names[] = {[ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
-                               [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64"};
+                               [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64",
+                               [ATTN_STORE_I32] = "int32"};
         printf("  %-8s %-26s %-8s %zu bytes (%s)\n", attn_output_name((attn_output)i),
                attn_format_shape(shape, sizeof shape, dims, rank), names[type],
                rep->output_bytes[i], human_bytes((double)rep->output_bytes[i], h, sizeof h));
@@ -390,6 +376,7 @@ static int finish_stdout(int code)
 typedef struct cli {
     attn_run_options run;
     bool progress, quiet, help, version;
+    bool json;                          /* --json: the dry run's plan as JSON */
 } cli;
 
 /* The input a dataset-name option ("--wq") names, from the input table. */
@@ -537,6 +524,7 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
             return usage_error("%s '%s': expected a size such as 512K, 256M or 2G", name, value);
         break;
     case OPT_DRY_RUN: c->run.dry_run = true; break;
+    case OPT_JSON: c->json = true; break;
     case OPT_PROGRESS: c->progress = true; break;
     case 'q': c->quiet = true; break;
     case OPT_FORCE: c->run.force = true; break;
@@ -591,6 +579,8 @@ static int parse_arguments(int argc, char **argv, cli *c)
         return usage_error("-o and --in-place exclude each other");
     if (!c->run.in_place && c->run.output == NULL && !c->run.dry_run)
         return usage_error("no output: give -o OUT.h5 or --in-place");
+    if (c->json && !c->run.dry_run)
+        return usage_error("--json prints the plan of a dry run: use it with --dry-run");
     return EXIT_OK;
 }
 
@@ -620,16 +610,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "attnrun: out of memory\n");
         return EXIT_RUNTIME;
     }
-    progress_state progress = {.enabled = !c.quiet && (c.progress || isatty(STDERR_FILENO))};
+    attn_run_report report;
+    progress_line progress;
+    progress_start(&progress, !c.quiet && (c.progress || isatty(STDERR_FILENO)),
+                   isatty(STDERR_FILENO), &report);
     c.run.command_line = command_line;
-    c.run.progress = show_progress;
+    c.run.progress = progress_show;
     c.run.progress_context = &progress;
     bool target_is_input = c.run.in_place || c.run.output == NULL;
     c.run.transaction = process_watch(c.run.input, target_is_input ? c.run.input : c.run.output,
                                       target_is_input);
 
     attn_error err = {{0}};
-    attn_run_report report;
     int status = attn_run(&c.run, &report, &err);
     process_run_ended();
     if (process_progress_line_is_open())
@@ -643,7 +635,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "attnrun: %s\n", err.msg);
         return exit_code_of(status);
     }
-    if (c.run.dry_run)
+    if (c.run.dry_run && c.json)
+        plan_json_print(stdout, &c.run, &report);
+    else if (c.run.dry_run)
         print_plan(&c.run, &report);
     return finish_stdout(EXIT_OK);
 }

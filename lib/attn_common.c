@@ -64,7 +64,7 @@ attn_store attn_store_for(attn_store asked, attn_precision precision)
 /* The store types: name and element bytes. */
 static const struct { const char *name; size_t size; } store_table[] = {
     [ATTN_STORE_DEFAULT] = {"", 0}, [ATTN_STORE_F16] = {"f16", 2}, [ATTN_STORE_BF16] = {"bf16", 2},
-    [ATTN_STORE_F32] = {"f32", 4}, [ATTN_STORE_F64] = {"f64", 8},
+    [ATTN_STORE_F32] = {"f32", 4}, [ATTN_STORE_F64] = {"f64", 8}, [ATTN_STORE_I32] = {"i32", 4},
 };
 
 size_t attn_store_size(attn_store store)

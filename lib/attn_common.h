@@ -45,7 +45,9 @@ typedef enum attn_store {
     ATTN_STORE_F16,           /* IEEE binary16: 5 exponent, 10 mantissa bits */
     ATTN_STORE_BF16,          /* bfloat16: 8 exponent, 7 mantissa bits     */
     ATTN_STORE_F32,
-    ATTN_STORE_F64
+    ATTN_STORE_F64,
+    ATTN_STORE_I32            /* int32: integer outputs (argmax), never a
+                                 choice of --store                         */
 } attn_store;
 
 /* The store type of `precision` (ATTN_STORE_F32 or ATTN_STORE_F64). */
@@ -57,7 +59,7 @@ attn_store attn_store_for(attn_store asked, attn_precision precision);
 /* Bytes of one stored element (2, 4 or 8); ATTN_STORE_DEFAULT is not a type. */
 size_t attn_store_size(attn_store store);
 
-/* "f16", "bf16", "f32", "f64"; "" for ATTN_STORE_DEFAULT. */
+/* "f16", "bf16", "f32", "f64", "i32"; "" for ATTN_STORE_DEFAULT. */
 const char *attn_store_name(attn_store store);
 
 /* The hot loops (omp simd) are compiled for AVX-512, AVX2 and the

@@ -429,8 +429,9 @@ static hid_t file_type_of(attn_store store)
     const struct { size_t epos, esize, msize, ebias; } half[] = {
         [ATTN_STORE_F16] = {10, 5, 10, 15}, [ATTN_STORE_BF16] = {7, 8, 7, 127},
     };
-    if (store == ATTN_STORE_F32 || store == ATTN_STORE_F64)
-        return H5Tcopy(store == ATTN_STORE_F64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE);
+    if (store == ATTN_STORE_F32 || store == ATTN_STORE_F64 || store == ATTN_STORE_I32)
+        return H5Tcopy(store == ATTN_STORE_F64 ? H5T_IEEE_F64LE
+                       : store == ATTN_STORE_I32 ? H5T_STD_I32LE : H5T_IEEE_F32LE);
     hid_t t = H5Tcopy(H5T_IEEE_F32LE);
     if (t < 0)
         return t;

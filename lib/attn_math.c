@@ -32,6 +32,7 @@ extern double exp(double);
 #define KEY_BLOCK ((size_t)512)
 #define ONLINE_WINDOW_ROWS ((size_t)64)     /* the fewest rows of a windowed task */
 #define ONLINE_WINDOW_SHARE ((size_t)4)     /* ... else a quarter of the window */
+#define MEAN_KEYS ((size_t)256)             /* keys a head mean sums at a time */
 
 /* Bytes of the (c, H) flags at the start of s->scratch, padded so that
  * the blocks after them stay aligned. */
@@ -139,6 +140,23 @@ void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_sli
         project_output_f64(cfg, w, s);
     else
         project_output_f32(cfg, w, s);
+}
+
+void attn_project_result(const attn_config *cfg, const attn_weights *w, attn_slice *s)
+{
+    attn_blas_single();
+    if (cfg->precision == ATTN_F64)
+        project_result_f64(cfg, w, s);
+    else
+        project_result_f32(cfg, w, s);
+}
+
+void attn_head_mean(const attn_config *cfg, attn_slice *s, size_t rows)
+{
+    if (cfg->precision == ATTN_F64)
+        head_mean_f64(cfg, s, rows);
+    else
+        head_mean_f32(cfg, s, rows);
 }
 
 size_t attn_task_rows(const attn_config *cfg, bool online)

@@ -1,7 +1,7 @@
 /*
  * attn_math.h - multi-head scaled dot-product attention on plain buffers.
  *
- * The math of shared/seed (DESIGN §2), with no knowledge of files.  Every
+ * The math of docs/contract.md §2, with no knowledge of files.  Every
  * buffer is row-major and dense; its shape is written beside it.
  *
  * Legend: c batch items in a slice, H heads, G K/V heads (G divides H;
@@ -155,6 +155,18 @@ typedef struct attn_slice {
                                     with scores NULL = online softmax, no maps */
     void *heads;                 /* (c, H, n, dv) per-head outputs, filled
                                     by attn_forward only; may be NULL      */
+    /* Per-query summaries of each head's weights, filled by attn_attend
+     * for its rows; each may be NULL (not computed).  A query that sees
+     * no key gets entropy 0, distance 0, argmax -1; a row of NaN weights
+     * NaN, NaN, -1. */
+    void *entropy;               /* (c, H, n): -sum p log p, nats           */
+    int32_t *argmax;             /* (c, H, n): the first key of the largest
+                                    logit                                 */
+    void *distance;              /* (c, H, n): sum p |pos_q - pos_k|        */
+    void *mean;                  /* (c, rows, m): the weights averaged over
+                                    heads (attn_head_mean); may be NULL    */
+    void *result;                /* (c, n, H, D): each head's part of the
+                                    output, without b_O (attn_project_result) */
     void *concat;                /* (c, n, H*dv) heads side by side         */
     void *output;                /* (c, n, D) projected output              */
     void *scratch;               /* attn_attend_scratch_bytes, 64-byte
@@ -167,8 +179,8 @@ typedef struct attn_slice {
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
- * head outputs and the output projection (DESIGN §2); the maps cover all
- * n query rows.  Equivalent to the three calls below. */
+ * head outputs and the output projection (docs/contract.md §2); the maps
+ * cover all n query rows.  Equivalent to the three calls below. */
 void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /* Step 1: q, k and v of every item (one GEMM when fused, see attn_slice),
@@ -209,6 +221,16 @@ size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool onli
 
 /* Step 3: output (c, n, D) = concat . W_O + b_O. */
 void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_slice *s);
+
+/* result (c, n, H, D): head h's part of the output, heads_h (n, dv) .
+ * W_O rows h*dv .. h*dv+dv-1 (dv, D), without b_O (TransformerLens'
+ * hook_result); the sum over h plus b_O is the output.  After the
+ * concat is complete (every row attended). */
+void attn_project_result(const attn_config *cfg, const attn_weights *w, attn_slice *s);
+
+/* mean (c, rows, m) = the weights (c, H, rows, m) of the rows attn_attend
+ * just computed, averaged over heads (summed in double, head by head). */
+void attn_head_mean(const attn_config *cfg, attn_slice *s, size_t rows);
 
 /*
  * The kernels attn_forward is made of, for float and for double.

@@ -147,7 +147,8 @@ int run_plan_stored(run_state *st, attn_error *err)
         attn_stored *s = &st->stored[i];
         const char *labels[4];
         *s = (attn_stored){
-            .type = map ? report->store : attn_store_of(opt->precision), .compress = opt->compress,
+            .type = attn_output_type((attn_output)i, report->store, opt->precision),
+            .compress = opt->compress,
             .map = map, .fill = i == ATTN_OUT_SCORES ? -INFINITY : 0, .raw = true,
             /* A NaN in a row of scores (--allow-nonfinite) makes the whole
              * row of weights NaN, hidden keys too: then every tile is kept. */
@@ -162,6 +163,8 @@ int run_plan_stored(run_state *st, attn_error *err)
                                               &report->output_bytes[i], err);
         if (status != ATTN_OK)
             return status;
+        memcpy(report->output_chunk[i], s->chunk, sizeof s->chunk);
+        report->output_store[i] = s->type;
         if (run_saved(st, (attn_output)i) &&
             !attn_size_add(&report->total_bytes, report->total_bytes, report->output_bytes[i]))
             return attn_fail(err, ATTN_EINPUT, "%s: the outputs are too large to address", opt->input);

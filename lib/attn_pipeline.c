@@ -133,11 +133,17 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
         [ATTN_FROM_Q] = {slice->q, n * slice->ldq, slice->hsq, slice->ldq},
         [ATTN_FROM_K] = {slice->k, m * slice->ldk, slice->hsk, slice->ldk},
         [ATTN_FROM_V] = {slice->v, m * slice->ldv, slice->hsv, slice->ldv},
+        [ATTN_FROM_ENTROPY] = {slice->entropy, H * n, 0, n},
+        [ATTN_FROM_ARGMAX] = {slice->argmax, H * n, 0, n},
+        [ATTN_FROM_DISTANCE] = {slice->distance, H * n, 0, n},
+        [ATTN_FROM_MEAN] = {slice->mean, s->rows * m, 0, m},
+        [ATTN_FROM_RESULT] = {slice->result, n * H * D, H * D, D},
     };
     const attn_stored *stored = &st->stored[which];
     const attn_source source = attn_output_spec_of(which)->source;
     const size_t rank = stored->rank;
-    attn_block b = {.base = from[source].base, .precision = st->opt->precision};
+    attn_block b = {.base = from[source].base, .precision = st->opt->precision,
+                    .integer = stored->type == ATTN_STORE_I32};
     for (size_t i = 0; i < rank; i++)
         b.count[i] = stored->dims[i];
     size_t axis = 0;
@@ -229,19 +235,25 @@ typedef struct slice_buffer {
 
 /* The buffers of a slice, in the order run_allocate_slices carves them:
  * x, y, projections, scores, weights, concat, output, keep, positions,
- * bias. */
+ * bias, entropy, argmax, distance, mean, result (the last five only
+ * when saved). */
 static void slice_buffers(const run_state *st, slice_buffer b[RUN_SLICE_BUFFERS])
 {
     const attn_slice_sizes *sizes = &st->sizes;
     const attn_dims *d = &st->report->layout.dims;
     const size_t elem = attn_precision_size(st->opt->precision);
     const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
+    const size_t hn = d->heads * d->n;                      /* one (H, n) summary */
     const slice_buffer table[RUN_SLICE_BUFFERS] = {
         {sizes->x * elem, false}, {sizes->y * elem, false}, {sizes->projections * elem, true},
         {(sizes->map_count == 2 ? map : 0) * elem, true},
         {(sizes->map_count >= 1 ? map : 0) * elem, true}, {sizes->concat * elem, true},
         {sizes->output * elem, true}, {sizes->keep, false},
         {sizes->positions * sizeof(int64_t), false}, {sizes->bias * elem, false},
+        {run_saved(st, ATTN_OUT_ENTROPY) ? hn * elem : 0, true},
+        {run_saved(st, ATTN_OUT_ARGMAX) ? hn * sizeof(int32_t) : 0, true},
+        {run_saved(st, ATTN_OUT_DISTANCE) ? hn * elem : 0, true},
+        {sizes->rows * sizes->mean * elem, true}, {sizes->result * elem, true},
     };
     memcpy(b, table, sizeof table);
 }
@@ -291,13 +303,15 @@ int run_allocate_slices(run_state *st, attn_error *err)
         void **targets[RUN_SLICE_BUFFERS] = {
             (void **)&slice->x, (void **)&slice->y, &projections, &st->maps[i][0],
             &st->maps[i][1], &slice->concat, &slice->output, &keep, &positions, &bias,
+            &slice->entropy, (void **)&slice->argmax, &slice->distance, &slice->mean,
+            &slice->result,
         };
         for (size_t j = 0; j < RUN_SLICE_BUFFERS; j++) {
             if (i == 1 && b[j].shared) {
                 *targets[j] = first[j];
                 continue;
             }
-            *targets[j] = first[j] = p;
+            *targets[j] = first[j] = b[j].bytes != 0 ? p : NULL;   /* NULL: not computed */
             p = run_align_up(p + c * b[j].bytes);
         }
         if (st->sizes.map_count < 2)
@@ -352,15 +366,20 @@ static void compute_step(run_state *st, const step *s)
     if (s->starts)
         attn_project_inputs(&st->cfg, &st->weights, s->slice);
     attn_attend(&st->cfg, s->slice, s->row, s->rows);
+    if (s->slice->mean != NULL)
+        attn_head_mean(&st->cfg, s->slice, s->rows);
     if (s->ends)
         attn_project_output(&st->cfg, &st->weights, s->slice);
+    if (s->ends && s->slice->result != NULL)
+        attn_project_result(&st->cfg, &st->weights, s->slice);
     size_t bytes = 0;
     st->job_count[parity] = list_step(st, s, parity, true, &bytes);
     attn_store_pack(st->jobs[parity], st->job_count[parity], st->packer);
 }
 
 /* Writes the chunks step s packed (parity: its index mod 2): its maps,
- * and at the end of its slice the slice's other outputs. */
+ * and at the end of its slice the slice's other outputs; then reports
+ * the rows done. */
 static int write_step(run_state *st, const step *s, attn_error *err)
 {
     const int parity = s->parity;
@@ -370,10 +389,13 @@ static int write_step(run_state *st, const step *s, attn_error *err)
         status = attn_h5out_write_chunk(st->out, job->handle, job->offset, job->data, job->bytes,
                                         err);
     }
-    if (status == ATTN_OK && s->ends) {
-        const attn_run_options *opt = st->opt;
-        if (status == ATTN_OK && opt->progress != NULL &&
-            !opt->progress(s->first + s->count, st->report->layout.dims.batch, opt->progress_context))
+    const attn_run_options *opt = st->opt;
+    if (status == ATTN_OK && opt->progress != NULL) {
+        /* In query rows: the items before the step whole, then rows
+         * [0, row + rows) of each of its items.  B n fits: X was read. */
+        const size_t n = st->report->layout.dims.n;
+        const size_t done = s->first * n + s->count * (s->row + s->rows);
+        if (!opt->progress(done, st->report->layout.dims.batch * n, opt->progress_context))
             status = attn_fail(err, ATTN_EIO, "%s: stopped: progress could not be reported",
                                opt->in_place ? opt->input : opt->output);
     }

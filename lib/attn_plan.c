@@ -6,6 +6,7 @@
 #include "attn_plan.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 /* The input table: every input dataset, how it is named and read. */
@@ -51,6 +52,23 @@ static const attn_output_spec output_table[ATTN_OUT_COUNT] = {
         {ATTN_AXIS_KV_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_D_K}, ATTN_FROM_K},
     [ATTN_OUT_V] = {"v", "per-head values: Y W_V + b_V (Y is X, or the --kv dataset)",
         {ATTN_AXIS_KV_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_D_V}, ATTN_FROM_V},
+    [ATTN_OUT_ENTROPY] = {"entropy",
+        "entropy of each query's attention weights over the keys, in nats: -sum p log p "
+        "(0 where every key is masked)",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_ENTROPY},
+    [ATTN_OUT_ARGMAX] = {"argmax",
+        "the most-attended key of each query: the first key with the largest logit "
+        "(-1 where every key is masked or the weights are NaN)",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_ARGMAX},
+    [ATTN_OUT_DISTANCE] = {"distance",
+        "mean distance attended: sum over keys of weight * |query position - key position|",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_DISTANCE},
+    [ATTN_OUT_MEAN] = {"mean", "attention weights averaged over the heads",
+        {ATTN_AXIS_QUERY, ATTN_AXIS_KEY, ATTN_AXIS_NONE}, ATTN_FROM_MEAN},
+    [ATTN_OUT_RESULT] = {"result",
+        "each head's contribution to the output: heads W_O restricted to the head's rows, "
+        "without b_O (the sum over heads plus b_O is output)",
+        {ATTN_AXIS_QUERY, ATTN_AXIS_HEAD, ATTN_AXIS_D_MODEL}, ATTN_FROM_RESULT},
 };
 
 const attn_input_spec *attn_input_spec_of(attn_input which)
@@ -66,7 +84,14 @@ const attn_output_spec *attn_output_spec_of(attn_output which)
 bool attn_output_is_map(attn_output which)
 {
     const attn_source source = output_table[which].source;
-    return source == ATTN_FROM_SCORES || source == ATTN_FROM_WEIGHTS;
+    return source == ATTN_FROM_SCORES || source == ATTN_FROM_WEIGHTS || source == ATTN_FROM_MEAN;
+}
+
+attn_store attn_output_type(attn_output which, attn_store maps, attn_precision precision)
+{
+    if (attn_output_is_map(which))
+        return maps;
+    return output_table[which].source == ATTN_FROM_ARGMAX ? ATTN_STORE_I32 : attn_store_of(precision);
 }
 
 const char *attn_output_name(attn_output which)
@@ -462,10 +487,15 @@ int attn_parse_save_list(const char *list, unsigned *save, attn_error *err)
         for (int i = 0; i < ATTN_OUT_COUNT; i++)
             if (strlen(output_table[i].name) == len && strncmp(p, output_table[i].name, len) == 0)
                 found = i;
-        if (found < 0)
+        if (found < 0) {
+            char names[256] = "";
+            for (int i = 0; i < ATTN_OUT_COUNT; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                         i ? "," : "", output_table[i].name);
             return attn_fail(err, ATTN_EUSAGE,
-                             "--save: unknown output '%.*s' in '%s' (choose from scores,weights,heads,output,q,k,v)",
-                             (int)len, p, list);
+                             "--save: unknown output '%.*s' in '%s' (choose from %s)",
+                             (int)len, p, list, names);
+        }
         chosen |= 1u << found;
         if (p[len] == '\0')
             break;
@@ -521,8 +551,9 @@ int attn_output_bytes(const attn_layout *layout, attn_output which, attn_precisi
     size_t dims[4], count;
     const char *labels[4];
     size_t rank = attn_output_shape(layout, which, dims, labels);
+    const attn_store type = attn_output_type(which, attn_store_of(precision), precision);
     if (!attn_size_product(&count, dims, rank) ||
-        !attn_size_mul(bytes, count, attn_precision_size(precision))) {
+        !attn_size_mul(bytes, count, attn_store_size(type))) {
         char s[256];
         return attn_fail(err, ATTN_EINPUT, "output %s of shape %s is too large to address",
                          output_table[which].name, attn_format_shape(s, sizeof s, dims, rank));
@@ -600,13 +631,13 @@ static bool padded_per_item(const attn_layout *layout, attn_output which, size_t
 static bool plan_staging(const attn_layout *layout, const attn_step_request *req,
                          attn_slice_sizes *sizes)
 {
-    const size_t elem = attn_precision_size(req->precision);
-    const size_t map_elem = attn_store_size(attn_store_for(req->store, req->precision));
+    const attn_store maps = attn_store_for(req->store, req->precision);
     size_t elems, chunks, bytes, tile[4];
     sizes->staging = sizes->staging_per_row = 0;
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
         if (!((req->save >> i) & 1u))
             continue;
+        const size_t elem = attn_store_size(attn_output_type((attn_output)i, maps, req->precision));
         if (!attn_output_is_map((attn_output)i)) {
             if (!padded_per_item(layout, (attn_output)i, elem, 0, &elems, &chunks) ||
                 !attn_size_mul(&bytes, elems, elem) ||
@@ -616,10 +647,13 @@ static bool plan_staging(const attn_layout *layout, const attn_step_request *req
             continue;
         }
         /* Per row: one tile row of chunks, divided by the tile's rows. */
-        attn_output_chunk(layout, (attn_output)i, map_elem, 1, tile);
-        const size_t tile_rows = tile[layout->batched ? 2 : 1];
-        if (!padded_per_item(layout, (attn_output)i, map_elem, tile_rows, &elems, &chunks) ||
-            !attn_size_mul(&bytes, elems, map_elem) ||
+        size_t dims[4];
+        const char *labels[4];
+        const size_t rank = attn_output_shape(layout, (attn_output)i, dims, labels);
+        attn_output_chunk(layout, (attn_output)i, elem, 1, tile);
+        const size_t tile_rows = tile[rank - 2];
+        if (!padded_per_item(layout, (attn_output)i, elem, tile_rows, &elems, &chunks) ||
+            !attn_size_mul(&bytes, elems, elem) ||
             !packed_bytes(&bytes, bytes, chunks, req->compress) ||
             !attn_size_add(&sizes->staging_per_row, sizes->staging_per_row,
                            (bytes + tile_rows - 1) / tile_rows))
@@ -636,6 +670,13 @@ static size_t map_chunk_rows(const attn_layout *layout, size_t elem)
     return chunk[layout->batched ? 2 : 1];
 }
 
+size_t attn_plan_map_count(unsigned save)
+{
+    if ((save >> ATTN_OUT_SCORES) & 1u)
+        return 2;
+    return ((save >> ATTN_OUT_WEIGHTS) & 1u) || ((save >> ATTN_OUT_MEAN) & 1u) ? 1 : 0;
+}
+
 /* The buffers of one item (sizes), and the bytes of one item without the
  * maps (*base); false on overflow. */
 static bool size_item(const attn_layout *layout, const attn_step_request *req,
@@ -643,11 +684,17 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
 {
     const attn_dims *d = &layout->dims;
     const size_t elem = attn_precision_size(req->precision);
-    size_t hk, gk, gv, hv, elems = 0, bytes, row_elems, padded_n;
+    size_t hk, gk, gv, hv, hn, elems = 0, bytes, row_elems, padded_n;
     const size_t G = attn_kv_heads(d);
     const unsigned save = req->save;
     memset(sizes, 0, sizeof *sizes);
-    sizes->map_count = (save >> ATTN_OUT_SCORES) & 1u ? 2 : (save >> ATTN_OUT_WEIGHTS) & 1u ? 1 : 0;
+    sizes->map_count = attn_plan_map_count(save);
+    sizes->mean = (save >> ATTN_OUT_MEAN) & 1u ? d->m : 0;
+    /* entropy and distance in the precision, argmax as int32: (H, n) each */
+    const size_t summary_bytes[] = {
+        (save >> ATTN_OUT_ENTROPY) & 1u ? elem : 0, (save >> ATTN_OUT_ARGMAX) & 1u ? sizeof(int32_t) : 0,
+        (save >> ATTN_OUT_DISTANCE) & 1u ? elem : 0,
+    };
     bool ok = attn_size_mul(&hk, d->heads, d->d_k) && attn_size_mul(&hv, d->heads, d->d_v) &&
               attn_size_mul(&gk, G, d->d_k) && attn_size_mul(&gv, G, d->d_v) &&
               attn_size_mul(&sizes->x, d->n, d->d_model) &&
@@ -663,6 +710,12 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
               attn_size_mul(&sizes->output, d->n, d->d_model) &&
               attn_size_mul(&row_elems, d->heads, d->m) &&
               attn_size_mul(&row_elems, row_elems, sizes->map_count) &&
+              attn_size_add(&row_elems, row_elems, sizes->mean) &&
+              attn_size_product(&sizes->result, (size_t[]){(save >> ATTN_OUT_RESULT) & 1u ? d->n : 0,
+                                                           d->heads, d->d_model}, 3) &&
+              attn_size_mul(&hn, d->heads, d->n) &&
+              attn_size_mul(&sizes->summaries, hn,
+                            summary_bytes[0] + summary_bytes[1] + summary_bytes[2]) &&
               attn_size_mul(&sizes->bytes_per_row, row_elems, elem) &&
               plan_staging(layout, req, sizes) &&
               attn_size_add(&sizes->bytes_per_row, sizes->bytes_per_row, sizes->staging_per_row);
@@ -672,7 +725,9 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     ok = ok && add_product(&elems, 1, sizes->x) && add_product(&elems, 1, sizes->y) &&
          add_product(&elems, 1, sizes->projections) && add_product(&elems, 1, sizes->concat) &&
          add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->bias) &&
+         add_product(&elems, 1, sizes->result) &&
          attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep) &&
+         attn_size_add(&bytes, bytes, sizes->summaries) &&
          attn_size_add(&bytes, bytes, sizes->staging) &&
          add_product(&bytes, sizes->positions, sizeof(int64_t));
     *base = sizes->bytes_per_base = bytes;

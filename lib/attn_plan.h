@@ -69,10 +69,11 @@ typedef struct attn_layout {
                             4 (B, H, n, m)                                  */
 } attn_layout;
 
-/* The output datasets (DESIGN §3). */
+/* The output datasets (docs/contract.md §3), then the per-query summaries. */
 typedef enum attn_output {
     ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_HEADS, ATTN_OUT_OUTPUT,
     ATTN_OUT_Q, ATTN_OUT_K, ATTN_OUT_V,
+    ATTN_OUT_ENTROPY, ATTN_OUT_ARGMAX, ATTN_OUT_DISTANCE, ATTN_OUT_MEAN, ATTN_OUT_RESULT,
     ATTN_OUT_COUNT
 } attn_output;
 
@@ -87,7 +88,10 @@ typedef enum attn_source {
     ATTN_FROM_SCORES, ATTN_FROM_WEIGHTS,   /* the maps of a block of rows      */
     ATTN_FROM_CONCAT,                      /* (c, n, H*dv), split per head     */
     ATTN_FROM_OUTPUT,                      /* (c, n, D) as it is               */
-    ATTN_FROM_Q, ATTN_FROM_K, ATTN_FROM_V  /* projections, split per head      */
+    ATTN_FROM_Q, ATTN_FROM_K, ATTN_FROM_V, /* projections, split per head      */
+    ATTN_FROM_ENTROPY, ATTN_FROM_ARGMAX, ATTN_FROM_DISTANCE,   /* (c, H, n)   */
+    ATTN_FROM_MEAN,                        /* (c, rows, m): a block of rows    */
+    ATTN_FROM_RESULT                       /* (c, n, H, D)                     */
 } attn_source;
 
 /* One row of the output table. */
@@ -101,16 +105,21 @@ typedef struct attn_output_spec {
 /* The row of the output table for `which`. */
 const attn_output_spec *attn_output_spec_of(attn_output which);
 
-/* Whether `which` is one of the (B, H, n, m) maps, scores or weights:
- * chunked in tiles, stored as --store says. */
+/* Whether `which` is one of the (n, m) maps -- scores and weights
+ * (B, H, n, m), mean (B, n, m): computed a block of query rows at a
+ * time, chunked in tiles, stored as --store says. */
 bool attn_output_is_map(attn_output which);
+
+/* The stored type of output `which`: `maps` (the --store type, not
+ * DEFAULT) for the maps, int32 for argmax, else the precision's. */
+attn_store attn_output_type(attn_output which, attn_store maps, attn_precision precision);
 
 #define ATTN_SAVE_DEFAULT                                                     \
     ((1u << ATTN_OUT_SCORES) | (1u << ATTN_OUT_WEIGHTS) |                     \
      (1u << ATTN_OUT_HEADS) | (1u << ATTN_OUT_OUTPUT))
 
 /*
- * Checks the shapes of in[] against DESIGN §1 and derives the sizes.
+ * Checks the shapes of in[] against docs/contract.md §1 and derives the sizes.
  * heads_flag is --heads (0 when not given).  Absent optional inputs (KV,
  * mask, biases) have present == false; X and the four weights must be
  * present.  file names the input in messages.
@@ -166,8 +175,15 @@ typedef struct attn_slice_sizes {
     size_t projections;      /* q + k + v, side by side in one buffer       */
     size_t maps;             /* one (H, n, m) map                           */
     size_t map_count;        /* maps kept in memory: 2 with scores saved, 1
-                                with weights only, 0 for neither (online)  */
+                                with weights or mean only, 0 for none of
+                                them (online softmax)                      */
+    size_t mean;             /* m when mean is saved (one (n, m) map
+                                per item), else 0                          */
     size_t heads, concat, output;
+    size_t summaries;        /* bytes per item of the saved per-query
+                                summaries (entropy, argmax, distance: H*n
+                                each)                                      */
+    size_t result;           /* n*H*D when result is saved, else 0         */
     size_t staging;          /* bytes per item of the saved outputs other
                                 than the maps, packed in whole chunks      */
     size_t staging_per_row;  /* bytes per query row of the saved maps,
@@ -233,6 +249,11 @@ int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
 int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigned save,
                     size_t budget_bytes, size_t forced, attn_slice_sizes *sizes,
                     size_t *items, attn_error *err);
+
+/* The (H, n, m) maps a step keeps in memory for the outputs in `save`:
+ * 2 with scores, 1 with weights or mean, 0 for none of them (then the
+ * softmax runs online, without maps). */
+size_t attn_plan_map_count(unsigned save);
 
 /* Blocks of one step of `items` items and sizes->rows rows: items * H *
  * ceil(rows / task_rows), the units attn_attend hands to threads. */

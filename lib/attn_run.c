@@ -176,7 +176,7 @@ static int plan(run_state *st, attn_error *err)
     report->memory_cap = opt->memory_budget != 0
                              ? opt->memory_budget
                              : attn_plan_default_memory(report->threads, physical_memory());
-    const bool online = !((opt->save >> ATTN_OUT_SCORES) & 1u) && !((opt->save >> ATTN_OUT_WEIGHTS) & 1u);
+    const bool online = attn_plan_map_count(opt->save) == 0;
     report->online = online;
     const attn_step_request request_steps = {
         .precision = opt->precision, .store = report->store, .save = opt->save,
@@ -201,6 +201,9 @@ static int plan(run_state *st, attn_error *err)
     st->cfg.precision = opt->precision;
     st->cfg.check_overflow = !opt->allow_nonfinite;
     report->config = st->cfg;
+    memcpy(report->inputs, st->info, sizeof st->info);
+    for (int i = 0; i < ATTN_IN_COUNT; i++)
+        report->inputs[i].name = NULL;   /* joined names live only as long as the run */
     return ATTN_OK;
 }
 

@@ -24,7 +24,7 @@
 /* How the projection weights are stored. */
 typedef enum attn_weight_layout {
     ATTN_LAYOUT_DEFAULT,   /* the preset's, else xw                          */
-    ATTN_LAYOUT_XW,        /* y = x W (the seed's; GPT-2 Conv1D)             */
+    ATTN_LAYOUT_XW,        /* y = x W (the default; GPT-2 Conv1D)            */
     ATTN_LAYOUT_LINEAR     /* y = x W^T (torch.nn.Linear, every HF *_proj)    */
 } attn_weight_layout;
 
@@ -102,8 +102,13 @@ typedef struct attn_run_options {
                                            at the latest just before the
                                            output is renamed into place; may
                                            be NULL                            */
-    /* Called after each slice is written; returning false stops the run
-     * (ATTN_EIO).  May be NULL. */
+    /* Called after each step (one block of query rows of a slice) is
+     * written, in query rows: total = B n, done = the rows whose results
+     * are written (every earlier item whole, then rows [0, r) of the
+     * step's items), rising to total.  The report's plan (layout,
+     * slice_items, slice_rows) is filled before the first call, so the
+     * callback may read it.  Returning false stops the run (ATTN_EIO).
+     * May be NULL. */
     bool (*progress)(size_t done, size_t total, void *context);
     void *progress_context;
     attn_atomic *transaction;           /* caller-owned, so a signal handler
@@ -133,9 +138,15 @@ typedef struct attn_run_report {
     size_t output_bytes[ATTN_OUT_COUNT];/* stored, uncompressed: the maps'
                                            tiles that some query sees        */
     size_t total_bytes;                 /* of the saved outputs               */
+    size_t output_chunk[ATTN_OUT_COUNT][4]; /* each output's chunk shape (its
+                                           rank: attn_output_shape)          */
+    attn_store output_store[ATTN_OUT_COUNT]; /* each output's stored type   */
+    attn_tensor_info inputs[ATTN_IN_COUNT]; /* the shape of each input used
+                                           (present false: not used); the
+                                           names are not kept (NULL)         */
 } attn_run_report;
 
-/* Options with every default of DESIGN §5 filled in. */
+/* Options with every default of docs/contract.md §5 filled in. */
 attn_run_options attn_run_defaults(void);
 
 /* The default dataset name of an input ("X", "W_Q", ...; NULL for the

@@ -64,7 +64,7 @@ static inline bool run_saved(const run_state *st, attn_output which)
 }
 
 /* The buffers of one slice carved from the slice memory. */
-#define RUN_SLICE_BUFFERS 10
+#define RUN_SLICE_BUFFERS 15
 
 /* Every buffer carved from one allocation starts on this boundary. */
 #define RUN_ALIGN ((size_t)64)

@@ -112,6 +112,8 @@ static void bf16_of_f64(const void *in, void *out, size_t n) { attn_store_bf16_f
 static void copy_f32(const void *in, void *out, size_t n) { memcpy(out, in, n * sizeof(float)); }
 static void copy_f64(const void *in, void *out, size_t n) { memcpy(out, in, n * sizeof(double)); }
 
+static void copy_i32(const void *in, void *out, size_t n) { memcpy(out, in, n * sizeof(int32_t)); }
+
 static void f32_of_f64(const void *in, void *out, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -119,16 +121,19 @@ static void f32_of_f64(const void *in, void *out, size_t n)
 }
 
 /* The conversions: [stored type][computed in float64]; float64 is never
- * stored from float32 (the plan refuses it). */
+ * stored from float32 (the plan refuses it); int32 is computed as int32
+ * whatever the precision. */
 typedef void (*convert_fn)(const void *in, void *out, size_t n);
 static const convert_fn conversions[][2] = {
     [ATTN_STORE_F16] = {f16_of_f32, f16_of_f64},
     [ATTN_STORE_BF16] = {bf16_of_f32, bf16_of_f64},
     [ATTN_STORE_F32] = {copy_f32, f32_of_f64},
     [ATTN_STORE_F64] = {NULL, copy_f64},
+    [ATTN_STORE_I32] = {copy_i32, copy_i32},
 };
 
-/* count values of `precision` at in, stored as `type` at out. */
+/* count values of `precision` (int32 for ATTN_STORE_I32) at in, stored
+ * as `type` at out. */
 static void convert_run(const void *in, attn_precision precision, void *out, attn_store type,
                         size_t count)
 {
@@ -214,14 +219,16 @@ static void gather(const attn_chunk_job *job, char *out)
     const attn_stored *s = job->stored;
     const attn_block *b = job->block;
     const size_t rank = s->rank, width = s->chunk[rank - 1], elem = attn_store_size(s->type);
-    const size_t in_elem = attn_precision_size(b->precision);
+    const size_t in_elem = b->integer ? sizeof(int32_t) : attn_precision_size(b->precision);
     const size_t runs = chunk_elements(s) / width;
     const size_t last = s->dims[rank - 1] - job->offset[rank - 1];
     const size_t kept = last < width ? last : width;
     unsigned char fill[8];
     const double fill_value = s->fill;
     const float fill_f32 = (float)fill_value;
-    convert_run(b->precision == ATTN_F64 ? (const void *)&fill_value : (const void *)&fill_f32,
+    const int32_t fill_i32 = (int32_t)fill_value;
+    convert_run(b->integer ? (const void *)&fill_i32
+                : b->precision == ATTN_F64 ? (const void *)&fill_value : (const void *)&fill_f32,
                 b->precision, fill, s->type, 1);
     size_t at[4] = {0};                   /* the run's index in the chunk */
     for (size_t run = 0; run < runs; run++) {

@@ -28,20 +28,22 @@ typedef struct attn_stored {
     size_t chunk[4];         /* (rank) its chunk shape                     */
     attn_store type;         /* element type in the file                   */
     int compress;            /* 0, or the deflate level (after shuffle)    */
-    bool map;                /* scores or weights: chunked in tiles      */
+    bool map;                /* an (n, m) map: chunked in tiles          */
     bool skip_hidden;        /* tiles no query sees are never written;
                                 they read as the fill                    */
-    double fill;             /* the fill value: -inf for scores, else 0    */
+    double fill;             /* the fill value: -inf for scores, else 0
+                                (an integer for ATTN_STORE_I32)           */
     bool raw;                /* chunks go to the file as packed (filters
                                 applied here); false: HDF5 filters them  */
 } attn_stored;
 
 /* A block of computed values: element (i0, ..., i[rank-1]) of the dataset
  * region [first, first + count) sits at base + sum((i - first) * stride)
- * elements of `precision`; stride[rank - 1] is 1. */
+ * elements of `precision` (int32 when `integer`); stride[rank - 1] is 1. */
 typedef struct attn_block {
     const void *base;
     attn_precision precision;
+    bool integer;                /* int32 values, stored as ATTN_STORE_I32 */
     size_t first[4], count[4];   /* (rank), first[] on chunk boundaries */
     size_t stride[4];            /* (rank) in elements                  */
 } attn_block;

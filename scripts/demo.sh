@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs attnrun on the seed's toy example and shows what it wrote.
+# Runs attnrun on the worked example of docs/contract.md §7 and shows what it wrote.
 set -eu
 attnrun=${1:-build/attnrun}
 out=$(mktemp -d)

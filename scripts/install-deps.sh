@@ -7,6 +7,7 @@ set -eu
 
 packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev libopenblas-openmp-dev
 zlib1g-dev libdeflate-dev python3-numpy python3-h5py python3-h5netcdf python3-xarray time strace"
+packages="$packages bsdutils"      # script(1): tests/test_progress.sh runs attnrun on a terminal
 for extra in "$@"; do
     case $extra in
         fuzz) packages="$packages clang libclang-rt-14-dev" ;;

@@ -1,5 +1,5 @@
 """tests/reference.py - multi-head attention in float64 with numpy, straight
-from the published formulas (DESIGN section 2), for the command-line suites
+from the formulas of docs/contract.md §2, for the command-line suites
 to check attnrun's outputs against.  It never calls attnrun.
 
 Per head i, with Y = X unless cross-attention:
@@ -21,8 +21,8 @@ import h5py
 
 OUTPUTS = ("scores", "weights", "heads", "output", "q", "k", "v")
 
-# The axis labels (and dimension-scale names) of each output (DESIGN
-# section 3); a rank-2 X drops the first.
+# The axis labels (and dimension-scale names) of each output (docs/contract.md
+# §3); a rank-2 X drops the first.
 LABELS = {
     "scores":  ("batch", "head", "query", "key"),
     "weights": ("batch", "head", "query", "key"),

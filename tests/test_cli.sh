@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Command-line behaviour tests for attnrun that are not numeric comparisons
-# (DESIGN.md sections 3, 4 and 5): axis labels, provenance, layout, filters,
+# (docs/contract.md §3, §4 and §5): axis labels, provenance, layout, filters,
 # --save, --dry-run, atomic output, --in-place, streaming, memory, signals,
 # progress, threads, non-finite input and on-disk types.
 #
@@ -799,8 +799,8 @@ check_progress() {
     run "$FIX/batch_bias.h5" -o "$d/a.h5" --heads 4 --progress
     if [ $rc -ne 0 ]; then
         bad progress_flag "exit $rc: $(err1)"
-    elif ! grep -q 'batch items' "$T/stderr"; then
-        bad progress_flag "no 'batch items' on stderr: $(head -c 200 "$T/stderr")"
+    elif ! grep -Eq '^attnrun: 100% \([0-9]+/[0-9]+ rows of items? ' "$T/stderr"; then
+        bad progress_flag "no 'attnrun: 100% (... rows of item' on stderr: $(head -c 200 "$T/stderr")"
     else
         ok progress_flag
     fi

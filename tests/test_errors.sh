@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Command-line error tests for attnrun (DESIGN.md sections 4 and 5).
+# Command-line error tests for attnrun (docs/contract.md §4 and §5).
 #
 #   bash tests/test_errors.sh            # from the repository root
 #

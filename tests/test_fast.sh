@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# tests/test_fast.sh - the paths issue 3 added for speed give the same answers:
+# tests/test_fast.sh - the paths taken for speed give the same answers:
 #   * --threads 1 and --threads 2 write bit-identical datasets;
 #   * the online softmax (no maps saved) matches a float64 numpy reference
 #     and the full path within the float32 tolerances;
 #   * query rows in blocks (one item's maps larger than --memory) write
 #     the same bits as the whole rows, and match the reference.
-# The reference is written here from the seed's formulas, independently of
+# The reference is written here from docs/contract.md §2, independently of
 # attnrun.  Run from the repository root: ATTNRUN=build/attnrun bash tests/test_fast.sh
 set -u
 

@@ -1024,7 +1024,8 @@ static void test_output_shape_without_batch_axis(void **state)
 static void test_output_names(void **state)
 {
     (void)state;
-    const char *names[ATTN_OUT_COUNT] = {"scores", "weights", "heads", "output", "q", "k", "v"};
+    const char *names[ATTN_OUT_COUNT] = {"scores", "weights", "heads", "output", "q", "k", "v",
+                                         "entropy", "argmax", "distance", "mean", "result"};
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
         assert_string_equal(attn_output_name((attn_output)i), names[i]);
         assert_non_null(attn_output_description((attn_output)i));
@@ -1044,6 +1045,41 @@ static void test_output_bytes(void **state)
     assert_int_equal(bytes, 960);
     assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_OUTPUT, ATTN_F64, &bytes, &err), ATTN_OK);
     assert_int_equal(bytes, 512);
+}
+
+/* The summaries: (B, H, n) in the precision, argmax int32 whatever the
+ * precision, mean (B, n, m) as the maps are stored, result (B, n, H, D). */
+static void test_summary_outputs_shapes_and_types(void **state)
+{
+    (void)state;
+    attn_layout layout = shape_layout(true);      /* B 2, H 3, n 4, m 5, D 8 */
+    attn_error err = {{0}};
+    size_t dims[4], bytes = 0;
+    const char *labels[4];
+    assert_int_equal(attn_output_shape(&layout, ATTN_OUT_ENTROPY, dims, labels), 3);
+    assert_int_equal(dims[1], 3);
+    assert_int_equal(dims[2], 4);
+    assert_string_equal(labels[2], "query");
+    assert_int_equal(attn_output_shape(&layout, ATTN_OUT_MEAN, dims, labels), 3);
+    assert_string_equal(labels[1], "query");
+    assert_string_equal(labels[2], "key");
+    assert_int_equal(dims[2], 5);
+    assert_int_equal(attn_output_shape(&layout, ATTN_OUT_RESULT, dims, labels), 4);
+    assert_string_equal(labels[2], "head");
+    assert_int_equal(dims[3], 8);
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_ARGMAX, ATTN_F64, &bytes, &err), ATTN_OK);
+    assert_int_equal(bytes, 2 * 3 * 4 * 4);
+    assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_ENTROPY, ATTN_F64, &bytes, &err), ATTN_OK);
+    assert_int_equal(bytes, 2 * 3 * 4 * 8);
+    assert_int_equal(attn_output_type(ATTN_OUT_ARGMAX, ATTN_STORE_F16, ATTN_F32), ATTN_STORE_I32);
+    assert_int_equal(attn_output_type(ATTN_OUT_MEAN, ATTN_STORE_F16, ATTN_F32), ATTN_STORE_F16);
+    assert_int_equal(attn_output_type(ATTN_OUT_RESULT, ATTN_STORE_F16, ATTN_F64), ATTN_STORE_F64);
+    assert_true(attn_output_is_map(ATTN_OUT_MEAN));
+    assert_false(attn_output_is_map(ATTN_OUT_ENTROPY));
+    /* mean needs the weights in memory; the others run online */
+    assert_int_equal(attn_plan_map_count(1u << ATTN_OUT_MEAN), 1);
+    assert_int_equal(attn_plan_map_count((1u << ATTN_OUT_ENTROPY) | (1u << ATTN_OUT_ARGMAX) |
+                                         (1u << ATTN_OUT_DISTANCE) | (1u << ATTN_OUT_RESULT)), 0);
 }
 
 static void test_output_bytes_overflow_is_rejected(void **state)
@@ -1769,6 +1805,7 @@ int main(void)
         cmocka_unit_test(test_output_names),
         cmocka_unit_test(test_output_bytes),
         cmocka_unit_test(test_output_bytes_overflow_is_rejected),
+        cmocka_unit_test(test_summary_outputs_shapes_and_types),
         cmocka_unit_test(test_parse_save_list_good),
         cmocka_unit_test(test_parse_save_list_unknown_name),
         cmocka_unit_test(test_parse_save_list_empty_item),

@@ -449,12 +449,36 @@ static void test_dry_run_fills_report_and_creates_no_file(void **state)
         [ATTN_OUT_HEADS] = B * H * N * DV * 4, [ATTN_OUT_OUTPUT] = B * N * D * 4,
         [ATTN_OUT_Q] = B * H * N * DK * 4,     [ATTN_OUT_K] = B * H * N * DK * 4,
         [ATTN_OUT_V] = B * H * N * DV * 4,
+        [ATTN_OUT_ENTROPY] = B * H * N * 4,    [ATTN_OUT_ARGMAX] = B * H * N * 4,
+        [ATTN_OUT_DISTANCE] = B * H * N * 4,   [ATTN_OUT_MEAN] = B * N * N * 4,
+        [ATTN_OUT_RESULT] = B * N * H * D * 4,
     };
     for (int i = 0; i < ATTN_OUT_COUNT; i++)
         assert_int_equal(report.output_bytes[i], expected[i]);
     assert_int_equal(report.total_bytes,
                      expected[ATTN_OUT_SCORES] + expected[ATTN_OUT_WEIGHTS] +
                          expected[ATTN_OUT_HEADS] + expected[ATTN_OUT_OUTPUT]);
+
+    /* the inputs used and their shapes: X (B, n, D), the weights and biases */
+    assert_true(report.inputs[ATTN_IN_X].present);
+    assert_int_equal(report.inputs[ATTN_IN_X].rank, 3);
+    assert_int_equal(report.inputs[ATTN_IN_X].dims[0], B);
+    assert_int_equal(report.inputs[ATTN_IN_X].dims[1], N);
+    assert_int_equal(report.inputs[ATTN_IN_X].dims[2], D);
+    assert_true(report.inputs[ATTN_IN_WO].present);
+    assert_int_equal(report.inputs[ATTN_IN_WO].dims[0], H * DV);
+    assert_true(report.inputs[ATTN_IN_BQ].present);
+    assert_false(report.inputs[ATTN_IN_KV].present);
+    assert_false(report.inputs[ATTN_IN_MASK].present);
+    for (int i = 0; i < ATTN_IN_COUNT; i++)
+        assert_null(report.inputs[i].name);
+    /* stored types: float32 everywhere; chunks: a whole (n, m) map fits a
+     * tile, so a chunk holds whole maps of every head and item */
+    for (int i = 0; i < ATTN_OUT_COUNT; i++)
+        assert_int_equal(report.output_store[i], ATTN_STORE_F32);
+    const size_t map_chunk[4] = {B, H, N, N};
+    for (size_t axis = 0; axis < 4; axis++)
+        assert_int_equal(report.output_chunk[ATTN_OUT_WEIGHTS][axis], map_chunk[axis]);
 
     /* nothing written: in.h5 alone, and no OUT */
     assert_false(file_exists(f->output));
@@ -675,6 +699,8 @@ typedef struct progress_log {
     size_t total;
     bool increasing;     /* every done above the one before */
     bool same_total;     /* every total equal to the first */
+    const attn_run_report *report;  /* when set: its plan, read at the first call */
+    size_t planned_n, planned_rows;
 } progress_log;
 
 static bool record_progress(size_t done, size_t total, void *context)
@@ -682,6 +708,10 @@ static bool record_progress(size_t done, size_t total, void *context)
     progress_log *log = context;
     if (log->calls == 0)
         log->total = total;
+    if (log->calls == 0 && log->report != NULL) {
+        log->planned_n = log->report->layout.dims.n;
+        log->planned_rows = log->report->slice_rows;
+    }
     if (done <= log->last_done)
         log->increasing = false;
     if (total != log->total)
@@ -707,23 +737,65 @@ static void test_progress_reaches_total_in_increasing_steps(void **state)
     assert_int_equal(log.calls, B);             /* one call per slice of one item */
     assert_true(log.increasing);
     assert_true(log.same_total);
-    assert_int_equal(log.total, B);
-    assert_int_equal(log.last_done, B);
+    assert_int_equal(log.total, B * N);         /* in query rows */
+    assert_int_equal(log.last_done, B * N);
     for (size_t i = 0; i < B; i++)
-        assert_int_equal(log.done[i], i + 1);
+        assert_int_equal(log.done[i], (i + 1) * N);
 
-    /* slices of 2: done = 2, then 3 */
+    /* slices of 2: done = 2 n, then 3 n */
     progress_log pairs = {.increasing = true, .same_total = true};
     opt.slice_items = 2;
     opt.progress_context = &pairs;
     opt.force = true;
     run_ok(&opt, &report);
     assert_int_equal(pairs.calls, 2);
-    assert_int_equal(pairs.done[0], 2);
-    assert_int_equal(pairs.done[1], 3);
+    assert_int_equal(pairs.done[0], 2 * N);
+    assert_int_equal(pairs.done[1], 3 * N);
     assert_true(pairs.increasing);
-    assert_int_equal(pairs.total, B);
-    assert_int_equal(pairs.last_done, B);
+    assert_int_equal(pairs.total, B * N);
+    assert_int_equal(pairs.last_done, B * N);
+}
+
+/* One item of LONG_N queries whose maps exceed the step: the rows come in
+ * blocks, and progress is reported after each block. */
+enum { LONG_N = 600 };
+
+static void test_progress_reports_each_block_of_rows(void **state)
+{
+    run_fixture *f = *state;
+    static float x[LONG_N * D];
+    input_values v;
+    input_values_fill(&v);
+    for (size_t i = 0; i < LONG_N * D; i++)
+        x[i] = pattern(i, 37, 23);
+    hid_t file = H5Fcreate(f->input, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(file >= 0);
+    put_floats(file, "/X", 3, (hsize_t[]){1, LONG_N, D}, x);
+    put_floats(file, "/W_Q", 2, (hsize_t[]){D, H * DK}, &v.w_q[0][0]);
+    put_floats(file, "/W_K", 2, (hsize_t[]){D, H * DK}, &v.w_k[0][0]);
+    put_floats(file, "/W_V", 2, (hsize_t[]){D, H * DV}, &v.w_v[0][0]);
+    put_floats(file, "/W_O", 2, (hsize_t[]){H * DV, D}, &v.w_o[0][0]);
+    assert_true(H5Fclose(file) >= 0);
+
+    attn_run_report report;
+    progress_log log = {.increasing = true, .same_total = true, .report = &report};
+    attn_run_options opt = default_options(f);
+    opt.save = 1u << ATTN_OUT_WEIGHTS;
+    opt.memory_budget = (size_t)1 << 20;
+    opt.progress = record_progress;
+    opt.progress_context = &log;
+    run_ok(&opt, &report);
+    const size_t rows = report.slice_rows, blocks = (LONG_N + rows - 1) / rows;
+    assert_true(rows < LONG_N);                 /* else this test shows nothing */
+    assert_in_range(blocks, 2, 8);
+    assert_int_equal(log.planned_n, LONG_N);    /* the plan was there at the first call */
+    assert_int_equal(log.planned_rows, rows);
+    assert_int_equal(log.calls, blocks);
+    assert_true(log.increasing);
+    assert_true(log.same_total);
+    assert_int_equal(log.total, LONG_N);
+    for (size_t b = 0; b < blocks; b++)
+        assert_int_equal(log.done[b], (b + 1) * rows < LONG_N ? (b + 1) * rows : LONG_N);
 }
 
 int main(void)
@@ -741,6 +813,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_in_place_adds_results_under_group_and_keeps_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_in_place_without_force_leaves_file_unchanged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_reaches_total_in_increasing_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_reports_each_block_of_rows, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -796,8 +796,8 @@ check_address_limit() {
         fi
     done
 
-    # The fixture under 200000 kB (where attnrun used to hang before its
-    # temporary existed; now it refuses at once), and the long run under
+    # The fixture under 200000 kB (refused at once, before the temporary
+    # exists, instead of hanging), and the long run under
     # 1000000 kB (enough: the signal lands mid-run).  SIGTERM goes once the
     # temporary has 16 KiB, or after 2 s.
     for v in 200000 1000000; do

@@ -1,0 +1,191 @@
+/*
+ * plan_json.c - the plan of a dry run as one JSON object (plan_json.h;
+ * README, "Plans as JSON", lists every key).  The inputs and the outputs
+ * are written by walking their tables, so a new one appears here by
+ * itself.
+ *
+ * Legend: B batch, H heads, G K/V heads, n queries, m keys, D d_model.
+ */
+#include "plan_json.h"
+#include "json.h"
+
+#include <string.h>
+
+/* A shape as an array of whole numbers. */
+static void write_shape(json_writer *w, const char *key, const size_t *dims, size_t rank)
+{
+    json_array_begin(w, key);
+    for (size_t i = 0; i < rank; i++)
+        json_size(w, NULL, dims[i]);
+    json_array_end(w);
+}
+
+/* The layer's sizes. */
+static void write_dims(json_writer *w, const attn_run_report *rep)
+{
+    const attn_dims *d = &rep->layout.dims;
+    json_object_begin(w, "dims");
+    json_size(w, "batch", d->batch);
+    json_bool(w, "batched", rep->layout.batched);
+    json_size(w, "n", d->n);
+    json_size(w, "m", d->m);
+    json_size(w, "d_model", d->d_model);
+    json_size(w, "heads", d->heads);
+    json_size(w, "kv_heads", attn_kv_heads(d));
+    json_size(w, "d_k", d->d_k);
+    json_size(w, "d_v", d->d_v);
+    json_object_end(w);
+}
+
+/* Each input of the input table by its option's name ("--attn-bias" ->
+ * "attn_bias"): its shape, or null when the run does not use it. */
+static void write_inputs(json_writer *w, const attn_run_report *rep)
+{
+    json_object_begin(w, "inputs");
+    for (int i = 0; i < ATTN_IN_COUNT; i++) {
+        const char *option = attn_input_spec_of((attn_input)i)->option;
+        char key[64];
+        snprintf(key, sizeof key, "%s", option + strspn(option, "-"));
+        for (char *c = key; *c != '\0'; c++)
+            *c = *c == '-' ? '_' : *c;
+        const attn_tensor_info *t = &rep->inputs[i];
+        if (t->present)
+            write_shape(w, key, t->dims, t->rank);
+        else
+            json_null(w, key);
+    }
+    json_object_end(w);
+}
+
+/* numpy's name of a stored type ("float16" ...); attnrun's own for a
+ * type without one. */
+static const char *dtype_name(attn_store store)
+{
+    static const char *const names[] = {
+        [ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
+        [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64", [ATTN_STORE_I32] = "int32",
+    };
+    if ((size_t)store < sizeof names / sizeof names[0] && names[store] != NULL)
+        return names[store];
+    return attn_store_name(store);
+}
+
+/* One saved output: name, shape and axes, stored type, bytes, chunks. */
+static void write_output(json_writer *w, const attn_run_report *rep, attn_output which)
+{
+    size_t dims[4], dense;
+    const char *labels[4];
+    const size_t rank = attn_output_shape(&rep->layout, which, dims, labels);
+    const attn_store type = rep->output_store[which];
+    json_object_begin(w, NULL);
+    json_string(w, "name", attn_output_name(which));
+    write_shape(w, "shape", dims, rank);
+    json_array_begin(w, "axes");
+    for (size_t i = 0; i < rank; i++)
+        json_string(w, NULL, labels[i]);
+    json_array_end(w);
+    json_string(w, "dtype", dtype_name(type));
+    json_size(w, "bytes", rep->output_bytes[which]);
+    if (attn_size_product(&dense, dims, rank) && attn_size_mul(&dense, dense, attn_store_size(type)))
+        json_size(w, "dense_bytes", dense);
+    else
+        json_null(w, "dense_bytes");
+    write_shape(w, "chunk", rep->output_chunk[which], rank);
+    json_object_end(w);
+}
+
+/* How the work is cut: steps of items x rows, their memory, threads. */
+static void write_plan(json_writer *w, const attn_run_report *rep)
+{
+    const attn_dims *d = &rep->layout.dims;
+    const size_t rows = rep->slice_rows, items = rep->slice_items;
+    const size_t blocks = rows != 0 ? (d->n + rows - 1) / rows : 0;
+    const size_t slices = items != 0 ? (d->batch + items - 1) / items : 0;
+    json_object_begin(w, "plan");
+    json_size(w, "items_per_step", items);
+    json_size(w, "rows_per_block", rows);
+    json_size(w, "row_blocks", blocks);
+    json_size(w, "slices", slices);
+    json_size(w, "steps", slices * blocks);      /* <= B n */
+    json_size(w, "step_bytes", rep->slice_bytes);
+    json_size(w, "memory_cap", rep->memory_cap);
+    json_size(w, "blocks_per_step", rep->step_blocks);
+    json_size(w, "threads", rep->threads);
+    json_bool(w, "online_softmax", rep->online);
+    json_object_end(w);
+}
+
+/* The settings of the attention, options and preset combined. */
+static void write_variant(json_writer *w, const attn_run_options *opt, const attn_run_report *rep)
+{
+    const attn_config *cfg = &rep->config;
+    const attn_layout *layout = &rep->layout;
+    json_object_begin(w, "variant");
+    json_real(w, "scale", rep->scale);
+    json_bool(w, "scale_given", opt->has_scale);
+    json_bool(w, "causal", cfg->causal);
+    if (cfg->window != 0)
+        json_size(w, "window", cfg->window);
+    else
+        json_null(w, "window");
+    if (cfg->softcap != 0)
+        json_real(w, "softcap", cfg->softcap);
+    else
+        json_null(w, "softcap");
+    json_bool(w, "alibi", rep->alibi);
+    if (cfg->rope.theta != 0) {
+        json_object_begin(w, "rope");
+        json_real(w, "theta", cfg->rope.theta);
+        json_size(w, "dim", cfg->rope.dim);
+        json_string(w, "style", cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox");
+        json_object_end(w);
+    } else {
+        json_null(w, "rope");
+    }
+    json_bool(w, "qk_norm", rep->inputs[ATTN_IN_Q_NORM].present || rep->inputs[ATTN_IN_K_NORM].present);
+    json_real(w, "norm_eps", cfg->norm_eps);
+    json_bool(w, "mask", rep->inputs[ATTN_IN_MASK].present);
+    json_bool(w, "mask_invert", opt->mask_invert);
+    json_size(w, "attn_bias_rank", layout->bias_rank);
+    json_bool(w, "cross", layout->cross);
+    json_string(w, "preset", opt->preset);
+    json_string(w, "layout", layout->linear ? "linear" : "xw");
+    json_bool(w, "qkv_fused", layout->fused);
+    json_string(w, "qkv_split", !layout->fused ? NULL : layout->heads_interleaved ? "heads" : "blocks");
+    json_object_end(w);
+}
+
+void plan_json_print(FILE *out, const attn_run_options *opt, const attn_run_report *rep)
+{
+    json_writer w;
+    json_start(&w, out);
+    json_object_begin(&w, NULL);
+    json_size(&w, "schema_version", PLAN_JSON_SCHEMA);
+    json_string(&w, "attnrun_version", ATTN_VERSION);
+    json_string(&w, "input", opt->input);
+    json_string(&w, "output", opt->output);
+    json_bool(&w, "in_place", opt->in_place);
+    json_string(&w, "group", opt->group);
+    json_string(&w, "weights_group", opt->weights_group);
+    write_dims(&w, rep);
+    write_inputs(&w, rep);
+    json_string(&w, "precision", opt->precision == ATTN_F64 ? "f64" : "f32");
+    json_string(&w, "store", attn_store_name(rep->store));
+    json_size(&w, "compress", (size_t)opt->compress);
+    json_real(&w, "flops", rep->flops);
+    json_size(&w, "total_bytes", rep->total_bytes);
+    json_array_begin(&w, "save");
+    for (int i = 0; i < ATTN_OUT_COUNT; i++)
+        if ((rep->save >> i) & 1u)
+            json_string(&w, NULL, attn_output_name((attn_output)i));
+    json_array_end(&w);
+    json_array_begin(&w, "outputs");
+    for (int i = 0; i < ATTN_OUT_COUNT; i++)
+        if ((rep->save >> i) & 1u)
+            write_output(&w, rep, (attn_output)i);
+    json_array_end(&w);
+    write_plan(&w, rep);
+    write_variant(&w, opt, rep);
+    json_object_end(&w);
+    json_finish(&w);
+}

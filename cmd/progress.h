@@ -1,0 +1,50 @@
+/*
+ * progress.h - the progress attnrun reports on stderr while it runs: the
+ * share of query rows done, where in the batch, and the time left.
+ *
+ *     progress_line p;
+ *     progress_start(&p, true, isatty(STDERR_FILENO), &report);
+ *     opt.progress = progress_show;
+ *     opt.progress_context = &p;
+ *     attn_run(&opt, &report, &err);
+ *
+ * On a terminal one line is rewritten (\r) at most PROGRESS_REFRESH times
+ * a second; elsewhere (a file, a pipe) whole lines are written, one for
+ * the first report, one each time another PROGRESS_LINE_STEP percent is
+ * done, and one at the end.  Only cmd/ uses it.
+ */
+#ifndef ATTN_CMD_PROGRESS_H
+#define ATTN_CMD_PROGRESS_H
+
+#include "attn_run.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PROGRESS_REFRESH 4       /* terminal updates a second, at most     */
+#define PROGRESS_LINE_STEP 5     /* percent between two lines elsewhere    */
+
+typedef struct progress_line {
+    bool enabled;
+    bool terminal;               /* rewrite one line, else whole lines     */
+    const attn_run_report *plan; /* the run's report: its plan is filled
+                                    before the first report             */
+    double start;                /* seconds (CLOCK_MONOTONIC) at the start */
+    double first_at;             /* ... at the first report                */
+    size_t first_done;           /* rows done at the first report          */
+    size_t reports;              /* calls so far                           */
+    double shown_at;             /* seconds of the last terminal update    */
+    size_t shown_step;           /* percent / PROGRESS_LINE_STEP of the last line */
+    size_t width;                /* characters of the terminal line shown  */
+    int failure;                 /* errno of a failed write, or 0          */
+} progress_line;
+
+/* Starts the clock; `enabled` false makes progress_show do nothing. */
+void progress_start(progress_line *p, bool enabled, bool terminal, const attn_run_report *plan);
+
+/* The callback of attn_run_options.progress: done and total are query
+ * rows (B n in all).  Returns false when stderr cannot be written (the
+ * errno in p->failure), which stops the run. */
+bool progress_show(size_t done, size_t total, void *context);
+
+#endif
