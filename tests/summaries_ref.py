@@ -1,7 +1,8 @@
 """tests/summaries_ref.py - float64 numpy reference for the summary outputs
-(`--save entropy,argmax,distance,mean,result`, README "Summaries"), computed
-from the attention of tests/models_ref.py (scores, weights, heads in float64
-for every variant).  It never calls attnrun and never reads its output.
+(`--save entropy,argmax,distance,mean,result`, README's Output section,
+"Summaries"), computed from the attention of tests/models_ref.py (scores,
+weights, heads in float64 for every variant).  It never calls attnrun and
+never reads its output.
 
 Per batch item b, head h, query q (p = the row's attention weights):
 

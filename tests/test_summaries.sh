@@ -15,7 +15,8 @@
 #                         bound of the long run is not checked
 #
 # Inputs are generated at test time with fixed seeds: rank-3 and rank-2 X,
-# causal, a key-padding mask with fully masked rows, sliding windows,
+# causal, a key-padding mask with fully masked rows, an attention bias of
+# -inf (one head's row wholly hidden), sliding windows,
 # --positions (one item with every position equal), GQA with RoPE,
 # cross-attention (m != n) with and without --kv-positions, --layout linear,
 # 3-D per-head weights, --preset gpt2, a NaN query row (--allow-nonfinite),
@@ -191,6 +192,19 @@ for name in ("mask", "mask_nc"):
 case("mask", "--heads 4 --causal --mask M", dict(XWB, keep="@/M", causal=True), 4,
      CORE + SLICES + EXTRA)
 case("mask_nc", "--heads 4 --mask M", dict(XWB, keep="@/M"), 4, CORE + SLICES)
+
+# an attention bias that hides keys with -inf: key 3 from every query,
+# every key from query 5 of head 1 only (the other heads still see it, so
+# mean's row there averages the other heads' weights with 0)
+g = Gen(19)
+with h5py.File(path("bias_inf"), "w") as f:
+    f["X"] = g(2, 10, 32)
+    xw_weights(f, g, 32, 4, 4, 8, 8)
+    AB = g(4, 10, 10, s=0.5)
+    AB[:, :, 3] = -np.inf
+    AB[1, 5, :] = -np.inf
+    f["AB"] = AB
+case("bias_inf", "--heads 4 --attn-bias AB", dict(XW, attn_bias="@/AB"), 4, CORE + SLICES)
 
 # sliding windows, without and with causal
 g = Gen(5)
