@@ -108,6 +108,7 @@ CLI_TESTS += tests/test_docs.sh
 CLI_TESTS += tests/test_progress.sh
 CLI_TESTS += tests/test_json.sh
 CLI_TESTS += tests/test_tokens.sh
+CLI_TESTS += tests/test_summaries.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)

@@ -472,10 +472,11 @@ static void test_dry_run_fills_report_and_creates_no_file(void **state)
     assert_false(report.inputs[ATTN_IN_MASK].present);
     for (int i = 0; i < ATTN_IN_COUNT; i++)
         assert_null(report.inputs[i].name);
-    /* stored types: float32 everywhere; chunks: a whole (n, m) map fits a
-     * tile, so a chunk holds whole maps of every head and item */
+    /* stored types: float32 everywhere but argmax (int32); chunks: a whole
+     * (n, m) map fits a tile, so a chunk holds whole maps of every head
+     * and item */
     for (int i = 0; i < ATTN_OUT_COUNT; i++)
-        assert_int_equal(report.output_store[i], ATTN_STORE_F32);
+        assert_int_equal(report.output_store[i], i == ATTN_OUT_ARGMAX ? ATTN_STORE_I32 : ATTN_STORE_F32);
     const size_t map_chunk[4] = {B, H, N, N};
     for (size_t axis = 0; axis < 4; axis++)
         assert_int_equal(report.output_chunk[ATTN_OUT_WEIGHTS][axis], map_chunk[axis]);
