@@ -382,7 +382,17 @@ static const char *const hint_text[ATTN_HINT_COUNT] = {
     [ATTN_HINT_MEMORY] = "; use a smaller --memory",
     [ATTN_HINT_HEADS] = " (--heads)",
     [ATTN_HINT_ROPE] = "; use --rope THETA",
+    [ATTN_HINT_FUSED_AND_SEPARATE] = " (--wqkv with --wq, --wk, --wv, --bq, --bk or --bv)",
+    [ATTN_HINT_FUSED_BIAS] = " (--bqkv without --wqkv or a preset that fuses them)",
+    [ATTN_HINT_QKV_HEADS] = " (--qkv-split heads)",
+    [ATTN_HINT_MASK_INVERT] = " (--mask-invert without --mask)",
 };
+
+static const char *hint_of(attn_hint hint)
+{
+    return hint > ATTN_HINT_NONE && hint < ATTN_HINT_COUNT && hint_text[hint] != NULL
+               ? hint_text[hint] : "";
+}
 
 static int exit_code_of(int status)
 {
@@ -660,7 +670,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "attnrun: cannot report progress on standard error: %s\n",
                     strerror(progress.failure));
         else
-            fprintf(stderr, "attnrun: %s%s\n", err.msg, hint_text[err.hint]);
+            fprintf(stderr, "attnrun: %s%s\n", err.msg, hint_of(err.hint));
         return exit_code_of(status);
     }
     if (c.run.dry_run)

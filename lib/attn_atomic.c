@@ -91,7 +91,8 @@ int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, att
         return status;
     if (lstat(final_path, &st) == 0) {
         if (!replace)
-            return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_REPLACE, "%s: output exists", final_path);
+            return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_REPLACE, "%s: output exists",
+                                  final_path);
         if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
             return attn_fail(err, ATTN_EUSAGE, "%s: output exists and is not a regular file", final_path);
     }
@@ -142,7 +143,8 @@ static int check_replaceable(const char *path, const struct stat *st, attn_error
         return attn_fail(err, ATTN_EIO, "%s: cannot write the input: %s", path, strerror(errno));
     if (st->st_nlink > 1)
         return attn_fail(err, ATTN_EUSAGE,
-                         "%s: the input has %ju hard links; updating it in place replaces the file and would separate them",
+                         "%s: the input has %ju hard links; updating it in place replaces the "
+                         "file and would separate them",
                          path, (uintmax_t)st->st_nlink);
     return ATTN_OK;
 }

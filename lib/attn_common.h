@@ -30,8 +30,8 @@ typedef enum attn_status {
 } attn_status;
 
 /*
- * What would resolve a failure when it is one of the caller's own settings
- * (attn_run_options).  The message says what is wrong, in the library's
+ * The caller's own setting (attn_run_options) that a failure is about, or
+ * that would resolve it.  The message says what is wrong, in the library's
  * terms; the hint lets a program name its own way to change the setting
  * (attnrun adds the option to use).
  */
@@ -50,6 +50,11 @@ typedef enum attn_hint {
     ATTN_HINT_MEMORY,        /* memory_budget: smaller steps                 */
     ATTN_HINT_HEADS,         /* heads: say (or correct) the number of heads  */
     ATTN_HINT_ROPE,          /* rope_theta: give RoPE's base                 */
+    ATTN_HINT_FUSED_AND_SEPARATE, /* names: fused Q|K|V weights with separate
+                                     Q, K or V names                        */
+    ATTN_HINT_FUSED_BIAS,    /* names: a fused bias without fused weights    */
+    ATTN_HINT_QKV_HEADS,     /* qkv_heads: without fused weights, or across  */
+    ATTN_HINT_MASK_INVERT,   /* mask_invert: without a mask                  */
     ATTN_HINT_COUNT
 } attn_hint;
 

@@ -130,8 +130,9 @@ int attn_guard_threads(int threads, attn_error *err)
         pthread_join(started[i], NULL);
     if (failure == 0)
         return ATTN_OK;
-    return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_THREADS, "cannot start %d threads (%d started): %s",
-                          threads, count + 1, strerror(failure));
+    return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_THREADS,
+                          "cannot start %d threads (%d started): %s", threads, count + 1,
+                          strerror(failure));
 }
 
 int attn_guard_memory(size_t buffer_bytes, int threads, attn_error *err)
@@ -188,7 +189,8 @@ int attn_guard_free_space(const char *target, double need_bytes, const char *wha
     double available = (double)fs.f_bavail * (double)fs.f_frsize;
     if (need_bytes <= available)
         return ATTN_OK;
-    return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_LOW_SPACE, "%s: needs %s (%s) but %s has %s free",
-                          target, size_text(need_bytes, need_text, sizeof need_text), what, dir,
+    return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_LOW_SPACE,
+                          "%s: needs %s (%s) but %s has %s free", target,
+                          size_text(need_bytes, need_text, sizeof need_text), what, dir,
                           size_text(available, free_text, sizeof free_text));
 }

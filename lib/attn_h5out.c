@@ -189,8 +189,9 @@ static int clash(const attn_h5out *out, const char *what, const char *name, bool
                  attn_error *err)
 {
     if (!force)
-        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_REPLACE, "%s: group %s already has %s '%s'",
-                              out->path, out->group_name, what, name);
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_REPLACE,
+                              "%s: group %s already has %s '%s'", out->path, out->group_name,
+                              what, name);
     return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_OTHER_GROUP, "%s: group %s has %s '%s' that "
                           "attnrun did not write; only attnrun's own results are replaced",
                           out->path, out->group_name, what, name);

@@ -97,7 +97,8 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
     bool writes = !opt->dry_run;
     if (opt->input == NULL ||
         (writes && ((!opt->in_place && opt->output == NULL) || opt->transaction == NULL)))
-        return attn_fail(err, ATTN_EUSAGE, "an input and an output (or an in-place update) are required");
+        return attn_fail(err, ATTN_EUSAGE,
+                         "an input and an output (or an in-place update) are required");
     if (!opt->in_place && opt->output != NULL && attn_same_file(opt->input, opt->output))
         return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_IN_PLACE, "%s: the output is the input",
                               opt->output);
@@ -114,15 +115,18 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
     if (!(isfinite(opt->rope_theta) && opt->rope_theta >= 0))
         return attn_fail(err, ATTN_EUSAGE, "RoPE base %g: expected a positive number", opt->rope_theta);
     if (opt->rope_theta == 0 && (opt->rope_dim != 0 || opt->has_rope_style))
-        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_ROPE, "a RoPE dimension or style needs RoPE's base theta");
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_ROPE,
+                              "a RoPE dimension or style needs RoPE's base theta");
     const char *const *names = opt->names;
     if (names[ATTN_IN_WQKV] != NULL &&
         (names[ATTN_IN_WQ] || names[ATTN_IN_WK] || names[ATTN_IN_WV] || names[ATTN_IN_BQ] ||
          names[ATTN_IN_BK] || names[ATTN_IN_BV]))
-        return attn_fail(err, ATTN_EUSAGE, "fused Q|K|V weights name the Q, K and V weights "
-                         "together: separate Q, K or V weights or biases do not go with them");
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_FUSED_AND_SEPARATE,
+                              "fused Q|K|V weights name the Q, K and V weights together: "
+                              "separate Q, K or V weights or biases do not go with them");
     if (opt->mask_invert && opt->names[ATTN_IN_MASK] == NULL)
-        return attn_fail(err, ATTN_EUSAGE, "inverting the mask needs a mask dataset");
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_MASK_INVERT,
+                              "inverting the mask needs a mask dataset");
     if (!(isfinite(opt->norm_eps) && opt->norm_eps >= 0))
         return attn_fail(err, ATTN_EUSAGE, "norm epsilon %g: expected a small positive number",
                          opt->norm_eps);

@@ -110,11 +110,15 @@ static int plan_variants(run_state *st, attn_error *err)
     const size_t d_k = layout->dims.d_k;
     attn_config *cfg = &st->cfg;
     if ((opt->qkv_heads || opt->names[ATTN_IN_BQKV] != NULL) && !layout->fused)
-        return attn_fail(err, ATTN_EUSAGE, "%s needs fused Q|K|V weights",
-                         opt->qkv_heads ? "splitting Q|K|V per head" : "a fused Q|K|V bias");
+        return attn_fail_hint(err, ATTN_EUSAGE,
+                              opt->qkv_heads ? ATTN_HINT_QKV_HEADS : ATTN_HINT_FUSED_BIAS,
+                              "%s needs fused Q|K|V weights",
+                              opt->qkv_heads ? "splitting Q|K|V per head" : "a fused Q|K|V bias");
     if (layout->heads_interleaved && layout->cross)
-        return attn_fail(err, ATTN_EUSAGE, "Q|K|V split per head: q, k and v come from one "
-                         "input through one weight, so it cannot be cross-attention");
+        return attn_fail_hint(err, ATTN_EUSAGE,
+                              opt->qkv_heads ? ATTN_HINT_QKV_HEADS : ATTN_HINT_NONE,
+                              "Q|K|V split per head: q, k and v come from one input through "
+                              "one weight, so it cannot be cross-attention");
     cfg->causal = opt->causal || (preset != NULL && preset->causal);
     cfg->window = opt->window;
     cfg->softcap = opt->softcap;
