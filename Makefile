@@ -109,6 +109,7 @@ CLI_TESTS += tests/test_progress.sh
 CLI_TESTS += tests/test_json.sh
 CLI_TESTS += tests/test_tokens.sh
 CLI_TESTS += tests/test_summaries.sh
+CLI_TESTS += tests/test_install.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)
@@ -170,9 +171,76 @@ memcheck:
 	    SWEEP_EVERY=8 SKIP_HDF5_CRASHES=1 \
 	    sh tests/run_suites.sh $(addprefix bash$(comma),$(MEMCHECK_TESTS))
 
-install: $(BIN)
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/attnrun
+# make install PREFIX=/usr/local DESTDIR=: the program, both libraries, the
+# public headers (include/attn/), attn.pc and the man page.  The shared
+# library is built from position-independent objects of its own
+# (build/pic/); it exports only the attn_* names (lib/libattn.map) and
+# carries its dependencies, the OpenMP OpenBLAS's rpath included, so that
+# `cc prog.c $(pkg-config --cflags --libs attn)` needs nothing else.
+# Its soname changes with the major version of ATTN_VERSION.
+VERSION       := $(shell sed -n 's/^.define ATTN_VERSION "\([0-9]*\.[0-9]*\.[0-9]*\)"$$/\1/p' lib/attn_common.h)
+ifneq ($(words $(subst ., ,$(VERSION))),3)
+$(error lib/attn_common.h: no ATTN_VERSION "MAJOR.MINOR.PATCH" found)
+endif
+VERSION_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SONAME         = libattn.so.$(VERSION_MAJOR)
+SHLIB          = $(BUILD)/libattn.so.$(VERSION)
+PIC_OBJ        = $(LIB_SRC:lib/%.c=$(BUILD)/pic/%.o)
+PUBLIC_HEADERS = lib/attn_common.h lib/attn_threads.h lib/attn_math.h lib/attn_plan.h \
+                 lib/attn_atomic.h lib/attn_run.h
+BINDIR        ?= $(PREFIX)/bin
+LIBDIR        ?= $(PREFIX)/lib
+INCLUDEDIR    ?= $(PREFIX)/include
+MANDIR        ?= $(PREFIX)/share/man
+PKGCONFIGDIR  ?= $(LIBDIR)/pkgconfig
+
+.PHONY: lib uninstall
+lib: $(LIB) $(SHLIB)
+
+$(BUILD)/pic/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/pic
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fPIC -c $< -o $@
+
+$(BUILD)/pic:
+	mkdir -p $@
+
+$(SHLIB): $(PIC_OBJ) lib/libattn.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libattn.map -Wl,-z,defs \
+	    $(PIC_OBJ) $(LDFLAGS) $(LDLIBS) -o $@
+
+# attn.pc for the paths of this install, written relative to ${prefix}
+# where they are under PREFIX (so pkg-config --define-prefix can move the
+# tree).  Libs.private names the libraries libattn links, for a static
+# link, by the very flags the build used: the OpenMP OpenBLAS's own .pc is
+# not on pkg-config's path, so Requires.private could not name it.
+under_prefix = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+$(BUILD)/attn.pc: lib/attn.pc.in lib/attn_common.h Makefile FORCE
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(call under_prefix,$(LIBDIR))|' \
+	    -e 's|@INCLUDEDIR@|$(call under_prefix,$(INCLUDEDIR))|' \
+	    -e 's|@VERSION@|$(VERSION)|; s|@LIBS_PRIVATE@|$(strip $(LDFLAGS) $(LDLIBS))|' \
+	    lib/attn.pc.in > $@
+
+FORCE:
+
+install: $(BIN) $(LIB) $(SHLIB) $(BUILD)/attn.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	    $(DESTDIR)$(INCLUDEDIR)/attn $(DESTDIR)$(MANDIR)/man1
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/attnrun
+	install -m 644 $(LIB) $(DESTDIR)$(LIBDIR)/libattn.a
+	install -m 755 $(SHLIB) $(DESTDIR)$(LIBDIR)/libattn.so.$(VERSION)
+	ln -sf libattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libattn.so
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/attn/
+	install -m 644 $(BUILD)/attn.pc $(DESTDIR)$(PKGCONFIGDIR)/attn.pc
+	install -m 644 man/attnrun.1 $(DESTDIR)$(MANDIR)/man1/attnrun.1
+
+# Removes what install put, and include/attn/ when that leaves it empty.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/attnrun $(DESTDIR)$(LIBDIR)/libattn.a \
+	    $(DESTDIR)$(LIBDIR)/libattn.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libattn.so $(DESTDIR)$(PKGCONFIGDIR)/attn.pc \
+	    $(DESTDIR)$(MANDIR)/man1/attnrun.1 \
+	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/attn/,$(notdir $(PUBLIC_HEADERS)))
+	[ ! -d $(DESTDIR)$(INCLUDEDIR)/attn ] || rmdir $(DESTDIR)$(INCLUDEDIR)/attn 2>/dev/null || true
 
 clean:
 	rm -rf build

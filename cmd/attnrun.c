@@ -41,7 +41,7 @@ static const struct option long_options[] = {
     {"heads", required_argument, NULL, 'H'},
     {"causal", no_argument, NULL, 'c'},
     {"scale", required_argument, NULL, OPT_SCALE},
-    /* Every option naming an input dataset (the input table's `option`). */
+    /* Every option naming an input dataset (the input table's `key`). */
     {"kv", required_argument, NULL, OPT_DATASET},
     {"mask", required_argument, NULL, OPT_DATASET},
     {"x", required_argument, NULL, OPT_DATASET},
@@ -359,6 +359,35 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
            human_bytes((double)rep->total_bytes, h, sizeof h));
 }
 
+/* What the library's hint (the setting that would resolve a failure) is
+ * on the command line, appended to its message. */
+static const char *const hint_text[ATTN_HINT_COUNT] = {
+    [ATTN_HINT_NONE] = "",
+    [ATTN_HINT_REPLACE] = "; use --force to replace it",
+    [ATTN_HINT_LOW_SPACE] = "; use --force to try anyway",
+    [ATTN_HINT_IN_PLACE] = "; use --in-place to add results to it",
+    [ATTN_HINT_OTHER_GROUP] = "; choose another --group",
+    [ATTN_HINT_WAIT] = "; use --wait to wait for it",
+    [ATTN_HINT_EXTERNAL] = "; use --allow-external if you trust the files it names",
+    [ATTN_HINT_PLUGINS] = "; use --allow-plugins to load them",
+    [ATTN_HINT_NONFINITE] = "; use --allow-nonfinite to accept it",
+    [ATTN_HINT_PRECISION] = "; use --precision f64",
+    [ATTN_HINT_THREADS] = "; use fewer --threads",
+    [ATTN_HINT_MEMORY] = "; use a smaller --memory",
+    [ATTN_HINT_HEADS] = " (--heads)",
+    [ATTN_HINT_ROPE] = "; use --rope THETA",
+    [ATTN_HINT_FUSED_AND_SEPARATE] = " (--wqkv with --wq, --wk, --wv, --bq, --bk or --bv)",
+    [ATTN_HINT_FUSED_BIAS] = " (--bqkv without --wqkv or a preset that fuses them)",
+    [ATTN_HINT_QKV_HEADS] = " (--qkv-split heads)",
+    [ATTN_HINT_MASK_INVERT] = " (--mask-invert without --mask)",
+};
+
+static const char *hint_of(attn_hint hint)
+{
+    return hint > ATTN_HINT_NONE && hint < ATTN_HINT_COUNT && hint_text[hint] != NULL
+               ? hint_text[hint] : "";
+}
+
 static int exit_code_of(int status)
 {
     switch (status) {
@@ -387,11 +416,12 @@ typedef struct cli {
     bool json;                          /* --json: the dry run's plan as JSON */
 } cli;
 
-/* The input a dataset-name option ("--wq") names, from the input table. */
+/* The input a dataset-name option ("--wq") names: the input table's key
+ * ("wq") after the dashes. */
 static attn_input input_of_option(const char *name)
 {
     for (int i = 0; i < ATTN_IN_COUNT; i++)
-        if (strcmp(attn_input_spec_of((attn_input)i)->option, name) == 0)
+        if (strcmp(attn_input_spec_of((attn_input)i)->key, name + 2) == 0)
             return (attn_input)i;
     assert(!"a dataset option missing from the input table");
     return ATTN_IN_X;
@@ -498,7 +528,7 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
     case OPT_GROUP: c->run.group = value; break;
     case OPT_SAVE:
         if (attn_parse_save_list(value, &c->run.save, &err) != ATTN_OK)
-            return usage_error("%s", err.msg);
+            return usage_error("%s: %s", name, err.msg);
         break;
     case OPT_PRECISION:
         if (strcmp(value, "f32") == 0)
@@ -638,7 +668,7 @@ int main(int argc, char **argv)
     c.run.transaction = process_watch(c.run.input, target_is_input ? c.run.input : c.run.output,
                                       target_is_input);
 
-    attn_error err = {{0}};
+    attn_error err = {0};
     int status = attn_run(&c.run, &report, &err);
     process_run_ended();
     if (process_progress_line_is_open())
@@ -649,7 +679,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "attnrun: cannot report progress on standard error: %s\n",
                     strerror(progress.failure));
         else
-            fprintf(stderr, "attnrun: %s\n", err.msg);
+            fprintf(stderr, "attnrun: %s%s\n", err.msg, hint_of(err.hint));
         return exit_code_of(status);
     }
     if (c.run.dry_run && c.json)

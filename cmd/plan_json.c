@@ -37,15 +37,14 @@ static void write_dims(json_writer *w, const attn_run_report *rep)
     json_object_end(w);
 }
 
-/* Each input of the input table by its option's name ("--attn-bias" ->
+/* Each input of the input table by its short name ("attn-bias" ->
  * "attn_bias"): its shape, or null when the run does not use it. */
 static void write_inputs(json_writer *w, const attn_run_report *rep)
 {
     json_object_begin(w, "inputs");
     for (int i = 0; i < ATTN_IN_COUNT; i++) {
-        const char *option = attn_input_spec_of((attn_input)i)->option;
         char key[64];
-        snprintf(key, sizeof key, "%s", option + strspn(option, "-"));
+        snprintf(key, sizeof key, "%s", attn_input_spec_of((attn_input)i)->key);
         for (char *c = key; *c != '\0'; c++)
             *c = *c == '-' ? '_' : *c;
         const attn_tensor_info *t = &rep->inputs[i];

@@ -91,7 +91,8 @@ int attn_atomic_begin(attn_atomic *tx, const char *final_path, bool replace, att
         return status;
     if (lstat(final_path, &st) == 0) {
         if (!replace)
-            return attn_fail(err, ATTN_EUSAGE, "%s: output exists; use --force to replace it", final_path);
+            return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_REPLACE, "%s: output exists",
+                                  final_path);
         if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
             return attn_fail(err, ATTN_EUSAGE, "%s: output exists and is not a regular file", final_path);
     }
@@ -137,12 +138,13 @@ static int copy_bytes(int from, int to)
 static int check_replaceable(const char *path, const struct stat *st, attn_error *err)
 {
     if (!S_ISREG(st->st_mode))
-        return attn_fail(err, ATTN_EUSAGE, "%s: --in-place needs a regular file", path);
+        return attn_fail(err, ATTN_EUSAGE, "%s: updating it in place needs a regular file", path);
     if (faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) != 0)
         return attn_fail(err, ATTN_EIO, "%s: cannot write the input: %s", path, strerror(errno));
     if (st->st_nlink > 1)
         return attn_fail(err, ATTN_EUSAGE,
-                         "%s: the input has %ju hard links; --in-place replaces the file and would separate them",
+                         "%s: the input has %ju hard links; updating it in place replaces the "
+                         "file and would separate them",
                          path, (uintmax_t)st->st_nlink);
     return ATTN_OK;
 }
@@ -223,8 +225,8 @@ static int publish_failed(attn_atomic *tx, int status, attn_error *err, int fail
     attn_atomic_abort(tx);
     tx->committing = 0;
     if (status == ATTN_EUSAGE)
-        return attn_fail(err, status, "%s: output appeared while running; use --force to replace it",
-                         tx->final_path);
+        return attn_fail_hint(err, status, ATTN_HINT_REPLACE, "%s: output appeared while running",
+                              tx->final_path);
     return attn_fail(err, status, "%s: cannot rename the output into place: %s", tx->final_path,
                      strerror(failure));
 }

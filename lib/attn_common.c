@@ -77,14 +77,29 @@ const char *attn_store_name(attn_store store)
     return store_table[store].name;
 }
 
-int attn_fail(attn_error *err, int status, const char *fmt, ...)
+static void set_error(attn_error *err, attn_hint hint, const char *fmt, va_list ap)
 {
     if (err != NULL) {
-        va_list ap;
-        va_start(ap, fmt);
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-        va_end(ap);
+        err->hint = hint;
     }
+}
+
+int attn_fail(attn_error *err, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(err, ATTN_HINT_NONE, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+int attn_fail_hint(attn_error *err, int status, attn_hint hint, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(err, hint, fmt, ap);
+    va_end(ap);
     return status;
 }
 

@@ -29,9 +29,39 @@ typedef enum attn_status {
     ATTN_EINTR = -5    /* cancelled by a signal                              */
 } attn_status;
 
+/*
+ * The caller's own setting (attn_run_options) that a failure is about, or
+ * that would resolve it.  The message says what is wrong, in the library's
+ * terms; the hint lets a program name its own way to change the setting
+ * (attnrun adds the option to use).
+ */
+typedef enum attn_hint {
+    ATTN_HINT_NONE = 0,
+    ATTN_HINT_REPLACE,       /* force: replace the existing output or results */
+    ATTN_HINT_LOW_SPACE,     /* force: write although the space looks short  */
+    ATTN_HINT_IN_PLACE,      /* in_place: add the results to the input       */
+    ATTN_HINT_OTHER_GROUP,   /* group: put the results in another group      */
+    ATTN_HINT_WAIT,          /* wait: wait for the lock on the input         */
+    ATTN_HINT_EXTERNAL,      /* allow_external: read the other files         */
+    ATTN_HINT_PLUGINS,       /* allow_plugins: let HDF5 load the filter      */
+    ATTN_HINT_NONFINITE,     /* allow_nonfinite: accept the value            */
+    ATTN_HINT_PRECISION,     /* precision ATTN_F64: compute in float64       */
+    ATTN_HINT_THREADS,       /* threads: run fewer                           */
+    ATTN_HINT_MEMORY,        /* memory_budget: smaller steps                 */
+    ATTN_HINT_HEADS,         /* heads: say (or correct) the number of heads  */
+    ATTN_HINT_ROPE,          /* rope_theta: give RoPE's base                 */
+    ATTN_HINT_FUSED_AND_SEPARATE, /* names: fused Q|K|V weights with separate
+                                     Q, K or V names                        */
+    ATTN_HINT_FUSED_BIAS,    /* names: a fused bias without fused weights    */
+    ATTN_HINT_QKV_HEADS,     /* qkv_heads: without fused weights, or across  */
+    ATTN_HINT_MASK_INVERT,   /* mask_invert: without a mask                  */
+    ATTN_HINT_COUNT
+} attn_hint;
+
 /* One line of explanation, filled by the function that failed. */
 typedef struct attn_error {
     char msg[1024];
+    attn_hint hint;         /* ATTN_HINT_NONE, or the setting to change */
 } attn_error;
 
 /* Which floating type the computation uses and the output stores. */
@@ -89,6 +119,11 @@ size_t attn_precision_size(attn_precision precision);
  */
 int attn_fail(attn_error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* attn_fail, with the setting that would resolve the failure (attn_fail
+ * itself sets ATTN_HINT_NONE). */
+int attn_fail_hint(attn_error *err, int status, attn_hint hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /*
  * The one overflow-checked product: *out = a * b.

@@ -130,8 +130,9 @@ int attn_guard_threads(int threads, attn_error *err)
         pthread_join(started[i], NULL);
     if (failure == 0)
         return ATTN_OK;
-    return attn_fail(err, ATTN_EIO, "cannot start %d threads (%d started): %s; use --threads %d",
-                     threads, count + 1, strerror(failure), count + 1);
+    return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_THREADS,
+                          "cannot start %d threads (%d started): %s", threads, count + 1,
+                          strerror(failure));
 }
 
 int attn_guard_memory(size_t buffer_bytes, int threads, attn_error *err)
@@ -155,11 +156,11 @@ int attn_guard_memory(size_t buffer_bytes, int threads, attn_error *err)
     if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
         double used = (double)address_space_used(), cap = (double)limit.rlim_cur;
         size_text(cap > used ? cap - used : 0, left_text, sizeof left_text);
-        return attn_fail(err, ATTN_ENOMEM,
-                         "out of memory: this run needs %s more address space (its buffers, and "
-                         "%d threads at 128 MiB each for OpenBLAS) but the limit (ulimit -v) "
-                         "leaves %s; raise it%s", need_text, threads, left_text,
-                         threads > 1 ? ", or use fewer --threads" : "");
+        return attn_fail_hint(err, ATTN_ENOMEM, threads > 1 ? ATTN_HINT_THREADS : ATTN_HINT_NONE,
+                              "out of memory: this run needs %s more address space (its buffers, "
+                              "and %d threads at 128 MiB each for OpenBLAS) but the limit "
+                              "(ulimit -v) leaves %s; raise it%s", need_text, threads, left_text,
+                              threads > 1 ? ", or run fewer threads" : "");
     }
     return attn_fail(err, ATTN_ENOMEM, "out of memory: cannot reserve %s for this run (%d threads): %s",
                      need_text, threads, strerror(failure));
@@ -188,7 +189,8 @@ int attn_guard_free_space(const char *target, double need_bytes, const char *wha
     double available = (double)fs.f_bavail * (double)fs.f_frsize;
     if (need_bytes <= available)
         return ATTN_OK;
-    return attn_fail(err, ATTN_EIO, "%s: needs %s (%s) but %s has %s free; use --force to try anyway",
-                     target, size_text(need_bytes, need_text, sizeof need_text), what, dir,
-                     size_text(available, free_text, sizeof free_text));
+    return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_LOW_SPACE,
+                          "%s: needs %s (%s) but %s has %s free", target,
+                          size_text(need_bytes, need_text, sizeof need_text), what, dir,
+                          size_text(available, free_text, sizeof free_text));
 }

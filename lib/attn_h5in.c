@@ -145,9 +145,9 @@ static int lock_descriptor(attn_h5in *in, const attn_h5in_options *opt, attn_err
             continue;
         }
         if (errno == EWOULDBLOCK)
-            return attn_fail(err, ATTN_EIO,
-                             "%s: locked by another program that has the file open (an HDF5 "
-                             "program or another attnrun); use --wait to wait for it", in->path);
+            return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_WAIT,
+                                  "%s: locked by another program that has the file open (an HDF5 "
+                                  "program or another attnrun)", in->path);
         if (best_effort && (errno == ENOLCK || errno == ENOSYS || errno == EOPNOTSUPP))
             return ATTN_OK;
         return attn_fail(err, ATTN_EIO,
@@ -443,9 +443,9 @@ static int resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *e
         if (info.type == H5L_TYPE_EXTERNAL && !in->allow_external) {
             char where[512];
             describe_external(here, link, info.u.val_size, where, sizeof where);
-            status = attn_fail(err, ATTN_EINPUT, "%s: %s is an external link to %s; not followed "
-                               "(use --allow-external if you trust that file)", in->path,
-                               name, where);
+            status = attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_EXTERNAL,
+                                    "%s: %s is an external link to %s; not followed", in->path,
+                                    name, where);
             goto out;
         }
         if (info.type != H5L_TYPE_HARD && info.type != H5L_TYPE_EXTERNAL) {
@@ -542,9 +542,9 @@ static int check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t spac
     int externals = H5Pget_external_count(dcpl);
     int filters = H5Pget_nfilters(dcpl);
     if (layout == H5D_VIRTUAL && !in->allow_external) {
-        status = attn_fail(err, ATTN_EINPUT,
-                           "%s: %s is a virtual dataset, its values come from other files; "
-                           "not followed (use --allow-external if you trust them)", in->path, name);
+        status = attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_EXTERNAL,
+                                "%s: %s is a virtual dataset, its values come from other files; "
+                                "not followed", in->path, name);
         goto out;
     }
     if (externals > 0 && !in->allow_external) {
@@ -554,9 +554,9 @@ static int check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t spac
         if (H5Pget_external(dcpl, 0, sizeof file, file, &offset, &size) < 0)
             H5Eclear2(H5E_DEFAULT);
         file[sizeof file - 1] = '\0';
-        status = attn_fail(err, ATTN_EINPUT,
-                           "%s: %s keeps its values in external file %s; not followed "
-                           "(use --allow-external if you trust it)", in->path, name, file);
+        status = attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_EXTERNAL,
+                                "%s: %s keeps its values in external file %s; not followed",
+                                in->path, name, file);
         goto out;
     }
     if (layout < 0 || externals < 0 || filters < 0) {
@@ -574,10 +574,10 @@ static int check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t spac
             goto out;
         }
         if (!filter_built_in(id) && !plugins_allowed) {
-            status = attn_fail(err, ATTN_EINPUT,
-                               "%s: %s needs filter %d (%s), which HDF5 would load as a plugin; "
-                               "plugins are off (use --allow-plugins to load them)",
-                               in->path, name, (int)id, filter_name[0] ? filter_name : "unnamed");
+            status = attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_PLUGINS,
+                                    "%s: %s needs filter %d (%s), which HDF5 would load as a "
+                                    "plugin; plugins are off", in->path, name, (int)id,
+                                    filter_name[0] ? filter_name : "unnamed");
             goto out;
         }
     }

@@ -88,14 +88,14 @@ static int open_group(attn_h5out *out, const char *group, attn_error *err)
             next = H5Gcreate2(here, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         } else if (H5Lget_info(here, name, &link, H5P_DEFAULT) < 0 || link.type != H5L_TYPE_HARD) {
             status = attn_fail(err, ATTN_EUSAGE,
-                               "%s: --group %.*s: %.*s is a%s link, not a group of this file; "
+                               "%s: group %.*s: %.*s is a%s link, not a group of this file; "
                                "not followed", out->path, 200, group, prefix > 400 ? 400 : prefix,
                                group, link.type == H5L_TYPE_EXTERNAL ? "n external"
                                : link.type == H5L_TYPE_SOFT ? " soft" : " special");
             break;
         } else if ((next = H5Oopen(here, name, H5P_DEFAULT)) >= 0 && H5Iget_type(next) != H5I_GROUP) {
             H5Oclose(next);
-            status = attn_fail(err, ATTN_EUSAGE, "%s: --group %.*s: %.*s exists and is not a group",
+            status = attn_fail(err, ATTN_EUSAGE, "%s: group %.*s: %.*s exists and is not a group",
                                out->path, 200, group, prefix > 400 ? 400 : prefix, group);
             break;
         }
@@ -189,11 +189,12 @@ static int clash(const attn_h5out *out, const char *what, const char *name, bool
                  attn_error *err)
 {
     if (!force)
-        return attn_fail(err, ATTN_EUSAGE, "%s: group %s already has %s '%s'; use --force to "
-                         "replace it", out->path, out->group_name, what, name);
-    return attn_fail(err, ATTN_EUSAGE, "%s: group %s has %s '%s' that attnrun did not write; "
-                     "--force replaces only attnrun's own results (choose another --group)",
-                     out->path, out->group_name, what, name);
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_REPLACE,
+                              "%s: group %s already has %s '%s'", out->path, out->group_name,
+                              what, name);
+    return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_OTHER_GROUP, "%s: group %s has %s '%s' that "
+                          "attnrun did not write; only attnrun's own results are replaced",
+                          out->path, out->group_name, what, name);
 }
 
 /* Scales attached to one axis of a dataset, kept open (see detach_scales). */
@@ -264,8 +265,9 @@ int attn_h5out_clear_result(attn_h5out *out, const char *name, bool force, attn_
     if (!force || !written_by_attnrun(out, name, "result"))
         return clash(out, "an object named", name, force, err);
     if (scale_users(out, name) != 0)            /* made a scale since */
-        return attn_fail(err, ATTN_EUSAGE, "%s: group %s: '%s' is used as a dimension scale by "
-                         "other datasets; choose another --group", out->path, out->group_name, name);
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_OTHER_GROUP, "%s: group %s: '%s' is used "
+                              "as a dimension scale by other datasets", out->path,
+                              out->group_name, name);
     int status = detach_scales(out, name, err);
     if (status == ATTN_OK && H5Ldelete(out->group, name, H5P_DEFAULT) < 0)
         status = h5_failure(out, err, "remove the old result", name);
@@ -304,10 +306,10 @@ int attn_h5out_clear_axis(attn_h5out *out, const char *label, size_t length, boo
         return ATTN_OK;                          /* the same axis: shared */
     hssize_t users = scale_users(out, label);
     if (users != 0)
-        return attn_fail(err, ATTN_EUSAGE,
-                         "%s: group %s: the axis scale '%s' (length %lld) is still attached to "
-                         "other datasets, and this run's '%s' has length %zu; choose another "
-                         "--group", out->path, out->group_name, label, old, label, length);
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_OTHER_GROUP,
+                              "%s: group %s: the axis scale '%s' (length %lld) is still attached "
+                              "to other datasets, and this run's '%s' has length %zu", out->path,
+                              out->group_name, label, old, label, length);
     if (!force)
         return clash(out, "an axis scale", label, false, err);
     if (H5Ldelete(out->group, label, H5P_DEFAULT) < 0)

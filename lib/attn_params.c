@@ -61,12 +61,12 @@ int run_check_finite(const run_state *st, const attn_tensor_info *t, const void 
     if (st->opt->precision == ATTN_F32 && isinf(value) &&
         attn_h5in_read_value(st->in, t->name, idx, t->rank, &stored, NULL) == ATTN_OK &&
         isfinite(stored))
-        return attn_fail(err, ATTN_EINPUT,
-                         "%s: dataset %s holds %g at %s, too large for float32; use --precision f64",
-                         st->opt->input, t->name, stored, where);
-    return attn_fail(err, ATTN_EINPUT,
-                     "%s: dataset %s has a non-finite value (%s) at %s; use --allow-nonfinite to accept it",
-                     st->opt->input, t->name, isnan(value) ? "nan" : value > 0 ? "inf" : "-inf", where);
+        return attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_PRECISION,
+                              "%s: dataset %s holds %g at %s, too large for float32",
+                              st->opt->input, t->name, stored, where);
+    return attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_NONFINITE,
+                          "%s: dataset %s has a non-finite value (%s) at %s", st->opt->input,
+                          t->name, isnan(value) ? "nan" : value > 0 ? "inf" : "-inf", where);
 }
 
 /* Reads a weight or bias whole, checks it, and packs 3-D (H, D, d)
@@ -213,10 +213,10 @@ static int check_bias(const run_state *st, const attn_tensor_info *t, const void
         double v = st->opt->precision == ATTN_F64 ? ((const double *)buf)[i]
                                                   : (double)((const float *)buf)[i];
         if (isnan(v) || v == INFINITY)
-            return attn_fail(err, ATTN_EINPUT,
-                             "%s: attention bias %s holds %s (value %zu from row %zu); only -inf "
-                             "may mask; use --allow-nonfinite to accept it", st->opt->input,
-                             t->name, isnan(v) ? "nan" : "inf", i, first);
+            return attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_NONFINITE,
+                                  "%s: attention bias %s holds %s (value %zu from row %zu); only "
+                                  "-inf may mask", st->opt->input, t->name,
+                                  isnan(v) ? "nan" : "inf", i, first);
     }
     return ATTN_OK;
 }

@@ -290,9 +290,11 @@ int run_allocate_slices(run_state *st, attn_error *err)
     size_t total;
     if (!run_slice_memory_bytes(st, &total))
         return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
-    st->slice_memory = run_alloc(st, 1, total, "the buffers of two slices (see --memory)", err);
-    if (st->slice_memory == NULL)
+    st->slice_memory = run_alloc(st, 1, total, "the buffers of two slices", err);
+    if (st->slice_memory == NULL) {
+        err->hint = ATTN_HINT_MEMORY;
         return ATTN_ENOMEM;
+    }
     slice_buffer b[RUN_SLICE_BUFFERS];
     slice_buffers(st, b);
     char *p = run_align_up(st->slice_memory);
@@ -438,10 +440,10 @@ static int overflow_failure(const run_state *st, const step *s, attn_error *err)
                          "%s: %s of batch items %zu..%zu overflow float64 (finite inputs give "
                          "infinite or NaN values): the inputs are too large", st->opt->input,
                          stage, s->first, s->first + s->count - 1);
-    return attn_fail(err, ATTN_EINPUT,
-                     "%s: %s of batch items %zu..%zu overflow float32 (finite inputs give "
-                     "infinite or NaN values); use --precision f64", st->opt->input, stage,
-                     s->first, s->first + s->count - 1);
+    return attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_PRECISION,
+                          "%s: %s of batch items %zu..%zu overflow float32 (finite inputs give "
+                          "infinite or NaN values)", st->opt->input, stage, s->first,
+                          s->first + s->count - 1);
 }
 
 /*

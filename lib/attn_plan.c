@@ -11,25 +11,25 @@
 
 /* The input table: every input dataset, how it is named and read. */
 static const attn_input_spec input_table[ATTN_IN_COUNT] = {
-    [ATTN_IN_X]    = {"--x", "X", "queries", false, false, false},
-    [ATTN_IN_KV]   = {"--kv", NULL, "keys/values source", false, false, false},
-    [ATTN_IN_MASK] = {"--mask", NULL, "key padding mask", false, false, false},
-    [ATTN_IN_WQ]   = {"--wq", "W_Q", "query weights", false, true, false},
-    [ATTN_IN_WK]   = {"--wk", "W_K", "key weights", false, true, false},
-    [ATTN_IN_WV]   = {"--wv", "W_V", "value weights", false, true, false},
-    [ATTN_IN_WO]   = {"--wo", "W_O", "output weights", false, true, false},
-    [ATTN_IN_BQ]   = {"--bq", "b_Q", "query bias", false, true, true},
-    [ATTN_IN_BK]   = {"--bk", "b_K", "key bias", false, true, true},
-    [ATTN_IN_BV]   = {"--bv", "b_V", "value bias", false, true, true},
-    [ATTN_IN_BO]   = {"--bo", "b_O", "output bias", false, true, true},
-    [ATTN_IN_WQKV] = {"--wqkv", NULL, "fused Q|K|V weights", false, true, false},
-    [ATTN_IN_BQKV] = {"--bqkv", NULL, "fused Q|K|V bias", false, true, true},
-    [ATTN_IN_Q_NORM] = {"--q-norm", NULL, "q RMSNorm weights", false, true, false},
-    [ATTN_IN_K_NORM] = {"--k-norm", NULL, "k RMSNorm weights", false, true, false},
-    [ATTN_IN_ALIBI_SLOPES] = {"--alibi-slopes", NULL, "ALiBi slopes", false, true, false},
-    [ATTN_IN_POSITIONS] = {"--positions", NULL, "query positions", true, false, false},
-    [ATTN_IN_KV_POSITIONS] = {"--kv-positions", NULL, "key positions", true, false, false},
-    [ATTN_IN_ATTN_BIAS] = {"--attn-bias", NULL, "attention bias", false, false, false},
+    [ATTN_IN_X]    = {"x", "X", "queries", false, false, false},
+    [ATTN_IN_KV]   = {"kv", NULL, "keys/values source", false, false, false},
+    [ATTN_IN_MASK] = {"mask", NULL, "key padding mask", false, false, false},
+    [ATTN_IN_WQ]   = {"wq", "W_Q", "query weights", false, true, false},
+    [ATTN_IN_WK]   = {"wk", "W_K", "key weights", false, true, false},
+    [ATTN_IN_WV]   = {"wv", "W_V", "value weights", false, true, false},
+    [ATTN_IN_WO]   = {"wo", "W_O", "output weights", false, true, false},
+    [ATTN_IN_BQ]   = {"bq", "b_Q", "query bias", false, true, true},
+    [ATTN_IN_BK]   = {"bk", "b_K", "key bias", false, true, true},
+    [ATTN_IN_BV]   = {"bv", "b_V", "value bias", false, true, true},
+    [ATTN_IN_BO]   = {"bo", "b_O", "output bias", false, true, true},
+    [ATTN_IN_WQKV] = {"wqkv", NULL, "fused Q|K|V weights", false, true, false},
+    [ATTN_IN_BQKV] = {"bqkv", NULL, "fused Q|K|V bias", false, true, true},
+    [ATTN_IN_Q_NORM] = {"q-norm", NULL, "q RMSNorm weights", false, true, false},
+    [ATTN_IN_K_NORM] = {"k-norm", NULL, "k RMSNorm weights", false, true, false},
+    [ATTN_IN_ALIBI_SLOPES] = {"alibi-slopes", NULL, "ALiBi slopes", false, true, false},
+    [ATTN_IN_POSITIONS] = {"positions", NULL, "query positions", true, false, false},
+    [ATTN_IN_KV_POSITIONS] = {"kv-positions", NULL, "key positions", true, false, false},
+    [ATTN_IN_ATTN_BIAS] = {"attn-bias", NULL, "attention bias", false, false, false},
 };
 
 /* The output table: every output dataset, its axes and where it comes from. */
@@ -48,9 +48,9 @@ static const attn_output_spec output_table[ATTN_OUT_COUNT] = {
     [ATTN_OUT_Q] = {"q", "per-head queries: X W_Q + b_Q (then q-norm and rotary embedding)",
         {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_D_K}, ATTN_FROM_Q},
     [ATTN_OUT_K] = {"k",
-        "per-head keys: Y W_K + b_K (Y is X, or the --kv dataset; then k-norm and rotary embedding)",
+        "per-head keys: Y W_K + b_K (Y is X, or the keys/values source; then k-norm and rotary embedding)",
         {ATTN_AXIS_KV_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_D_K}, ATTN_FROM_K},
-    [ATTN_OUT_V] = {"v", "per-head values: Y W_V + b_V (Y is X, or the --kv dataset)",
+    [ATTN_OUT_V] = {"v", "per-head values: Y W_V + b_V (Y is X, or the keys/values source)",
         {ATTN_AXIS_KV_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_D_V}, ATTN_FROM_V},
     [ATTN_OUT_ENTROPY] = {"entropy",
         "entropy of each query's attention weights over the keys, in nats: -sum p log p "
@@ -198,8 +198,9 @@ static int plan_heads(const attn_tensor_info in[ATTN_IN_COUNT], const char *file
         if (w->rank != 3 || i == ATTN_IN_WK || i == ATTN_IN_WV)
             continue;
         if (heads_flag != 0 && w->dims[0] != heads_flag)
-            return attn_fail(err, ATTN_EINPUT, "%s: --heads %zu disagrees with %s of shape %s (%zu heads)",
-                             file, heads_flag, w->name, shape_of(w, s1, sizeof s1), w->dims[0]);
+            return attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_HEADS,
+                                  "%s: %zu heads asked for, but %s of shape %s has %zu", file,
+                                  heads_flag, w->name, shape_of(w, s1, sizeof s1), w->dims[0]);
         if (from != NULL && w->dims[0] != from->dims[0])
             return attn_fail(err, ATTN_EINPUT, "%s: %s %s and %s %s disagree on the number of heads",
                              file, from->name, shape_of(from, s1, sizeof s1), w->name,
@@ -213,8 +214,9 @@ static int plan_heads(const attn_tensor_info in[ATTN_IN_COUNT], const char *file
     }
     const attn_tensor_info *first = layout->fused ? &in[ATTN_IN_WQKV] : &in[ATTN_IN_WQ];
     if (heads_flag == 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s has packed shape %s: --heads is required",
-                         file, first->name, shape_of(first, s1, sizeof s1));
+        return attn_fail_hint(err, ATTN_EINPUT, ATTN_HINT_HEADS,
+                              "%s: %s has packed shape %s: the number of heads is required",
+                              file, first->name, shape_of(first, s1, sizeof s1));
     layout->dims.heads = heads_flag;
     return ATTN_OK;
 }
@@ -493,7 +495,7 @@ int attn_parse_save_list(const char *list, unsigned *save, attn_error *err)
                 snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
                          i ? "," : "", output_table[i].name);
             return attn_fail(err, ATTN_EUSAGE,
-                             "--save: unknown output '%.*s' in '%s' (choose from %s)",
+                             "unknown output '%.*s' in '%s' (choose from %s)",
                              (int)len, p, list, names);
         }
         chosen |= 1u << found;

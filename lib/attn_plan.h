@@ -31,7 +31,8 @@ typedef enum attn_input {
 
 /* What each input is: one row of the input table. */
 typedef struct attn_input_spec {
-    const char *option;        /* the option naming it ("--wq"), for messages */
+    const char *key;           /* its short name ("wq"): a program's option
+                                  naming the dataset (attnrun's --wq)       */
     const char *default_name;  /* looked up when not named ("W_Q"), or NULL   */
     const char *role;          /* what it is, for messages                   */
     bool integer;              /* integer elements (positions), else float;

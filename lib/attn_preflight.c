@@ -82,12 +82,13 @@ static int check_output_name(const char *output, attn_error *err)
     struct stat st;
     size_t len = strlen(output);
     if (len == 0)
-        return attn_fail(err, ATTN_EUSAGE, "-o '': expected a file name");
+        return attn_fail(err, ATTN_EUSAGE, "output '': expected a file name");
     if (strcmp(output, "-") == 0)
-        return attn_fail(err, ATTN_EUSAGE, "-o -: HDF5 output needs a file it can seek in, not "
-                         "standard output; give a file name");
+        return attn_fail(err, ATTN_EUSAGE, "output '-': HDF5 output needs a file it can seek "
+                         "in, not standard output; give a file name");
     if (output[len - 1] == '/' || (stat(output, &st) == 0 && S_ISDIR(st.st_mode)))
-        return attn_fail(err, ATTN_EUSAGE, "-o %s: names a directory; expected a file name", output);
+        return attn_fail(err, ATTN_EUSAGE, "output %s: names a directory; expected a file name",
+                         output);
     return ATTN_OK;
 }
 
@@ -96,44 +97,48 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
     bool writes = !opt->dry_run;
     if (opt->input == NULL ||
         (writes && ((!opt->in_place && opt->output == NULL) || opt->transaction == NULL)))
-        return attn_fail(err, ATTN_EUSAGE, "an input and an output (or --in-place) are required");
+        return attn_fail(err, ATTN_EUSAGE,
+                         "an input and an output (or an in-place update) are required");
     if (!opt->in_place && opt->output != NULL && attn_same_file(opt->input, opt->output))
-        return attn_fail(err, ATTN_EUSAGE, "%s: the output is the input; use --in-place to add results to it",
-                         opt->output);
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_IN_PLACE, "%s: the output is the input",
+                              opt->output);
     if (opt->compress < 0 || opt->compress > 9)
-        return attn_fail(err, ATTN_EUSAGE, "--compress %d: expected 0 to 9", opt->compress);
+        return attn_fail(err, ATTN_EUSAGE, "compression level %d: expected 0 to 9", opt->compress);
     if (!group_path_valid(opt->group))
         return attn_fail(err, ATTN_EUSAGE,
-                         "--group '%s': expected / or an absolute path of names such as /results/run1",
+                         "group '%s': expected / or an absolute path of names such as /results/run1",
                          opt->group ? opt->group : "");
     if (opt->save == 0)
-        return attn_fail(err, ATTN_EUSAGE, "--save: nothing to save");
+        return attn_fail(err, ATTN_EUSAGE, "no output chosen to save");
     if (!(isfinite(opt->softcap) && opt->softcap >= 0))
-        return attn_fail(err, ATTN_EUSAGE, "--softcap %g: expected a positive number", opt->softcap);
+        return attn_fail(err, ATTN_EUSAGE, "soft cap %g: expected a positive number", opt->softcap);
     if (!(isfinite(opt->rope_theta) && opt->rope_theta >= 0))
-        return attn_fail(err, ATTN_EUSAGE, "--rope %g: expected a positive base", opt->rope_theta);
+        return attn_fail(err, ATTN_EUSAGE, "RoPE base %g: expected a positive number", opt->rope_theta);
     if (opt->rope_theta == 0 && (opt->rope_dim != 0 || opt->has_rope_style))
-        return attn_fail(err, ATTN_EUSAGE, "--rope-dim and --rope-style need --rope THETA");
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_ROPE,
+                              "a RoPE dimension or style needs RoPE's base theta");
     const char *const *names = opt->names;
     if (names[ATTN_IN_WQKV] != NULL &&
         (names[ATTN_IN_WQ] || names[ATTN_IN_WK] || names[ATTN_IN_WV] || names[ATTN_IN_BQ] ||
          names[ATTN_IN_BK] || names[ATTN_IN_BV]))
-        return attn_fail(err, ATTN_EUSAGE, "--wqkv names the Q, K and V weights together: "
-                         "--wq, --wk, --wv, --bq, --bk and --bv do not go with it");
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_FUSED_AND_SEPARATE,
+                              "fused Q|K|V weights name the Q, K and V weights together: "
+                              "separate Q, K or V weights or biases do not go with them");
     if (opt->mask_invert && opt->names[ATTN_IN_MASK] == NULL)
-        return attn_fail(err, ATTN_EUSAGE, "--mask-invert needs --mask NAME");
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_MASK_INVERT,
+                              "inverting the mask needs a mask dataset");
     if (!(isfinite(opt->norm_eps) && opt->norm_eps >= 0))
-        return attn_fail(err, ATTN_EUSAGE, "--norm-eps %g: expected a small positive number",
+        return attn_fail(err, ATTN_EUSAGE, "norm epsilon %g: expected a small positive number",
                          opt->norm_eps);
     if (opt->has_scale && !(isfinite(opt->scale) && opt->scale > 0))
-        return attn_fail(err, ATTN_EUSAGE, "--scale %g: expected a finite positive number", opt->scale);
+        return attn_fail(err, ATTN_EUSAGE, "scale %g: expected a finite positive number", opt->scale);
     if (opt->has_scale && opt->precision == ATTN_F32 &&
         (isinf((float)opt->scale) || (float)opt->scale == 0))
-        return attn_fail(err, ATTN_EUSAGE,
-                         "--scale %g does not fit float32 (%g to %g), the computation's type; "
-                         "use --precision f64", opt->scale, (double)FLT_TRUE_MIN, (double)FLT_MAX);
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_PRECISION,
+                              "scale %g does not fit float32 (%g to %g), the computation's type",
+                              opt->scale, (double)FLT_TRUE_MIN, (double)FLT_MAX);
     if (opt->threads > attn_thread_limit())
-        return attn_fail(err, ATTN_EUSAGE, "--threads %d: at most %d here (%d per core)",
+        return attn_fail(err, ATTN_EUSAGE, "%d threads: at most %d here (%d per core)",
                          opt->threads, attn_thread_limit(), ATTN_THREADS_PER_CORE);
     return writes && !opt->in_place ? check_output_name(opt->output, err) : ATTN_OK;
 }

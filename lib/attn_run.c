@@ -91,7 +91,7 @@ static int describe_inputs(run_state *st, attn_error *err)
         int status = attn_h5in_describe(st->in, kind, required, t, err);
         if (status != ATTN_OK && given == NULL && preset != NULL && !t->present) {
             size_t len = strlen(err->msg);
-            snprintf(err->msg + len, sizeof err->msg - len, " (the %s of --preset %s)",
+            snprintf(err->msg + len, sizeof err->msg - len, " (the %s of preset %s)",
                      spec->role, st->preset->name);
         }
         if (status != ATTN_OK)
@@ -110,11 +110,15 @@ static int plan_variants(run_state *st, attn_error *err)
     const size_t d_k = layout->dims.d_k;
     attn_config *cfg = &st->cfg;
     if ((opt->qkv_heads || opt->names[ATTN_IN_BQKV] != NULL) && !layout->fused)
-        return attn_fail(err, ATTN_EUSAGE, "%s: only with fused weights (--wqkv, or a preset "
-                         "with them)", opt->qkv_heads ? "--qkv-split" : "--bqkv");
+        return attn_fail_hint(err, ATTN_EUSAGE,
+                              opt->qkv_heads ? ATTN_HINT_QKV_HEADS : ATTN_HINT_FUSED_BIAS,
+                              "%s needs fused Q|K|V weights",
+                              opt->qkv_heads ? "splitting Q|K|V per head" : "a fused Q|K|V bias");
     if (layout->heads_interleaved && layout->cross)
-        return attn_fail(err, ATTN_EUSAGE, "--qkv-split heads: q, k and v come from one input "
-                         "through one weight; it cannot be used with --kv");
+        return attn_fail_hint(err, ATTN_EUSAGE,
+                              opt->qkv_heads ? ATTN_HINT_QKV_HEADS : ATTN_HINT_NONE,
+                              "Q|K|V split per head: q, k and v come from one input through "
+                              "one weight, so it cannot be cross-attention");
     cfg->causal = opt->causal || (preset != NULL && preset->causal);
     cfg->window = opt->window;
     cfg->softcap = opt->softcap;
@@ -122,14 +126,15 @@ static int plan_variants(run_state *st, attn_error *err)
     st->report->alibi = opt->alibi || st->info[ATTN_IN_ALIBI_SLOPES].present ||
                         (preset != NULL && preset->alibi);
     if (preset != NULL && preset->rope && opt->rope_theta == 0)
-        return attn_fail(err, ATTN_EUSAGE, "--preset %s rotates q and k: give --rope THETA "
-                         "(rope_theta of the model's config.json)", preset->name);
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_ROPE, "preset %s rotates q and k: it "
+                              "needs RoPE's base theta (rope_theta of the model's config.json)",
+                              preset->name);
     if (opt->rope_theta == 0)
         return ATTN_OK;
     size_t dim = opt->rope_dim != 0 ? opt->rope_dim : d_k;
     if (dim % 2 != 0 || dim > d_k)
-        return attn_fail(err, ATTN_EUSAGE, "--rope-dim %zu: expected an even number of features, "
-                         "at most d_k = %zu", dim, d_k);
+        return attn_fail(err, ATTN_EUSAGE, "RoPE dimension %zu: expected an even number of "
+                         "features, at most d_k = %zu", dim, d_k);
     cfg->rope = (attn_rope){
         .theta = opt->rope_theta, .dim = dim,
         .style = opt->has_rope_style ? opt->rope_style
@@ -170,8 +175,8 @@ static int plan(run_state *st, attn_error *err)
     report->flops = attn_plan_flops(d);
     report->threads = (size_t)attn_threads();
     if (opt->store == ATTN_STORE_F64 && opt->precision == ATTN_F32)
-        return attn_fail(err, ATTN_EUSAGE, "--store f64: wider than the computation's float32; "
-                         "use it with --precision f64");
+        return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_PRECISION, "stored type f64: wider than "
+                              "the computation's float32");
     report->store = attn_store_for(opt->store, opt->precision);
     report->memory_cap = opt->memory_budget != 0
                              ? opt->memory_budget
@@ -263,7 +268,7 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     int status = run_check_options(options, err);
     if (status == ATTN_OK && options->preset != NULL &&
         (st.preset = attn_preset_find(options->preset)) == NULL)
-        status = attn_fail(err, ATTN_EUSAGE, "--preset %s: unknown (choose from %s)",
+        status = attn_fail(err, ATTN_EUSAGE, "preset '%s': unknown (choose from %s)",
                            options->preset, attn_preset_list());
     attn_h5_prepare();
     attn_h5_allow_plugins(options->allow_plugins);

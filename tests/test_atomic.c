@@ -99,7 +99,7 @@ static void test_begin_creates_marked_temp_beside_destination(void **state)
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     mode_t old_mask = umask(027);
     int status = attn_atomic_begin(&tx, f->final_path, false, &err);
     umask(old_mask);
@@ -129,7 +129,7 @@ static void test_commit_renames_temp_onto_destination(void **state)
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     mode_t old_mask = umask(027);
     assert_int_equal(attn_atomic_begin(&tx, f->final_path, false, &err), ATTN_OK);
     umask(old_mask);
@@ -157,7 +157,7 @@ static void test_abort_removes_temp_and_leaves_no_destination(void **state)
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_atomic_begin(&tx, f->final_path, false, &err), ATTN_OK);
     char temp[PATH_MAX];
     snprintf(temp, sizeof temp, "%s", tx.temp_path);
@@ -176,7 +176,7 @@ static void test_begin_refuses_existing_destination_without_replace(void **state
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     write_file(f->final_path, "old", 3);
     assert_int_equal(attn_atomic_begin(&tx, f->final_path, false, &err), ATTN_EUSAGE);
     assert_non_null(strstr(err.msg, f->final_path));
@@ -190,7 +190,7 @@ static void test_begin_with_replace_replaces_on_commit(void **state)
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     write_file(f->final_path, "old", 3);
     assert_int_equal(attn_atomic_begin(&tx, f->final_path, true, &err), ATTN_OK);
     assert_file_holds(f->final_path, "old");   /* untouched until the commit */
@@ -207,7 +207,7 @@ static void test_commit_refuses_destination_that_appeared(void **state)
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_atomic_begin(&tx, f->final_path, false, &err), ATTN_OK);
     write_file(tx.temp_path, "mine", 4);
     write_file(f->final_path, "theirs", 6);   /* another writer got there first */
@@ -222,7 +222,7 @@ static void test_begin_in_missing_directory_is_io_error(void **state)
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     char path[256];
     snprintf(path, sizeof path, "%s/no/such/dir/out.h5", f->dir);
     assert_int_equal(attn_atomic_begin(&tx, path, false, &err), ATTN_EIO);
@@ -252,7 +252,7 @@ static void test_begin_copy_is_byte_identical_with_same_mode(void **state)
     assert_int_equal(chmod(f->final_path, 0640), 0);
 
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     int status = attn_atomic_begin_copy(&tx, f->final_path, -1, &err);
     if (status != ATTN_OK)
         fail_msg("begin_copy: %d %s", status, err.msg);
@@ -295,7 +295,7 @@ static void test_begin_copy_of_missing_file_is_io_error(void **state)
 {
     atomic_fixture *f = *state;
     attn_atomic tx;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_atomic_begin_copy(&tx, f->final_path, -1, &err), ATTN_EIO);
     assert_non_null(strstr(err.msg, f->final_path));
     size_t temps;

@@ -944,7 +944,7 @@ EOF
     fi
 
     run "$d/in.h5" -o "$d/g.h5" --heads 2 --group //
-    expect_refusal group_path_checked 2 "--group"
+    expect_refusal group_path_checked 2 "group '//'"
 
     run "$d/in.h5" -o "$d/g.h5" --wq none
     expect_refusal option_named_in_message 2 "^attnrun: --wq none"

@@ -74,7 +74,7 @@ static void assert_rejected(const attn_tensor_info in[ATTN_IN_COUNT], size_t hea
                             attn_input culprit)
 {
     attn_layout layout;
-    attn_error err = {{0}};
+    attn_error err = {0};
     int status = attn_plan_layout(in, FILE_NAME, heads_flag, &layout, &err);
     if (status != ATTN_EINPUT)
         fail_msg("status %d, expected ATTN_EINPUT for %s (message: '%s')", status,
@@ -88,7 +88,7 @@ static void assert_rejected(const attn_tensor_info in[ATTN_IN_COUNT], size_t hea
 static void assert_accepted(const attn_tensor_info in[ATTN_IN_COUNT], size_t heads_flag,
                             attn_layout *layout)
 {
-    attn_error err = {{0}};
+    attn_error err = {0};
     int status = attn_plan_layout(in, FILE_NAME, heads_flag, layout, &err);
     if (status != ATTN_OK)
         fail_msg("status %d, message '%s'", status, err.msg);
@@ -99,7 +99,7 @@ static void assert_rejected_for(const attn_tensor_info in[ATTN_IN_COUNT],
                                 const attn_plan_request *request, attn_input culprit)
 {
     attn_layout layout;
-    attn_error err = {{0}};
+    attn_error err = {0};
     int status = attn_plan_layout_for(in, FILE_NAME, request, &layout, &err);
     if (status != ATTN_EINPUT)
         fail_msg("status %d, expected ATTN_EINPUT for %s (message: '%s')", status,
@@ -113,7 +113,7 @@ static void assert_rejected_for(const attn_tensor_info in[ATTN_IN_COUNT],
 static void assert_accepted_for(const attn_tensor_info in[ATTN_IN_COUNT],
                                 const attn_plan_request *request, attn_layout *layout)
 {
-    attn_error err = {{0}};
+    attn_error err = {0};
     int status = attn_plan_layout_for(in, FILE_NAME, request, layout, &err);
     if (status != ATTN_OK)
         fail_msg("status %d, message '%s'", status, err.msg);
@@ -316,6 +316,25 @@ static void test_layout_rejects_packed_weights_without_heads(void **state)
     attn_tensor_info in[ATTN_IN_COUNT];
     packed_inputs(in);
     assert_rejected(in, 0, ATTN_IN_WQ);
+}
+
+/* A missing heads count says which setting is missing, in the library's
+ * words (no option names); the next failure's hint replaces it. */
+static void test_layout_hints_the_heads_setting(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    attn_error err = {0};
+    packed_inputs(in);
+    assert_int_equal(attn_plan_layout(in, FILE_NAME, 0, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_HEADS);
+    assert_non_null(strstr(err.msg, "number of heads is required"));
+    assert_null(strstr(err.msg, "--"));
+    per_head_inputs(in);
+    SET(in, ATTN_IN_WV, 3, 8, 6);
+    assert_int_equal(attn_plan_layout(in, FILE_NAME, 0, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_NONE);
 }
 
 static void test_layout_rejects_w_k_d_k_different_from_w_q(void **state)
@@ -1036,7 +1055,7 @@ static void test_output_bytes(void **state)
 {
     (void)state;
     attn_layout layout = shape_layout(true);
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t bytes = 0;
     /* scores (2, 3, 4, 5) = 120 elements; output (2, 4, 8) = 64 */
     assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_SCORES, ATTN_F32, &bytes, &err), ATTN_OK);
@@ -1053,7 +1072,7 @@ static void test_summary_outputs_shapes_and_types(void **state)
 {
     (void)state;
     attn_layout layout = shape_layout(true);      /* B 2, H 3, n 4, m 5, D 8 */
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t dims[4], bytes = 0;
     const char *labels[4];
     assert_int_equal(attn_output_shape(&layout, ATTN_OUT_ENTROPY, dims, labels), 3);
@@ -1091,7 +1110,7 @@ static void test_output_bytes_overflow_is_rejected(void **state)
                  .d_model = 1, .heads = 4, .d_k = 1, .d_v = 1},
         .batched = true,
     };
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t bytes = 42;
     assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_SCORES, ATTN_F32, &bytes, &err),
                      ATTN_EINPUT);
@@ -1106,7 +1125,7 @@ static void test_output_bytes_overflow_is_rejected(void **state)
 static void test_parse_save_list_good(void **state)
 {
     (void)state;
-    attn_error err = {{0}};
+    attn_error err = {0};
     unsigned save = 0;
     assert_int_equal(attn_parse_save_list("weights,output", &save, &err), ATTN_OK);
     assert_int_equal(save, (1u << ATTN_OUT_WEIGHTS) | (1u << ATTN_OUT_OUTPUT));
@@ -1123,7 +1142,7 @@ static void test_parse_save_list_good(void **state)
 static void test_parse_save_list_unknown_name(void **state)
 {
     (void)state;
-    attn_error err = {{0}};
+    attn_error err = {0};
     unsigned save = 0;
     assert_int_equal(attn_parse_save_list("weights,attention", &save, &err), ATTN_EUSAGE);
     assert_non_null(strstr(err.msg, "attention"));
@@ -1135,7 +1154,7 @@ static void test_parse_save_list_unknown_name(void **state)
 static void test_parse_save_list_empty_item(void **state)
 {
     (void)state;
-    attn_error err = {{0}};
+    attn_error err = {0};
     unsigned save = 0;
     assert_int_equal(attn_parse_save_list("", &save, &err), ATTN_EUSAGE);
     assert_int_equal(attn_parse_save_list("weights,,output", &save, &err), ATTN_EUSAGE);
@@ -1160,7 +1179,7 @@ static void test_plan_slice_buffer_sizes(void **state)
     (void)state;
     attn_layout layout = slice_layout();
     attn_slice_sizes sizes;
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(sizes.x, 3 * 8);          /* n * D        */
@@ -1191,7 +1210,7 @@ static void test_plan_slice_budget_picks_item_count(void **state)
     (void)state;
     attn_layout layout = slice_layout();
     attn_slice_sizes sizes;
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items, &err), ATTN_OK);
     size_t per_item = sizes.bytes_per_item;
@@ -1226,7 +1245,7 @@ static void test_plan_slice_at_least_one_never_above_batch(void **state)
     (void)state;
     attn_layout layout = slice_layout();
     attn_slice_sizes sizes;
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 1);        /* nothing fits: still one item */
@@ -1241,7 +1260,7 @@ static void test_plan_slice_forced_count(void **state)
     (void)state;
     attn_layout layout = slice_layout();
     attn_slice_sizes sizes;
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 4, &sizes, &items, &err), ATTN_OK);
     assert_int_equal(items, 4);        /* forced wins over a budget of 0 */
@@ -1264,7 +1283,7 @@ static void test_plan_slice_query_row_blocks(void **state)
         .batched = true,
     };
     attn_slice_sizes sizes;
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     const unsigned output_only = 1u << ATTN_OUT_OUTPUT;
     const unsigned weights_only = (1u << ATTN_OUT_WEIGHTS) | output_only;
@@ -1355,7 +1374,7 @@ static size_t plan_for(const bench_shape *shape, size_t threads, size_t physical
         .precision = ATTN_F32, .save = shape->save, .memory = *cap, .threads = threads,
         .task_rows = attn_task_rows(&cfg, online),
     };
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     assert_int_equal(attn_plan_steps(layout, &req, sizes, &items, &err), ATTN_OK);
     return items;
@@ -1423,7 +1442,7 @@ static void test_plan_steps_memory_is_a_cap(void **state)
     size_t cap, items = plan_for(&bench_shapes[0], 64, (size_t)24 << 30, &layout, &sizes, &cap);
     assert_true(attn_plan_step_blocks(&layout, &sizes, items, 128) >= 4 * 64);
 
-    attn_error err = {{0}};
+    attn_error err = {0};
     attn_step_request req = {
         .precision = ATTN_F32, .save = ATTN_SAVE_DEFAULT, .memory = 64 * MIB, .threads = 64,
         .task_rows = 128,
@@ -1454,7 +1473,7 @@ static void test_plan_slice_overflow_is_rejected(void **state)
     layout.dims.n = (size_t)1 << 32;
     layout.dims.m = (size_t)1 << 32;
     attn_slice_sizes sizes;
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, MIB, 0, &sizes, &items, &err), ATTN_EINPUT);
     assert_true(strlen(err.msg) > 0);
@@ -1502,7 +1521,7 @@ static void test_output_shape_gqa_kv_heads(void **state)
     assert_string_equal(attn_axis_label(&layout, ATTN_AXIS_KV_HEAD), "kv_head");
     assert_string_equal(attn_axis_label(&layout, ATTN_AXIS_HEAD), "head");
     /* k (2, 2, 5, 3) = 60 floats */
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t bytes = 0;
     assert_int_equal(attn_output_bytes(&layout, ATTN_OUT_K, ATTN_F32, &bytes, &err), ATTN_OK);
     assert_int_equal(bytes, 240);
@@ -1527,7 +1546,7 @@ static void test_plan_slice_gqa_kv_buffers(void **state)
 {
     (void)state;
     attn_slice_sizes sizes;
-    attn_error err = {{0}};
+    attn_error err = {0};
     size_t items = 0;
     attn_layout layout = planned_gqa_layout(2);
     assert_int_equal(attn_plan_slice(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes, &items,
@@ -1773,6 +1792,7 @@ int main(void)
         cmocka_unit_test(test_layout_rejects_heads_flag_disagreeing_with_3d_weights),
         cmocka_unit_test(test_layout_rejects_3d_weights_disagreeing_on_heads),
         cmocka_unit_test(test_layout_rejects_packed_weights_without_heads),
+        cmocka_unit_test(test_layout_hints_the_heads_setting),
         cmocka_unit_test(test_layout_rejects_w_k_d_k_different_from_w_q),
         cmocka_unit_test(test_layout_rejects_wrong_w_o_shape),
         cmocka_unit_test(test_layout_rejects_wrong_bias_shapes),

@@ -165,7 +165,7 @@ static attn_run_options default_options(run_fixture *f)
 /* attn_run that must succeed. */
 static void run_ok(const attn_run_options *opt, attn_run_report *report)
 {
-    attn_error err = {{0}};
+    attn_error err = {0};
     int status = attn_run(opt, report, &err);
     if (status != ATTN_OK)
         fail_msg("attn_run: %d %s", status, err.msg);
@@ -507,7 +507,7 @@ static void test_existing_output_refused_without_force_replaced_with_force(void 
 
     attn_run_options opt = default_options(f);
     attn_run_report report;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_run(&opt, &report, &err), ATTN_EUSAGE);
     assert_non_null(strstr(err.msg, "out.h5"));
     assert_same_bytes(old_bytes, old_len, f->output);
@@ -532,7 +532,7 @@ static void test_output_equal_to_input_is_usage_error(void **state)
     opt.output = f->input;
     opt.force = true;                           /* not even with --force */
     attn_run_report report;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_run(&opt, &report, &err), ATTN_EUSAGE);
 
     /* another spelling of the same path */
@@ -552,7 +552,7 @@ static void test_cancel_already_set_gives_eintr_and_no_files(void **state)
     attn_run_options opt = default_options(f);
     opt.cancel = &cancel;
     attn_run_report report;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_run(&opt, &report, &err), ATTN_EINTR);
     assert_non_null(strstr(err.msg, "interrupted"));
     assert_false(file_exists(f->output));
@@ -567,7 +567,7 @@ static void test_missing_dataset_gives_einput_and_no_files(void **state)
     attn_run_options opt = default_options(f);
     opt.names[ATTN_IN_WQ] = "nope";
     attn_run_report report;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_run(&opt, &report, &err), ATTN_EINPUT);
     assert_non_null(strstr(err.msg, "nope"));
     assert_false(file_exists(f->output));
@@ -589,7 +589,7 @@ static void test_nan_in_x_gives_einput_with_its_index(void **state)
     write_input_with_nan(f);
     attn_run_options opt = default_options(f);
     attn_run_report report;
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_run(&opt, &report, &err), ATTN_EINPUT);
     assert_non_null(strstr(err.msg, "dataset X "));
     assert_non_null(strstr(err.msg, "[1, 2, 3]"));
@@ -675,7 +675,7 @@ static void test_second_in_place_without_force_leaves_file_unchanged(void **stat
 
     size_t len;
     unsigned char *bytes = read_bytes(f->input, &len);
-    attn_error err = {{0}};
+    attn_error err = {0};
     assert_int_equal(attn_run(&opt, &report, &err), ATTN_EUSAGE);
     assert_non_null(strstr(err.msg, "/res"));
     assert_same_bytes(bytes, len, f->input);
