@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "attn_run.h"
+#include "plot.h"
 #include "process.h"
 
 #include <assert.h>
@@ -92,6 +93,7 @@ static const struct option long_options[] = {
 /* The help text, in parts (each within what C compilers must support). */
 static const char *const usage_text[] = {
     "Usage: attnrun [OPTIONS] IN.h5 (-o OUT.h5 | --in-place)\n"
+    "       attnrun plot OUT.h5 -o FILE.png|.svg|.pdf [OPTIONS]  (see attnrun plot --help)\n"
     "\n"
     "Multi-head scaled dot-product attention for every sequence of a batch stored\n"
     "in IN.h5; writes scores, weights, heads and output as HDF5 datasets.\n"
@@ -597,6 +599,8 @@ static int parse_arguments(int argc, char **argv, cli *c)
 int main(int argc, char **argv)
 {
     process_open_standard_descriptors();
+    if (argc > 1 && strcmp(argv[1], "plot") == 0)
+        return plot_main(argc - 1, argv + 1);
     cli c;
     memset(&c, 0, sizeof c);
     c.run = attn_run_defaults();
