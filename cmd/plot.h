@@ -24,6 +24,7 @@
 
 #include "attn_common.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -40,6 +41,12 @@ typedef enum plot_format { PLOT_PNG, PLOT_SVG, PLOT_PDF } plot_format;
 
 /* Which special values a picture shows (bits of plot_data.specials). */
 enum { PLOT_NEG_INF = 1, PLOT_POS_INF = 2, PLOT_NAN = 4 };
+
+/* The bit of a value outside every colour scale; 0 for a finite one. */
+static inline unsigned plot_special(float v)
+{
+    return isnan(v) ? PLOT_NAN : v == -INFINITY ? PLOT_NEG_INF : v == INFINITY ? PLOT_POS_INF : 0;
+}
 
 /* Heads first..last, both included (one item of --heads). */
 typedef struct plot_range {

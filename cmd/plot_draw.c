@@ -106,10 +106,10 @@ static rgb colour_at(double t)
 /* A value's colour: the map at (v - lo) / (hi - lo), clamped, or its special colour. */
 static rgb colour_of(float v, double lo, double hi)
 {
-    if (isnan(v))
-        return specials[2].colour;
-    if (isinf(v))
-        return specials[v < 0 ? 0 : 1].colour;
+    unsigned bit = plot_special(v);
+    for (size_t i = 0; bit != 0 && i < sizeof specials / sizeof specials[0]; i++)
+        if (specials[i].bit == bit)
+            return specials[i].colour;
     return colour_at(((double)v - lo) / (hi - lo));
 }
 

@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -57,12 +59,18 @@ typedef struct value_range {
     bool any;
 } value_range;
 
-static int fail_h5(attn_error *err, int status, const char *fmt, const char *a, const char *b)
+static int fail_h5(attn_error *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* attn_fail with HDF5's innermost reason after the message. */
+static int fail_h5(attn_error *err, int status, const char *fmt, ...)
 {
-    char detail[512];
+    char detail[512], what[768];
+    va_list ap;
     attn_h5_error_detail(detail, sizeof detail);
-    char what[768];
-    snprintf(what, sizeof what, fmt, a, b);
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
     return attn_fail(err, status, "%s: %s", what, detail);
 }
 
@@ -95,7 +103,7 @@ static int open_file(source *src, attn_error *err)
         return attn_fail(err, ATTN_EIO, "%s: a program writing it holds its lock; try again when "
                          "it has finished", path);
     if (src->file < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot open%s", path, "");
+        return fail_h5(err, ATTN_EINPUT, "%s: cannot open", path);
     src->group = H5Gopen2(src->file, src->rq->group, H5P_DEFAULT);
     if (src->group < 0)
         return fail_h5(err, ATTN_EINPUT, "%s: no group %s", path, src->rq->group);
@@ -113,9 +121,8 @@ static int open_map(source *src, attn_error *err)
         if (rq->what == PLOT_ENTROPY)
             return attn_fail(err, ATTN_EINPUT, "%s: no dataset entropy in group %s; "
                              "run attnrun with --save entropy to have one", rq->input, rq->group);
-        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; run attnrun with "
-                         "--save %s (and without --save, both maps are saved)", rq->input,
-                         w->dataset, rq->group, w->dataset);
+        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; attnrun saves it by "
+                         "default or with --save %s", rq->input, w->dataset, rq->group, w->dataset);
     }
     src->dataset = H5Dopen2(src->group, w->dataset, H5P_DEFAULT);
     if (src->dataset < 0)
@@ -367,11 +374,8 @@ static void finish_range(plot_data *d, const value_range *range)
     if (!(d->hi > d->lo))
         d->hi = d->lo + 1;
     size_t cells = d->panels * d->out_rows * d->out_cols;
-    for (size_t i = 0; i < cells; i++) {
-        float v = d->values[i];
-        d->specials |= isnan(v) ? PLOT_NAN : v == -INFINITY ? PLOT_NEG_INF
-                       : v == INFINITY ? PLOT_POS_INF : 0;
-    }
+    for (size_t i = 0; i < cells; i++)
+        d->specials |= plot_special(d->values[i]);
 }
 
 static void free_labels(char **labels, size_t count)
