@@ -270,6 +270,8 @@ def make(d):
         s[0, 0][np.triu_indices(2000, 1, 1100)] = -np.inf
         s[0, 0, 10, 20] = np.nan
         f.create_dataset("scores", data=s, chunks=(1, 1, 256, 256))
+    with h5py.File(f"{d}/index.h5", "w") as f:        # a results index: groups in other files
+        f["layer0"] = h5py.ExternalLink("known.h5", "/")
     with h5py.File(f"{d}/wide.h5", "w") as f:         # entropy of 600 heads: rows pooled too
         e = rng.random((2, 600, 700)).astype("f4")
         e[1, 0, 0] = np.nan
@@ -378,6 +380,8 @@ def verify(d):
     check_maps("weights item 1", f"{d}/known_w1.png", w[1], True, specials=[])
     check_maps("weights item 0 heads 1", f"{d}/known_w0h1.png", w[0, 1:2], True)
     check_maps("scores heads 2,0", f"{d}/known_s.png", s[0, [0, 2]], False,
+               specials=[NEG_INF, POS_INF, NAN])
+    check_maps("scores of a group behind an external link", f"{d}/index_s.png", s[0, [0, 2]], False,
                specials=[NEG_INF, POS_INF, NAN])
     check_maps("entropy item 1 heads 0,2", f"{d}/known_e.png", e[1, [0, 2]][None], False)
     with h5py.File(f"{d}/wide.h5") as f:

@@ -4,7 +4,8 @@
 #     size the layout formulas give, the colour of every (pooled) cell
 #     from the README's colour map and scale, cells as blocks of equal
 #     pixels, the colour bar, the legend of -inf, +inf and NaN, heads and
-#     items chosen, rank-3 maps, f16 / bf16 / f64 stored maps, entropy;
+#     items chosen, rank-3 maps, f16 / bf16 / f64 stored maps, entropy,
+#     a group behind an external link (a results index);
 #   * max-pooling: 2000 x 1100 by 4 x 3 (one high cell survives, -inf only
 #     where a whole cell is), 16384 x 16384 by 32 x 32 under a 600 MiB
 #     address-space limit (the map alone is 1 GiB);
@@ -72,6 +73,8 @@ expect "weights, item 1" 0 plot "$K" --item 1 -o "$T/known_w1.png"
 expect "weights, item 0, head 1" 0 plot "$K" --heads 1 -o "$T/known_w0h1.png"
 expect "scores, heads 2,0" 0 plot "$K" --what scores --heads 2,0 -o "$T/known_s.png"
 expect "entropy, item 1, heads 0,2" 0 plot "$K" --what entropy --item 1 --heads 0,2-2 -o "$T/known_e.png"
+expect "a group behind an external link" 0 plot "$T/index.h5" --group /layer0 --what scores --heads 0,2 \
+    -o "$T/index_s.png"
 expect "entropy, 600 heads" 0 plot "$T/wide.h5" --what entropy --item 1 -o "$T/wide_e.png"
 expect "SVG" 0 plot "$K" -o "$T/known.svg"
 expect "PDF (extension in capitals)" 0 plot "$K" -o "$T/known.PDF"
