@@ -60,6 +60,7 @@ UNIT_SRC = $(wildcard tests/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps demo test check unit cli install clean bench fuzz memcheck
+.PHONY: pictures
 all: $(BIN)
 
 $(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
@@ -68,9 +69,10 @@ $(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
 $(LIB): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
-CMD_SRC = cmd/attnrun.c cmd/process.c
+CMD_SRC = cmd/attnrun.c cmd/process.c cmd/hints.c
 CMD_SRC += cmd/progress.c
 CMD_SRC += cmd/json.c cmd/plan_json.c
+CMD_SRC += cmd/plot.c cmd/plot_read.c cmd/plot_draw.c
 
 $(BIN): $(CMD_SRC) cmd/*.h $(LIB) lib/*.h
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CMD_SRC) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
@@ -90,6 +92,10 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@sh scripts/demo.sh $(BIN)
 
+# README's pictures (docs/images/), drawn by attnrun plot.
+pictures: $(BIN)
+	@sh scripts/make-pictures.sh $(BIN)
+
 # The allocation-failure build: the Nth allocation fails (ATTN_FAIL_ALLOC=N),
 # with ASan to catch leaks and bad accesses on every failure path.
 FAULT_DIR = build/fault
@@ -101,6 +107,10 @@ $(FAULT_BIN): $(CMD_SRC) cmd/*.h $(LIB_SRC) lib/*.h lib/*.inc
 	    -fno-sanitize-recover=all -fno-omit-frame-pointer $(CMD_SRC) $(LIB_SRC) \
 	    $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) -o $@
 
+# attnrun plot draws with cairo (libcairo2-dev); only the command line links it.
+$(BIN) $(FAULT_BIN): CPPFLAGS += $(shell pkg-config --cflags cairo 2>/dev/null)
+$(BIN) $(FAULT_BIN): LDLIBS += $(shell pkg-config --libs cairo 2>/dev/null)
+
 CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \
             tests/test_alloc.sh tests/test_h5files.sh tests/test_runtime.sh tests/test_models.sh
 CLI_TESTS += tests/test_store.sh
@@ -110,6 +120,7 @@ CLI_TESTS += tests/test_json.sh
 CLI_TESTS += tests/test_tokens.sh
 CLI_TESTS += tests/test_summaries.sh
 CLI_TESTS += tests/test_install.sh
+CLI_TESTS += tests/test_plot.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)

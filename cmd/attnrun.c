@@ -10,8 +10,10 @@
 #include "attn_run.h"
 #include "plan_json.h"
 #include "attn_tokens.h"
+#include "plot.h"
 #include "process.h"
 #include "progress.h"
+#include "hints.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -101,6 +103,7 @@ static const struct option long_options[] = {
 /* The help text, in parts (each within what C compilers must support). */
 static const char *const usage_text[] = {
     "Usage: attnrun [OPTIONS] IN.h5 (-o OUT.h5 | --in-place)\n"
+    "       attnrun plot OUT.h5 -o FILE.png|.svg|.pdf [OPTIONS]  (see attnrun plot --help)\n"
     "\n"
     "Multi-head scaled dot-product attention for every sequence of a batch stored\n"
     "in IN.h5; writes scores, weights, heads and output as HDF5 datasets.\n"
@@ -359,35 +362,6 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
            human_bytes((double)rep->total_bytes, h, sizeof h));
 }
 
-/* What the library's hint (the setting that would resolve a failure) is
- * on the command line, appended to its message. */
-static const char *const hint_text[ATTN_HINT_COUNT] = {
-    [ATTN_HINT_NONE] = "",
-    [ATTN_HINT_REPLACE] = "; use --force to replace it",
-    [ATTN_HINT_LOW_SPACE] = "; use --force to try anyway",
-    [ATTN_HINT_IN_PLACE] = "; use --in-place to add results to it",
-    [ATTN_HINT_OTHER_GROUP] = "; choose another --group",
-    [ATTN_HINT_WAIT] = "; use --wait to wait for it",
-    [ATTN_HINT_EXTERNAL] = "; use --allow-external if you trust the files it names",
-    [ATTN_HINT_PLUGINS] = "; use --allow-plugins to load them",
-    [ATTN_HINT_NONFINITE] = "; use --allow-nonfinite to accept it",
-    [ATTN_HINT_PRECISION] = "; use --precision f64",
-    [ATTN_HINT_THREADS] = "; use fewer --threads",
-    [ATTN_HINT_MEMORY] = "; use a smaller --memory",
-    [ATTN_HINT_HEADS] = " (--heads)",
-    [ATTN_HINT_ROPE] = "; use --rope THETA",
-    [ATTN_HINT_FUSED_AND_SEPARATE] = " (--wqkv with --wq, --wk, --wv, --bq, --bk or --bv)",
-    [ATTN_HINT_FUSED_BIAS] = " (--bqkv without --wqkv or a preset that fuses them)",
-    [ATTN_HINT_QKV_HEADS] = " (--qkv-split heads)",
-    [ATTN_HINT_MASK_INVERT] = " (--mask-invert without --mask)",
-};
-
-static const char *hint_of(attn_hint hint)
-{
-    return hint > ATTN_HINT_NONE && hint < ATTN_HINT_COUNT && hint_text[hint] != NULL
-               ? hint_text[hint] : "";
-}
-
 static int exit_code_of(int status)
 {
     switch (status) {
@@ -634,6 +608,8 @@ static int parse_arguments(int argc, char **argv, cli *c)
 int main(int argc, char **argv)
 {
     process_open_standard_descriptors();
+    if (argc > 1 && strcmp(argv[1], "plot") == 0)
+        return plot_main(argc - 1, argv + 1);
     cli c;
     memset(&c, 0, sizeof c);
     c.run = attn_run_defaults();
@@ -679,7 +655,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "attnrun: cannot report progress on standard error: %s\n",
                     strerror(progress.failure));
         else
-            fprintf(stderr, "attnrun: %s%s\n", err.msg, hint_of(err.hint));
+            fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
         return exit_code_of(status);
     }
     if (c.run.dry_run && c.json)

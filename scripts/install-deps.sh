@@ -10,6 +10,7 @@ zlib1g-dev libdeflate-dev python3-numpy python3-h5py python3-h5netcdf python3-xa
 packages="$packages bsdutils"      # script(1): tests/test_progress.sh runs attnrun on a terminal
 # ncdump and xarray's default (netcdf4) engine: the tokens suite opens outputs with both
 packages="$packages netcdf-bin python3-netcdf4"
+packages="$packages libcairo2-dev fonts-dejavu-core"   # attnrun plot: cairo and a font
 for extra in "$@"; do
     case $extra in
         fuzz) packages="$packages clang libclang-rt-14-dev" ;;

@@ -359,14 +359,14 @@ hints=$(sed -n 's/^ *\(ATTN_HINT_[A-Z_]*\)[ ,=].*/\1/p' "$ROOT/lib/attn_common.h
         grep -v -e '^ATTN_HINT_NONE$' -e '^ATTN_HINT_COUNT$')
 missing=""
 for hint in $hints; do
-    grep -q "^ *\[$hint\] = \"..*\"," "$ROOT/cmd/attnrun.c" || missing="$missing $hint"
+    grep -q "^ *\[$hint\] = \"..*\"," "$ROOT/cmd/hints.c" || missing="$missing $hint"
 done
 if [ -z "$hints" ]; then
     bad "no ATTN_HINT_ values found in lib/attn_common.h"
 elif [ -z "$missing" ]; then
     ok "attnrun turns each of the $(echo "$hints" | wc -w) library hints into its option"
 else
-    bad "cmd/attnrun.c has no option text for:$missing"
+    bad "cmd/hints.c has no option text for:$missing"
 fi
 
 finish

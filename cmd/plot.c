@@ -1,0 +1,313 @@
+/*
+ * plot.c - the command line of `attnrun plot` (plot.h): options, messages,
+ * exit codes, and the picture written to a temporary file renamed into
+ * place (attn_atomic.h), so that OUT is never partly written.
+ */
+#define _GNU_SOURCE
+#include "plot.h"
+#include "hints.h"
+
+#include "attn_atomic.h"
+#include "process.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* The help text, in parts (each within what C compilers must support). */
+static const char *const plot_usage[] = {
+    "Usage: attnrun plot RESULTS.h5 -o FILE.png|FILE.svg|FILE.pdf [OPTIONS]\n"
+    "\n"
+    "Draws the attention maps a run of attnrun saved in RESULTS.h5 as a grid of\n"
+    "heat maps, one per head: queries top down, keys left to right, one block of\n"
+    "equal pixels per value (no smoothing), a colour bar with its range, masked\n"
+    "(-inf) and NaN values in colours of their own, and the tokens on the axes\n"
+    "when the results hold them (query_token, key_token).  The format follows\n"
+    "FILE's extension.\n"
+    "\n"
+    "Options:\n"
+    "  -o, --output FILE    the picture to write (atomically: all or nothing)\n"
+    "      --group PATH     the group holding the results (default /)\n"
+    "      --item B         the batch item to draw (default 0)\n"
+    "      --heads LIST     heads to draw, e.g. 0,3,5-7 (default: all)\n"
+    "      --what W         weights (default), scores, or entropy: the entropy\n"
+    "                       dataset (saved by --save entropy) as one map of heads\n"
+    "                       by queries\n"
+    "      --force          replace an existing FILE (a file, never a directory)\n"
+    "  -h, --help           this help\n"
+    "\n",
+    "Colours: viridis, from the bottom of the scale (dark violet) to its top\n"
+    "(yellow).  Weights are scaled from 0 to the largest weight drawn, scores\n"
+    "and entropy from their smallest to their largest finite value; the colour\n"
+    "bar states the range.  -inf is light grey, +inf red, NaN magenta.  Maps\n"
+    "longer than 512 along an axis are max-pooled to at most 512 cells (each\n"
+    "cell the largest of its values; -inf only when all of them are); the picture\n"
+    "states the factor.\n"
+    "\n"
+    "Examples:\n"
+    "  attnrun in.h5 -o out.h5 --heads 12 --causal\n"
+    "  attnrun plot out.h5 -o weights.png\n"
+    "  attnrun plot out.h5 --what scores --heads 0-3 --item 2 -o scores.pdf\n"
+    "  attnrun plot model.h5 --group /layer3/results --heads 5 -o layer3-head5.svg\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime or I/O failure (or interrupted),\n"
+    "2 usage error (FILE exists without --force, unknown extension), 3 input\n"
+    "rejected (missing file, group or dataset, --item or --heads outside it).\n",
+};
+
+enum { OPT_GROUP = 256, OPT_ITEM, OPT_HEADS, OPT_WHAT, OPT_FORCE };
+
+static const struct option plot_options[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"item", required_argument, NULL, OPT_ITEM},
+    {"heads", required_argument, NULL, OPT_HEADS},
+    {"what", required_argument, NULL, OPT_WHAT},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* The names --what takes. */
+static const char *const what_names[] = {
+    [PLOT_WEIGHTS] = "weights", [PLOT_SCORES] = "scores", [PLOT_ENTROPY] = "entropy",
+};
+
+/* Largest head number --heads takes (attnrun's own limit on heads, less one). */
+#define MAX_HEAD ((size_t)(1u << 20) - 1)
+
+typedef struct plot_cli {
+    plot_request rq;
+    plot_range *ranges;           /* (rq.head_ranges) owned          */
+    const char *output;
+    plot_format format;
+    bool force, help;
+} plot_cli;
+
+static int plot_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int plot_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("attnrun: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" (see attnrun plot --help)\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* Strict whole number: digits only, at most max; *end is where it stopped
+ * (NULL: the whole text must be the number). */
+static bool parse_number(const char *text, size_t max, size_t *value, const char **end)
+{
+    size_t v = 0;
+    const char *p = text;
+    if (*p < '0' || *p > '9')
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        size_t digit = (size_t)(*p - '0');
+        if (v > (max - digit) / 10)
+            return false;
+        v = v * 10 + digit;
+    }
+    if (end != NULL)
+        *end = p;
+    else if (*p != '\0')
+        return false;
+    *value = v;
+    return true;
+}
+
+/* --heads LIST: "3", "0,3,5-7": numbers and ranges first-last (first <=
+ * last), separated by commas.  EXIT_OK, EXIT_USAGE (printed) or
+ * EXIT_RUNTIME (out of memory, printed). */
+static int parse_heads(const char *name, const char *text, plot_cli *c)
+{
+    size_t count = 1;
+    for (const char *p = text; *p != '\0'; p++)
+        count += *p == ',';
+    free(c->ranges);
+    c->ranges = attn_calloc(count, sizeof c->ranges[0]);    /* (count) */
+    if (c->ranges == NULL) {
+        fputs("attnrun: out of memory\n", stderr);
+        return EXIT_RUNTIME;
+    }
+    const char *p = text;
+    for (size_t i = 0; i < count; i++) {
+        plot_range *r = &c->ranges[i];
+        bool good = parse_number(p, MAX_HEAD, &r->first, &p);
+        r->last = r->first;
+        if (good && *p == '-')
+            good = parse_number(p + 1, MAX_HEAD, &r->last, &p) && r->last >= r->first;
+        if (!good || *p != (i + 1 < count ? ',' : '\0'))
+            return plot_usage_error("%s '%s': expected head numbers and ranges such as 0,3,5-7",
+                                    name, text);
+        p++;
+    }
+    c->rq.heads = c->ranges;
+    c->rq.head_ranges = count;
+    return EXIT_OK;
+}
+
+static int apply_option(plot_cli *c, int opt, const char *name, const char *value)
+{
+    switch (opt) {
+    case 'o': c->output = value; break;
+    case OPT_GROUP:
+        if (value[0] != '/')
+            return plot_usage_error("%s '%s': expected an absolute group path such as /layer3",
+                                    name, value);
+        c->rq.group = value;
+        break;
+    case OPT_ITEM:
+        if (!parse_number(value, SIZE_MAX, &c->rq.item, NULL))
+            return plot_usage_error("%s '%s': expected a whole number from 0", name, value);
+        break;
+    case OPT_HEADS: return parse_heads(name, value, c);
+    case OPT_WHAT: {
+        size_t i = 0;
+        while (i < sizeof what_names / sizeof what_names[0] && strcmp(value, what_names[i]) != 0)
+            i++;
+        if (i == sizeof what_names / sizeof what_names[0])
+            return plot_usage_error("%s '%s': expected weights, scores or entropy", name, value);
+        c->rq.what = (plot_what)i;
+        break;
+    }
+    case OPT_FORCE: c->force = true; break;
+    case 'h': c->help = true; break;
+    default: return plot_usage_error("%s: not an option of attnrun plot", name);
+    }
+    return EXIT_OK;
+}
+
+static int parse_arguments(int argc, char **argv, plot_cli *c)
+{
+    opterr = 0;
+    for (;;) {
+        int longindex = -1;
+        int opt = getopt_long(argc, argv, ":o:h", plot_options, &longindex);
+        if (opt == -1)
+            break;
+        if (opt == '?') {
+            if (optopt != 0 && optopt < 256)
+                return plot_usage_error("unknown option '-%c'", optopt);
+            return plot_usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+        if (opt == ':') {
+            if (optopt != 0 && optopt < 256)
+                return plot_usage_error("-%c: missing its value", optopt);
+            return plot_usage_error("%s: missing its value", argv[optind - 1]);
+        }
+        char name[64];
+        if (longindex >= 0)
+            snprintf(name, sizeof name, "--%s", plot_options[longindex].name);
+        else
+            snprintf(name, sizeof name, "-%c", opt);
+        int code = apply_option(c, opt, name, optarg);
+        if (code != EXIT_OK)
+            return code;
+    }
+    if (c->help)
+        return EXIT_OK;
+    if (optind == argc)
+        return plot_usage_error("no results file given");
+    if (argc - optind > 1)
+        return plot_usage_error("one results file expected, got %d ('%s', '%s' ...)",
+                                argc - optind, argv[optind], argv[optind + 1]);
+    c->rq.input = argv[optind];
+    if (c->output == NULL)
+        return plot_usage_error("no picture to write: give -o FILE.png, FILE.svg or FILE.pdf");
+    if (!plot_format_of(c->output, &c->format))
+        return plot_usage_error("-o '%s': the name must end in .png, .svg or .pdf", c->output);
+    if (attn_same_file(c->output, c->rq.input))
+        return plot_usage_error("-o '%s' names the results file itself", c->output);
+    struct stat st;
+    if (lstat(c->output, &st) == 0) {
+        if (!c->force)
+            return plot_usage_error("%s: output exists; use --force to replace it", c->output);
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            return plot_usage_error("%s: output exists and is not a regular file", c->output);
+    }
+    return EXIT_OK;
+}
+
+static int exit_code_of(int status)
+{
+    switch (status) {
+    case ATTN_OK:     return EXIT_OK;
+    case ATTN_EUSAGE: return EXIT_USAGE;
+    case ATTN_EINPUT: return EXIT_INPUT;
+    default:          return EXIT_RUNTIME;
+    }
+}
+
+static int print_help(void)
+{
+    for (size_t i = 0; i < sizeof plot_usage / sizeof plot_usage[0]; i++)
+        fputs(plot_usage[i], stdout);
+    if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
+        fprintf(stderr, "attnrun: cannot write to standard output: %s\n", strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    return EXIT_OK;
+}
+
+/* Draws into the transaction's temporary and renames it onto the output. */
+static int write_picture(attn_atomic *tx, const plot_cli *c, const plot_data *data,
+                         attn_error *err)
+{
+    int status = attn_atomic_begin(tx, c->output, c->force, err);
+    if (status != ATTN_OK)
+        return status;
+    FILE *file = fopen(tx->temp_path, "wb");
+    if (file == NULL) {
+        status = attn_fail(err, ATTN_EIO, "%s: cannot write %s: %s", c->output, tx->temp_path,
+                           strerror(errno));
+    } else {
+        status = plot_draw(data, c->format, file, err);
+        if (fclose(file) != 0 && status == ATTN_OK)
+            status = attn_fail(err, ATTN_EIO, "%s: cannot write the picture: %s", c->output,
+                               strerror(errno));
+        else if (status != ATTN_OK && strncmp(err->msg, c->output, strlen(c->output)) != 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            attn_fail(err, status, "%s: %s", c->output, msg);
+        }
+    }
+    if (status == ATTN_OK)
+        status = attn_atomic_commit(tx, NULL, err);
+    else
+        attn_atomic_abort(tx);
+    return status;
+}
+
+int plot_main(int argc, char **argv)
+{
+    plot_cli c;
+    memset(&c, 0, sizeof c);
+    c.rq.group = "/";
+    c.rq.what = PLOT_WEIGHTS;
+    int code = parse_arguments(argc, argv, &c);
+    if (code != EXIT_OK || c.help) {
+        free(c.ranges);
+        return code != EXIT_OK ? code : print_help();
+    }
+    attn_atomic *tx = process_watch(c.rq.input, c.output, false);
+    attn_error err = {0};
+    plot_data data;
+    int status = plot_read(&c.rq, &data, &err);
+    if (status == ATTN_OK)
+        status = write_picture(tx, &c, &data, &err);
+    process_run_ended();
+    plot_data_free(&data);
+    free(c.ranges);
+    if (status != ATTN_OK)
+        fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
+    return exit_code_of(status);
+}
