@@ -102,6 +102,7 @@ $(FAULT_BIN): $(CMD_SRC) cmd/*.h $(LIB_SRC) lib/*.h lib/*.inc
 CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \
             tests/test_alloc.sh tests/test_h5files.sh tests/test_runtime.sh tests/test_models.sh
 CLI_TESTS += tests/test_store.sh
+CLI_TESTS += tests/test_append.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)

@@ -6,7 +6,8 @@
 set -eu
 
 packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev libopenblas-openmp-dev
-zlib1g-dev libdeflate-dev python3-numpy python3-h5py python3-h5netcdf python3-xarray time strace"
+zlib1g-dev libdeflate-dev python3-numpy python3-h5py python3-h5netcdf python3-xarray time strace
+netcdf-bin python3-netcdf4"
 for extra in "$@"; do
     case $extra in
         fuzz) packages="$packages clang libclang-rt-14-dev" ;;
