@@ -1,0 +1,291 @@
+/* append.c - attnbench-append: what appending a layer to a results file
+ * costs as the file grows (attnrun --append).
+ *
+ *     attnbench-append --attnrun build/attnrun --gen build/bench/attnbench-gen
+ *     attnbench-append --layers 12 --runs 5 --workload gpt2
+ *
+ * For a workload of workloads.h (gpt2 unless --workload), it appends the
+ * same layer (the workload's input and options) L times (--layers, 12) to
+ * one fresh results file, as groups /layer01 ... /layerL, timing each
+ * append as a whole process; that sequence is repeated N times (--runs,
+ * 5), each into a new directory, and interleaved with N plain `-o` runs of
+ * the same layer.  It prints each layer's median time, its ratio to layer
+ * 1's, the ratio of the last to the first, the plain run's median, and the
+ * sizes of the index and of one part.  Constant times mean an append costs
+ * what the new results cost, not what the file already holds.
+ *
+ * Progress goes to stderr, the report to stdout.  Exit status: 0 every run
+ * worked, 1 otherwise, 2 usage error.
+ */
+#define _DEFAULT_SOURCE
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "workloads.h"
+
+#define PROG "attnbench-append"
+#define MAX_LAYERS 64
+#define MAX_RUNS 50
+#define ARGV_MAX 24
+
+struct options {
+    const char *attnrun, *gen, *dir;
+    const struct bench_workload *w;
+    int layers, runs;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n-1] (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Runs argv with stdout and stderr on /dev/null (stderr kept when it
+ * fails: the caller says which run); returns its wall time, or -1 when it
+ * did not exit 0. */
+static double run_timed(char *const argv[])
+{
+    fflush(NULL);
+    double start = now_s();
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    double seconds = now_s() - start;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+}
+
+/* Removes dir and the files in it and in its subdirectories (one level:
+ * the parts directory); missing is fine. */
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[PATH_MAX];
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(path);
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* The argv of one attnrun run of the workload into out; with group, an
+ * append of that group.  The strings live in `text`. */
+static void attnrun_argv(const struct options *o, const char *input, const char *out_path,
+                         const char *group, char *argv[ARGV_MAX], char text[4][32])
+{
+    int n = 0;
+    argv[n++] = (char *)o->attnrun;
+    argv[n++] = (char *)input;
+    argv[n++] = "-o";
+    argv[n++] = (char *)out_path;
+    argv[n++] = "-q";
+    snprintf(text[0], 32, "%ld", o->w->heads);
+    argv[n++] = "--heads";
+    argv[n++] = text[0];
+    if (o->w->causal)
+        argv[n++] = "--causal";
+    if (o->w->save) {
+        argv[n++] = "--save";
+        argv[n++] = (char *)o->w->save;
+    }
+    if (bench_kv_heads_arg(o->w)) {
+        snprintf(text[1], 32, "%ld", bench_kv_heads_arg(o->w));
+        argv[n++] = "--kv-heads";
+        argv[n++] = text[1];
+    }
+    for (int i = 0; i < BENCH_MAX_ARGS && o->w->args[i] && n < ARGV_MAX - 5; i++)
+        argv[n++] = (char *)o->w->args[i];
+    if (group != NULL) {
+        argv[n++] = "--append";
+        argv[n++] = "--group";
+        argv[n++] = (char *)group;
+    }
+    argv[n] = NULL;
+}
+
+/* Formats a path into out (PATH_MAX); false when it does not fit. */
+__attribute__((format(printf, 2, 3)))
+static int make_path(char out[PATH_MAX], const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    int len = vsnprintf(out, PATH_MAX, format, ap);
+    va_end(ap);
+    return len > 0 && len < PATH_MAX;
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+static int usage(const char *why, const char *arg)
+{
+    fprintf(stderr, PROG ": %s%s%s\n"
+            "usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
+            "                        [--layers L] [--runs N]\n", why, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+/* A whole number in [1, max] or -1. */
+static int parse_count(const char *text, int max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    return errno || end == text || *end || v < 1 || v > max ? -1 : (int)v;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "build/bench/work",
+                          bench_find_workload("gpt2"), 12, 5};
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
+            printf("usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
+                   "                        [--layers L] [--runs N]\n\n"
+                   "Times appending L copies of a workload's layer (default gpt2, 12 layers)\n"
+                   "to one results file with attnrun --append, N times (default 5).\n");
+            exit(0);
+        }
+        if (value == NULL)
+            return usage("unknown option or missing value", opt);
+        i++;
+        if (strcmp(opt, "--attnrun") == 0)
+            o->attnrun = value;
+        else if (strcmp(opt, "--gen") == 0)
+            o->gen = value;
+        else if (strcmp(opt, "--dir") == 0)
+            o->dir = value;
+        else if (strcmp(opt, "--workload") == 0) {
+            if ((o->w = bench_find_workload(value)) == NULL)
+                return usage("unknown workload", value);
+        } else if (strcmp(opt, "--layers") == 0) {
+            if ((o->layers = parse_count(value, MAX_LAYERS)) < 0)
+                return usage("--layers takes 1 to 64, not", value);
+        } else if (strcmp(opt, "--runs") == 0) {
+            if ((o->runs = parse_count(value, MAX_RUNS)) < 0)
+                return usage("--runs takes 1 to 50, not", value);
+        } else
+            return usage("unknown option", opt);
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    static double seconds[MAX_LAYERS][MAX_RUNS], plain[MAX_RUNS];
+    struct options o;
+    int status = parse_options(argc, argv, &o);
+    if (status >= 0)
+        return status;
+    char input[PATH_MAX], seq[PATH_MAX], index[PATH_MAX], plain_out[PATH_MAX], text[4][32];
+    char *args[ARGV_MAX];
+    char part[PATH_MAX];
+    if (!make_path(input, "%s/%s.h5", o.dir, bench_input_of(o.w)->name) ||
+        !make_path(seq, "%s/append", o.dir) || !make_path(index, "%s/append/results.h5", o.dir) ||
+        !make_path(part, "%s/append/results.h5.parts/layer01.1.h5", o.dir) ||
+        !make_path(plain_out, "%s/append-plain.h5", o.dir))
+        return usage("path too long", o.dir);
+    mkdir(o.dir, 0777);
+    if (access(input, F_OK) != 0) {
+        char *gen_argv[] = {(char *)o.gen, (char *)bench_input_of(o.w)->name, input, NULL};
+        fprintf(stderr, PROG ": generating %s\n", input);
+        if (run_timed(gen_argv) < 0) {
+            fprintf(stderr, PROG ": %s could not generate %s\n", o.gen, input);
+            return 1;
+        }
+    }
+    long long index_bytes = 0, part_bytes = 0;
+    for (int r = 0; r < o.runs; r++) {
+        remove_tree(seq);
+        if (mkdir(seq, 0777) != 0) {
+            fprintf(stderr, PROG ": cannot make %s: %s\n", seq, strerror(errno));
+            return 1;
+        }
+        unlink(plain_out);
+        attnrun_argv(&o, input, plain_out, NULL, args, text);
+        if ((plain[r] = run_timed(args)) < 0) {
+            fprintf(stderr, PROG ": attnrun -o %s failed\n", plain_out);
+            return 1;
+        }
+        fprintf(stderr, PROG ": run %d of %d: -o %.3f s, appends", r + 1, o.runs, plain[r]);
+        for (int l = 0; l < o.layers; l++) {
+            char group[32];
+            snprintf(group, sizeof group, "/layer%02d", l + 1);
+            attnrun_argv(&o, input, index, group, args, text);
+            if ((seconds[l][r] = run_timed(args)) < 0) {
+                fprintf(stderr, "\n" PROG ": attnrun --append --group %s failed\n", group);
+                return 1;
+            }
+            fprintf(stderr, " %.3f", seconds[l][r]);
+        }
+        fprintf(stderr, " s\n");
+        index_bytes = file_size(index);
+        part_bytes = file_size(part);
+    }
+    remove_tree(seq);
+    unlink(plain_out);
+
+    double first = 0, last = 0;
+    printf("appending %d layers of %s (%ldx%ldx%ld/%ld) to one results file, median of %d\n",
+           o.layers, o.w->name, o.w->batch, o.w->seq, o.w->d_model, o.w->heads, o.runs);
+    printf("%-8s %9s %10s\n", "layer", "time s", "x layer 1");
+    for (int l = 0; l < o.layers; l++) {
+        double m = median(seconds[l], o.runs);
+        if (l == 0)
+            first = m;
+        last = m;
+        printf("%-8d %9.3f %10.2f\n", l + 1, m, m / first);
+    }
+    printf("last / first: %.2f\n", last / first);
+    printf("attnrun -o, the same layer, no index: %.3f s (median of %d)\n", median(plain, o.runs),
+           o.runs);
+    printf("index after %d layers: %lld bytes; one part: %lld bytes\n", o.layers, index_bytes,
+           part_bytes);
+    return 0;
+}
