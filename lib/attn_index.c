@@ -517,6 +517,8 @@ int attn_index_check(attn_index_target *target, const char *index, const char *g
     if (group == NULL || group[0] != '/' || group[1] == '\0')
         return attn_fail(err, ATTN_EUSAGE, "%s: appended results need a group of their own, "
                          "not the root", index);
+    if (index[0] == '\0')
+        return attn_fail(err, ATTN_EUSAGE, "an index file name is needed, not ''");
     if (strlen(index) >= sizeof target->index)
         return attn_fail(err, ATTN_EUSAGE, "%s: path too long", index);
     snprintf(target->index, sizeof target->index, "%s", index);

@@ -590,12 +590,13 @@ EOF
 
 # ------------------------------------------------- 6. a failure after the part is in place (strace)
 
-# inject NAME SYSCALLS WHEN DIR ARGS...: runs attnrun under strace, the
-# WHEN-th call of SYSCALLS failing with EIO.
+# inject NAME SYSCALLS WHEN ARGS...: runs attnrun under strace, the
+# WHEN-th call of SYSCALLS failing with EIO (LeakSanitizer, which cannot
+# run under a tracer, off).
 inject() {
     local name=$1 calls=$2 when=$3
     shift 3
-    timeout -s KILL "$TL" strace -f -qq -o /dev/null -e trace="$calls" \
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout -s KILL "$TL" strace -f -qq -o /dev/null -e trace="$calls" \
         -e inject="$calls":error=EIO:when="$when" "$ATTNRUN" "$@" >"$T/stdout" 2>"$T/stderr"
     rc=$?
 }
