@@ -7,12 +7,16 @@
  * For a workload of workloads.h (gpt2 unless --workload), it appends the
  * same layer (the workload's input and options) L times (--layers, 12) to
  * one fresh results file, as groups /layer01 ... /layerL, timing each
- * append as a whole process; that sequence is repeated N times (--runs,
- * 5), each into a new directory, and interleaved with N plain `-o` runs of
- * the same layer.  It prints each layer's median time, its ratio to layer
- * 1's, the ratio of the last to the first, the plain run's median, and the
- * sizes of the index and of one part.  Constant times mean an append costs
- * what the new results cost, not what the file already holds.
+ * append as a whole process.  Before each append it times a plain `-o`
+ * run of the same layer into a file of its own (removed at once), so that
+ * both see the disk in the same state: a virtual disk slows down as its
+ * writes pile up, whatever wrote them.  The sequence is repeated N times
+ * (--runs, 5), each into a new directory.  It prints, per layer, the
+ * median time of the append and of the plain run and their ratio, the
+ * ratio of the last append to the first, the same for the fastest of the
+ * N runs (the least disturbed), and the sizes of the index and of one
+ * part.  An append costs what the new results cost, not what the
+ * file already holds, when the ratio to the plain run stays flat.
  *
  * Progress goes to stderr, the report to stdout.  Exit status: 0 every run
  * worked, 1 otherwise, 2 usage error.
@@ -218,7 +222,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 
 int main(int argc, char **argv)
 {
-    static double seconds[MAX_LAYERS][MAX_RUNS], plain[MAX_RUNS];
+    static double seconds[MAX_LAYERS][MAX_RUNS], plain[MAX_LAYERS][MAX_RUNS];
     struct options o;
     int status = parse_options(argc, argv, &o);
     if (status >= 0)
@@ -247,22 +251,23 @@ int main(int argc, char **argv)
             fprintf(stderr, PROG ": cannot make %s: %s\n", seq, strerror(errno));
             return 1;
         }
-        unlink(plain_out);
-        attnrun_argv(&o, input, plain_out, NULL, args, text);
-        if ((plain[r] = run_timed(args)) < 0) {
-            fprintf(stderr, PROG ": attnrun -o %s failed\n", plain_out);
-            return 1;
-        }
-        fprintf(stderr, PROG ": run %d of %d: -o %.3f s, appends", r + 1, o.runs, plain[r]);
+        fprintf(stderr, PROG ": run %d of %d: -o / --append s:", r + 1, o.runs);
         for (int l = 0; l < o.layers; l++) {
             char group[32];
+            unlink(plain_out);
+            attnrun_argv(&o, input, plain_out, NULL, args, text);
+            if ((plain[l][r] = run_timed(args)) < 0) {
+                fprintf(stderr, "\n" PROG ": attnrun -o %s failed\n", plain_out);
+                return 1;
+            }
+            unlink(plain_out);
             snprintf(group, sizeof group, "/layer%02d", l + 1);
             attnrun_argv(&o, input, index, group, args, text);
             if ((seconds[l][r] = run_timed(args)) < 0) {
                 fprintf(stderr, "\n" PROG ": attnrun --append --group %s failed\n", group);
                 return 1;
             }
-            fprintf(stderr, " %.3f", seconds[l][r]);
+            fprintf(stderr, " %.3f/%.3f", plain[l][r], seconds[l][r]);
         }
         fprintf(stderr, " s\n");
         index_bytes = file_size(index);
@@ -274,17 +279,25 @@ int main(int argc, char **argv)
     double first = 0, last = 0;
     printf("appending %d layers of %s (%ldx%ldx%ld/%ld) to one results file, median of %d\n",
            o.layers, o.w->name, o.w->batch, o.w->seq, o.w->d_model, o.w->heads, o.runs);
-    printf("%-8s %9s %10s\n", "layer", "time s", "x layer 1");
+    double best_first = 0, best_last = 0;
+    printf("%-6s %9s %9s %10s %9s %9s %10s\n", "layer", "append s", "-o same s", "x -o",
+           "best app", "best -o", "x layer 1");
     for (int l = 0; l < o.layers; l++) {
-        double m = median(seconds[l], o.runs);
-        if (l == 0)
+        double m = median(seconds[l], o.runs), p = median(plain[l], o.runs);
+        double bm = seconds[l][0], bp = plain[l][0];          /* median() sorted them */
+        if (l == 0) {
             first = m;
+            best_first = bm;
+        }
         last = m;
-        printf("%-8d %9.3f %10.2f\n", l + 1, m, m / first);
+        best_last = bm;
+        printf("%-6d %9.3f %9.3f %10.2f %9.3f %9.3f %10.2f\n", l + 1, m, p, m / p, bm, bp,
+               bm / best_first);
     }
-    printf("last / first: %.2f\n", last / first);
-    printf("attnrun -o, the same layer, no index: %.3f s (median of %d)\n", median(plain, o.runs),
-           o.runs);
+    printf("last / first append: %.2f (medians), %.2f (best)\n", last / first,
+           best_last / best_first);
+    printf("-o same: a plain run of the same layer just before each append, into a file of its\n"
+           "own; best: the fastest of the %d runs, the least disturbed by the machine\n", o.runs);
     printf("index after %d layers: %lld bytes; one part: %lld bytes\n", o.layers, index_bytes,
            part_bytes);
     return 0;
