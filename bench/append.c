@@ -12,11 +12,12 @@
  * both see the disk in the same state: a virtual disk slows down as its
  * writes pile up, whatever wrote them.  The sequence is repeated N times
  * (--runs, 5), each into a new directory.  It prints, per layer, the
- * median time of the append and of the plain run and their ratio, the
- * ratio of the last append to the first, the same for the fastest of the
- * N runs (the least disturbed), and the sizes of the index and of one
- * part.  An append costs what the new results cost, not what the
- * file already holds, when the ratio to the plain run stays flat.
+ * median time of the append and of the plain run, the median of the
+ * ratio of each append to the plain run before it, and the fastest of
+ * the N runs of each; then the ratio of the last append to the first,
+ * and the sizes of the index and of one part.  An append costs what the
+ * new results cost, not what the file already holds, when its ratio to
+ * the plain run stays flat from layer 1 to layer L.
  *
  * Progress goes to stderr, the report to stdout.  Exit status: 0 every run
  * worked, 1 otherwise, 2 usage error.
@@ -223,6 +224,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 int main(int argc, char **argv)
 {
     static double seconds[MAX_LAYERS][MAX_RUNS], plain[MAX_LAYERS][MAX_RUNS];
+    static double ratio[MAX_LAYERS][MAX_RUNS];      /* append / the plain run before it */
     struct options o;
     int status = parse_options(argc, argv, &o);
     if (status >= 0)
@@ -267,6 +269,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "\n" PROG ": attnrun --append --group %s failed\n", group);
                 return 1;
             }
+            ratio[l][r] = seconds[l][r] / plain[l][r];
             fprintf(stderr, " %.3f/%.3f", plain[l][r], seconds[l][r]);
         }
         fprintf(stderr, " s\n");
@@ -291,13 +294,14 @@ int main(int argc, char **argv)
         }
         last = m;
         best_last = bm;
-        printf("%-6d %9.3f %9.3f %10.2f %9.3f %9.3f %10.2f\n", l + 1, m, p, m / p, bm, bp,
-               bm / best_first);
+        printf("%-6d %9.3f %9.3f %10.2f %9.3f %9.3f %10.2f\n", l + 1, m, p,
+               median(ratio[l], o.runs), bm, bp, bm / best_first);
     }
     printf("last / first append: %.2f (medians), %.2f (best)\n", last / first,
            best_last / best_first);
     printf("-o same: a plain run of the same layer just before each append, into a file of its\n"
-           "own; best: the fastest of the %d runs, the least disturbed by the machine\n", o.runs);
+           "own; x -o: the median of append / that run; best: the fastest of the %d runs\n",
+           o.runs);
     printf("index after %d layers: %lld bytes; one part: %lld bytes\n", o.layers, index_bytes,
            part_bytes);
     return 0;
