@@ -8,9 +8,10 @@
  * same layer (the workload's input and options) L times (--layers, 12) to
  * one fresh results file, as groups /layer01 ... /layerL, timing each
  * append as a whole process.  Before each append it times a plain `-o`
- * run of the same layer into a file of its own (removed at once), so that
- * both see the disk in the same state: a virtual disk slows down as its
- * writes pile up, whatever wrote them.  The sequence is repeated N times
+ * run of the same layer into a file of its own beside the results file
+ * (kept to the end of the sequence), so that both see the disk in the
+ * same state: on a virtual disk a run slows down as writes pile up,
+ * whatever wrote them.  The sequence is repeated N times
  * (--runs, 5), each into a new directory.  It prints, per layer, the
  * median time of the append and of the plain run, the median of the
  * ratio of each append to the plain run before it, and the fastest of
@@ -45,6 +46,7 @@
 
 struct options {
     const char *attnrun, *gen, *dir;
+    const char *tiny;           /* a tiny layer's input (one head) */
     const struct bench_workload *w;
     int layers, runs;
 };
@@ -171,7 +173,7 @@ static int usage(const char *why, const char *arg)
 {
     fprintf(stderr, PROG ": %s%s%s\n"
             "usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
-            "                        [--layers L] [--runs N]\n", why, arg ? ": " : "", arg ? arg : "");
+            "                        [--layers L] [--runs N] [--tiny PATH]\n", why, arg ? ": " : "", arg ? arg : "");
     return 2;
 }
 
@@ -187,14 +189,15 @@ static int parse_count(const char *text, int max)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "build/bench/work",
-                          bench_find_workload("gpt2"), 12, 5};
+                          "fixtures/toy.h5", bench_find_workload("gpt2"), 12, 5};
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
             printf("usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
-                   "                        [--layers L] [--runs N]\n\n"
+                   "                        [--layers L] [--runs N] [--tiny PATH]\n\n"
                    "Times appending L copies of a workload's layer (default gpt2, 12 layers)\n"
-                   "to one results file with attnrun --append, N times (default 5).\n");
+                   "to one results file with attnrun --append, N times (default 5), then a\n"
+                   "tiny one-head layer (default fixtures/toy.h5) to indexes of 1 to 400 groups.\n");
             exit(0);
         }
         if (value == NULL)
@@ -206,6 +209,8 @@ static int parse_options(int argc, char **argv, struct options *o)
             o->gen = value;
         else if (strcmp(opt, "--dir") == 0)
             o->dir = value;
+        else if (strcmp(opt, "--tiny") == 0)
+            o->tiny = value;
         else if (strcmp(opt, "--workload") == 0) {
             if ((o->w = bench_find_workload(value)) == NULL)
                 return usage("unknown workload", value);
@@ -221,88 +226,171 @@ static int parse_options(int argc, char **argv, struct options *o)
     return -1;
 }
 
-int main(int argc, char **argv)
+/* The paths of a run. */
+struct paths {
+    char input[PATH_MAX];       /* the workload's input                     */
+    char seq[PATH_MAX];         /* the directory of one sequence of appends */
+    char index[PATH_MAX];       /* the results file in it                   */
+    char part[PATH_MAX];        /* its first part                           */
+    char plain[PATH_MAX];       /* the tiny plain run's output              */
+    char tiny[PATH_MAX];        /* the index of the index-cost figure       */
+};
+
+/* Per layer l and run r (MAX_LAYERS, MAX_RUNS): the times of the append and
+ * of the plain run before it, and their ratio. */
+struct layer_times {
+    double append[MAX_LAYERS][MAX_RUNS], plain[MAX_LAYERS][MAX_RUNS];
+    double ratio[MAX_LAYERS][MAX_RUNS];
+    long long index_bytes, part_bytes;
+};
+
+/* o.runs sequences of o.layers appends, each after a plain run; 0 or -1. */
+static int time_layers(const struct options *o, const struct paths *p, struct layer_times *t)
 {
-    static double seconds[MAX_LAYERS][MAX_RUNS], plain[MAX_LAYERS][MAX_RUNS];
-    static double ratio[MAX_LAYERS][MAX_RUNS];      /* append / the plain run before it */
-    struct options o;
-    int status = parse_options(argc, argv, &o);
-    if (status >= 0)
-        return status;
-    char input[PATH_MAX], seq[PATH_MAX], index[PATH_MAX], plain_out[PATH_MAX], text[4][32];
-    char *args[ARGV_MAX];
-    char part[PATH_MAX];
-    if (!make_path(input, "%s/%s.h5", o.dir, bench_input_of(o.w)->name) ||
-        !make_path(seq, "%s/append", o.dir) || !make_path(index, "%s/append/results.h5", o.dir) ||
-        !make_path(part, "%s/append/results.h5.parts/layer01.1.h5", o.dir) ||
-        !make_path(plain_out, "%s/append-plain.h5", o.dir))
-        return usage("path too long", o.dir);
-    mkdir(o.dir, 0777);
-    if (access(input, F_OK) != 0) {
-        char *gen_argv[] = {(char *)o.gen, (char *)bench_input_of(o.w)->name, input, NULL};
-        fprintf(stderr, PROG ": generating %s\n", input);
-        if (run_timed(gen_argv) < 0) {
-            fprintf(stderr, PROG ": %s could not generate %s\n", o.gen, input);
-            return 1;
+    char text[4][32], *args[ARGV_MAX];
+    for (int r = 0; r < o->runs; r++) {
+        remove_tree(p->seq);
+        if (mkdir(p->seq, 0777) != 0) {
+            fprintf(stderr, PROG ": cannot make %s: %s\n", p->seq, strerror(errno));
+            return -1;
         }
-    }
-    long long index_bytes = 0, part_bytes = 0;
-    for (int r = 0; r < o.runs; r++) {
-        remove_tree(seq);
-        if (mkdir(seq, 0777) != 0) {
-            fprintf(stderr, PROG ": cannot make %s: %s\n", seq, strerror(errno));
-            return 1;
-        }
-        fprintf(stderr, PROG ": run %d of %d: -o / --append s:", r + 1, o.runs);
-        for (int l = 0; l < o.layers; l++) {
-            char group[32];
-            unlink(plain_out);
-            attnrun_argv(&o, input, plain_out, NULL, args, text);
-            if ((plain[l][r] = run_timed(args)) < 0) {
-                fprintf(stderr, "\n" PROG ": attnrun -o %s failed\n", plain_out);
-                return 1;
+        fprintf(stderr, PROG ": run %d of %d: -o / --append s:", r + 1, o->runs);
+        for (int l = 0; l < o->layers; l++) {
+            char group[32], plain[PATH_MAX];
+            if (!make_path(plain, "%s/plain%02d.h5", p->seq, l + 1))
+                return -1;
+            attnrun_argv(o, p->input, plain, NULL, args, text);
+            if ((t->plain[l][r] = run_timed(args)) < 0) {
+                fprintf(stderr, "\n" PROG ": attnrun -o %s failed\n", plain);
+                return -1;
             }
-            unlink(plain_out);
             snprintf(group, sizeof group, "/layer%02d", l + 1);
-            attnrun_argv(&o, input, index, group, args, text);
-            if ((seconds[l][r] = run_timed(args)) < 0) {
+            attnrun_argv(o, p->input, p->index, group, args, text);
+            if ((t->append[l][r] = run_timed(args)) < 0) {
                 fprintf(stderr, "\n" PROG ": attnrun --append --group %s failed\n", group);
-                return 1;
+                return -1;
             }
-            ratio[l][r] = seconds[l][r] / plain[l][r];
-            fprintf(stderr, " %.3f/%.3f", plain[l][r], seconds[l][r]);
+            t->ratio[l][r] = t->append[l][r] / t->plain[l][r];
+            fprintf(stderr, " %.3f/%.3f", t->plain[l][r], t->append[l][r]);
         }
         fprintf(stderr, " s\n");
-        index_bytes = file_size(index);
-        part_bytes = file_size(part);
+        t->index_bytes = file_size(p->index);
+        t->part_bytes = file_size(p->part);
     }
-    remove_tree(seq);
-    unlink(plain_out);
+    remove_tree(p->seq);
+    return 0;
+}
 
-    double first = 0, last = 0;
+static void print_layers(const struct options *o, struct layer_times *t)
+{
+    double first = 0, last = 0, best_first = 0, best_last = 0, ratio_first = 0, ratio_last = 0;
     printf("appending %d layers of %s (%ldx%ldx%ld/%ld) to one results file, median of %d\n",
-           o.layers, o.w->name, o.w->batch, o.w->seq, o.w->d_model, o.w->heads, o.runs);
-    double best_first = 0, best_last = 0;
+           o->layers, o->w->name, o->w->batch, o->w->seq, o->w->d_model, o->w->heads, o->runs);
     printf("%-6s %9s %9s %10s %9s %9s %10s\n", "layer", "append s", "-o same s", "x -o",
            "best app", "best -o", "x layer 1");
-    for (int l = 0; l < o.layers; l++) {
-        double m = median(seconds[l], o.runs), p = median(plain[l], o.runs);
-        double bm = seconds[l][0], bp = plain[l][0];          /* median() sorted them */
+    for (int l = 0; l < o->layers; l++) {
+        double m = median(t->append[l], o->runs), p = median(t->plain[l], o->runs);
+        double bm = t->append[l][0], bp = t->plain[l][0];     /* median() sorted them */
         if (l == 0) {
             first = m;
             best_first = bm;
         }
         last = m;
         best_last = bm;
-        printf("%-6d %9.3f %9.3f %10.2f %9.3f %9.3f %10.2f\n", l + 1, m, p,
-               median(ratio[l], o.runs), bm, bp, bm / best_first);
+        ratio_last = median(t->ratio[l], o->runs);
+        if (l == 0)
+            ratio_first = ratio_last;
+        printf("%-6d %9.3f %9.3f %10.2f %9.3f %9.3f %10.2f\n", l + 1, m, p, ratio_last, bm, bp,
+               bm / best_first);
     }
-    printf("last / first append: %.2f (medians), %.2f (best)\n", last / first,
-           best_last / best_first);
+    printf("last / first append: %.2f (medians), %.2f (best); append / -o same: %.2f at layer 1,\n"
+           "%.2f at layer %d\n", last / first, best_last / best_first, ratio_first, ratio_last,
+           o->layers);
     printf("-o same: a plain run of the same layer just before each append, into a file of its\n"
-           "own; x -o: the median of append / that run; best: the fastest of the %d runs\n",
-           o.runs);
-    printf("index after %d layers: %lld bytes; one part: %lld bytes\n", o.layers, index_bytes,
-           part_bytes);
+           "own beside; x -o: the median of append / that run; best: the fastest of the %d runs\n",
+           o->runs);
+    printf("index after %d layers: %lld bytes; one part: %lld bytes\n", o->layers, t->index_bytes,
+           t->part_bytes);
+}
+
+/*
+ * The index's own cost, which grows with the groups it holds: a tiny layer
+ * (--tiny, the toy fixture) appended to indexes of 1 to 400 groups, 10 * N
+ * times each (replacing its group), beside as many plain runs of it.
+ */
+static int index_cost(const struct options *o, const struct paths *p)
+{
+    static const int sizes[] = {1, 12, 100, 400};
+    char group[32];
+    int built = 0;                   /* groups /g0, /g1, ... in the index */
+    double append[10 * MAX_RUNS], plain[10 * MAX_RUNS];
+    char *append_args[] = {(char *)o->attnrun, (char *)o->tiny, "-o", (char *)p->tiny, "-q",
+                           "--heads", "1", "--append", "--force", "--group", group, NULL};
+    char *plain_args[] = {(char *)o->attnrun, (char *)o->tiny, "-o", (char *)p->plain, "-q",
+                          "--heads", "1", NULL};
+    remove_tree(p->seq);
+    if (mkdir(p->seq, 0777) != 0) {
+        fprintf(stderr, PROG ": cannot make %s: %s\n", p->seq, strerror(errno));
+        return -1;
+    }
+    printf("\nthe index's own cost: a tiny layer (%s) appended to an index of k groups,\n"
+           "its own group replaced each time (--force); median of %d, beside a plain -o run\n",
+           o->tiny, 10 * o->runs);
+    printf("%-8s %10s %10s %10s %12s\n", "groups", "append ms", "-o ms", "extra ms", "index bytes");
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        for (; built < sizes[s] - 1; built++) {      /* the probe's own group makes k */
+            snprintf(group, sizeof group, "/g%d", built);
+            if (run_timed(append_args) < 0) {
+                fprintf(stderr, PROG ": attnrun --append of %s failed\n", o->tiny);
+                return -1;
+            }
+        }
+        snprintf(group, sizeof group, "/probe");
+        for (int r = 0; r < 10 * o->runs; r++) {
+            unlink(p->plain);
+            plain[r] = run_timed(plain_args);
+            append[r] = run_timed(append_args);
+            if (plain[r] < 0 || append[r] < 0) {
+                fprintf(stderr, PROG ": attnrun on %s failed\n", o->tiny);
+                return -1;
+            }
+        }
+        unlink(p->plain);
+        double a = median(append, 10 * o->runs), b = median(plain, 10 * o->runs);
+        printf("%-8d %10.1f %10.1f %10.1f %12lld\n", sizes[s], 1e3 * a, 1e3 * b, 1e3 * (a - b),
+               file_size(p->tiny));
+    }
+    remove_tree(p->seq);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct layer_times times;
+    static struct paths p;
+    struct options o;
+    int status = parse_options(argc, argv, &o);
+    if (status >= 0)
+        return status;
+    if (!make_path(p.input, "%s/%s.h5", o.dir, bench_input_of(o.w)->name) ||
+        !make_path(p.seq, "%s/append", o.dir) ||
+        !make_path(p.index, "%s/append/results.h5", o.dir) ||
+        !make_path(p.part, "%s/append/results.h5.parts/layer01.1.h5", o.dir) ||
+        !make_path(p.plain, "%s/append/plain.h5", o.dir) ||
+        !make_path(p.tiny, "%s/append/tiny.h5", o.dir))
+        return usage("path too long", o.dir);
+    mkdir(o.dir, 0777);
+    if (access(p.input, F_OK) != 0) {
+        char *gen_argv[] = {(char *)o.gen, (char *)bench_input_of(o.w)->name, p.input, NULL};
+        fprintf(stderr, PROG ": generating %s\n", p.input);
+        if (run_timed(gen_argv) < 0) {
+            fprintf(stderr, PROG ": %s could not generate %s\n", o.gen, p.input);
+            return 1;
+        }
+    }
+    if (time_layers(&o, &p, &times) != 0)
+        return 1;
+    print_layers(&o, &times);
+    fflush(stdout);
+    return index_cost(&o, &p) != 0;
 }
