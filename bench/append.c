@@ -10,7 +10,7 @@
  * append as a whole process.  Before each append it times a plain `-o`
  * run of the same layer into a file of its own beside the results file
  * (kept to the end of the sequence), so that both see the disk in the
- * same state: on a virtual disk a run slows down as writes pile up,
+ * same state: in a virtual machine a run slows down as writes pile up,
  * whatever wrote them.  The sequence is repeated N times
  * (--runs, 5), each into a new directory.  It prints, per layer, the
  * median time of the append and of the plain run, the median of the
