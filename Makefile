@@ -121,6 +121,7 @@ CLI_TESTS += tests/test_tokens.sh
 CLI_TESTS += tests/test_summaries.sh
 CLI_TESTS += tests/test_install.sh
 CLI_TESTS += tests/test_plot.sh
+CLI_TESTS += tests/test_append.sh
 
 # Each suite prints its own results; the last line counts the suites.
 unit: $(UNIT_BIN)

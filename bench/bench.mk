@@ -5,6 +5,9 @@
 #   make bench                              every workload, 5 runs each
 #   make bench BENCH_ARGS="--only gpt2,many --runs 3 --no-numpy"
 #   make bench BENCH_ARGS="--no-sweep"      without the thread sweep
+#   make bench-append                       only the cost of --append as a
+#                                           results file grows (also in make bench)
+#   make bench-append BENCH_APPEND_ARGS="--layers 12 --runs 3"
 #
 # The benchmark's own programs always go to build/bench (not $(BUILD)):
 # there is one benchmark, whatever attnrun build it times.
@@ -12,7 +15,9 @@
 BENCH_DIR = build/bench
 BENCH_GEN = $(BENCH_DIR)/attnbench-gen
 BENCH_RUN = $(BENCH_DIR)/attnbench
+BENCH_APPEND = $(BENCH_DIR)/attnbench-append
 BENCH_ARGS ?=
+BENCH_APPEND_ARGS ?=
 # The sgemm rate is the machine's: the default (threaded) OpenBLAS, not the
 # serial one attnrun links.
 BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags hdf5 openblas 2>/dev/null)
@@ -24,11 +29,20 @@ $(BENCH_GEN): bench/gen.c bench/workloads.h | $(BENCH_DIR)
 $(BENCH_RUN): bench/bench.c bench/workloads.h | $(BENCH_DIR)
 	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< $(LDFLAGS) $(BENCH_LIBS) -o $@
 
+$(BENCH_APPEND): bench/append.c bench/workloads.h | $(BENCH_DIR)
+	$(CC) -D_POSIX_C_SOURCE=200809L $(ALL_CFLAGS) $< $(LDFLAGS) -o $@
+
 $(BENCH_DIR):
 	mkdir -p $@
 
 # deps first, then the builds (a recursive make, as `test` does, so that -j
 # cannot build before the packages are there).
 bench: deps
-	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_RUN)
+	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_RUN) $(BENCH_APPEND)
 	$(BENCH_RUN) --attnrun $(BIN) --gen $(BENCH_GEN) --python $(PYTHON) $(BENCH_ARGS)
+	$(BENCH_APPEND) --attnrun $(BIN) --gen $(BENCH_GEN) $(BENCH_APPEND_ARGS)
+
+.PHONY: bench-append
+bench-append: deps
+	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_APPEND)
+	$(BENCH_APPEND) --attnrun $(BIN) --gen $(BENCH_GEN) $(BENCH_APPEND_ARGS)

@@ -34,12 +34,13 @@ enum {
     OPT_WAIT, OPT_LAYOUT, OPT_QKV_SPLIT, OPT_WEIGHTS_GROUP, OPT_PRESET, OPT_KV_HEADS, OPT_ROPE,
     OPT_ROPE_DIM, OPT_ROPE_STYLE, OPT_ALIBI, OPT_WINDOW, OPT_SOFTCAP, OPT_NORM_EPS, OPT_MASK_INVERT,
     OPT_JSON,
-    OPT_TOKENS, OPT_KV_TOKENS
+    OPT_TOKENS, OPT_KV_TOKENS, OPT_APPEND
 };
 
 static const struct option long_options[] = {
     {"output", required_argument, NULL, 'o'},
     {"in-place", no_argument, NULL, OPT_IN_PLACE},
+    {"append", no_argument, NULL, OPT_APPEND},
     {"heads", required_argument, NULL, 'H'},
     {"causal", no_argument, NULL, 'c'},
     {"scale", required_argument, NULL, OPT_SCALE},
@@ -113,6 +114,8 @@ static const char *const usage_text[] = {
     "      --in-place       add the results to IN under --group (IN is replaced\n"
     "                       whole by an updated copy only when everything worked)\n"
     "      --group PATH     group for the results (default /)\n"
+    "      --append         add the results to the results file OUT as --group\n"
+    "                       (one file for a whole model; see README)\n"
     "      --save LIST      outputs to write, from scores,weights,heads,output,q,k,v\n"
     "                       and the summaries entropy,argmax,distance,mean,result\n"
     "                       (default scores,weights,heads,output)\n"
@@ -410,6 +413,7 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
     switch (opt) {
     case 'o': c->run.output = value; break;
     case OPT_IN_PLACE: c->run.in_place = true; break;
+    case OPT_APPEND: c->run.append = true; break;
     case 'H':
         if (!parse_count(value, 1, 1u << 20, &count))
             return usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
@@ -598,6 +602,11 @@ static int parse_arguments(int argc, char **argv, cli *c)
     if (c->run.kv_tokens != NULL && c->run.names[ATTN_IN_KV] == NULL)
         return usage_error("--kv-tokens labels the keys of --kv; in self-attention the keys "
                            "take the queries' --tokens");
+    if (c->run.append && (c->run.in_place || c->run.output == NULL))
+        return usage_error("--append adds to the results file -o OUT.h5%s",
+                           c->run.in_place ? ", not to the input: not with --in-place" : "; give it");
+    if (c->run.append && strcmp(c->run.group, "/") == 0)
+        return usage_error("--append needs --group PATH for the results (e.g. --group /layer3)");
     if (!c->run.in_place && c->run.output == NULL && !c->run.dry_run)
         return usage_error("no output: give -o OUT.h5 or --in-place");
     if (c->json && !c->run.dry_run)

@@ -8,6 +8,7 @@
 #include "attn_run_state.h"
 
 #include "attn_guard.h"
+#include "attn_index.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -242,21 +243,54 @@ static int open_input(run_state *st, attn_error *err)
     return attn_h5in_open_with(opt->input, &in, &st->in, err);
 }
 
+/* Appending (options->append): where the results go, checked before any
+ * work (also for a dry run, which writes nothing). */
+static int check_append(const attn_run_options *opt, attn_index_target *target, attn_error *err)
+{
+    if (opt->in_place)
+        return attn_fail(err, ATTN_EUSAGE, "%s: results are appended to an index, not added to "
+                         "the input", opt->input);
+    if (opt->output == NULL)
+        return attn_fail(err, ATTN_EUSAGE, "appending needs the index file to append to");
+    return attn_index_check(target, opt->output, opt->group, opt->force, err);
+}
+
+/*
+ * Opens the output.  Appended results are written like any output, to a
+ * temporary beside the index (so options with that name stand for the
+ * run's from here on: `part`), and become a part at the commit.
+ */
+static int open_output(run_state *st, const attn_index_target *append, attn_run_options *part,
+                       attn_error *err)
+{
+    if (append != NULL) {
+        *part = *st->opt;
+        part->output = append->index;
+        part->force = true;            /* the index exists: only the temporary is made */
+        st->opt = part;
+    }
+    return run_open_output(st, err);
+}
+
 /* The output, complete: flushed, then (the input still as it was read)
- * renamed into place. */
-static int commit(run_state *st, attn_error *err)
+ * renamed into place, or made a part of the index (append). */
+static int commit(run_state *st, const attn_index_target *append, attn_error *err)
 {
     attn_atomic *tx = st->opt->transaction;
     int status = attn_atomic_flush(tx, err);
     if (status == ATTN_OK && (status = attn_h5in_check_unchanged(st->in, err)) != ATTN_OK)
         attn_atomic_abort(tx);
     if (status == ATTN_OK)
-        status = attn_atomic_publish(tx, st->opt->cancel, err);
+        status = append != NULL ? attn_index_commit(append, tx, st->opt->cancel, err)
+                                : attn_atomic_publish(tx, st->opt->cancel, err);
     return status;
 }
 
 int attn_run(const attn_run_options *options, attn_run_report *report, attn_error *err)
 {
+    attn_index_target target;
+    attn_run_options part;
+    const attn_index_target *append = options->append ? &target : NULL;
     run_state st;
     memset(&st, 0, sizeof st);
     memset(report, 0, sizeof *report);
@@ -266,6 +300,8 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         memset(options->transaction, 0, sizeof *options->transaction);
 
     int status = run_check_options(options, err);
+    if (status == ATTN_OK && append != NULL)
+        status = check_append(options, &target, err);
     if (status == ATTN_OK && options->preset != NULL &&
         (st.preset = attn_preset_find(options->preset)) == NULL)
         status = attn_fail(err, ATTN_EUSAGE, "preset '%s': unknown (choose from %s)",
@@ -291,7 +327,7 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         (status = run_load_parameters(&st, err)) == ATTN_OK &&
         (status = run_load_shared(&st, err)) == ATTN_OK &&
         (status = run_allocate_slices(&st, err)) == ATTN_OK &&
-        (status = run_open_output(&st, err)) == ATTN_OK)
+        (status = open_output(&st, append, &part, err)) == ATTN_OK)
         status = run_steps(&st, err);
 
     /* Close the output whatever happened, then keep it only on success;
@@ -303,7 +339,7 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         *err = close_err;
     }
     if (status == ATTN_OK)
-        status = commit(&st, err);
+        status = commit(&st, append, err);
     else
         attn_atomic_abort(options->transaction);
     release(&st);

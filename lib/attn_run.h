@@ -120,6 +120,10 @@ typedef struct attn_run_options {
                                            (attn_tokens.h); NULL = none     */
     const char *kv_tokens;              /* the same for the keys of
                                            cross-attention; NULL = none      */
+    bool append;                        /* `output` is a results index: add
+                                           the results as the group `group`
+                                           of it (attn_index.h); not with
+                                           in_place, not at "/"            */
 } attn_run_options;
 
 /* What the run planned (and, unless dry_run, did). */
@@ -164,7 +168,9 @@ const char *attn_input_default_name(attn_input which);
  * --in-place exclusive, until its copy is renamed over it).  Returns
  * ATTN_OK, or
  *   ATTN_EUSAGE  OUT exists without force, OUT is IN or names no file, a
- *                name in the way of --in-place, bad option values;
+ *                name in the way of --in-place, bad option values; with
+ *                append, OUT is not a results index or holds the group
+ *                (without force, see attn_index_check);
  *   ATTN_EINPUT  the input was rejected (missing, shape, type, non-finite,
  *                not a regular file, values that overflow the precision);
  *   ATTN_EIO     reading or writing failed, IN is locked by another
@@ -172,7 +178,8 @@ const char *attn_input_default_name(attn_input which);
  *                cannot start;
  *   ATTN_ENOMEM  a buffer (or the address space for it) is not there;
  *   ATTN_EINTR   *cancel became nonzero.
- * On failure no output file and no temporary file remain, and IN is as it was.
+ * On failure no output file and no temporary file remain, and IN is as it was
+ * (with append: the index and its parts are as they were).
  */
 int attn_run(const attn_run_options *options, attn_run_report *report, attn_error *err);
 

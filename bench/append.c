@@ -1,0 +1,396 @@
+/* append.c - attnbench-append: what appending a layer to a results file
+ * costs as the file grows (attnrun --append).
+ *
+ *     attnbench-append --attnrun build/attnrun --gen build/bench/attnbench-gen
+ *     attnbench-append --layers 12 --runs 5 --workload gpt2
+ *
+ * For a workload of workloads.h (gpt2 unless --workload), it appends the
+ * same layer (the workload's input and options) L times (--layers, 12) to
+ * one fresh results file, as groups /layer01 ... /layerL, timing each
+ * append as a whole process.  Before each append it times a plain `-o`
+ * run of the same layer into a file of its own beside the results file
+ * (kept to the end of the sequence), so that both see the disk in the
+ * same state: in a virtual machine a run slows down as writes pile up,
+ * whatever wrote them.  The sequence is repeated N times
+ * (--runs, 5), each into a new directory.  It prints, per layer, the
+ * median time of the append and of the plain run, the median of the
+ * ratio of each append to the plain run before it, and the fastest of
+ * the N runs of each; then the ratio of the last append to the first,
+ * and the sizes of the index and of one part.  An append costs what the
+ * new results cost, not what the file already holds, when its ratio to
+ * the plain run stays flat from layer 1 to layer L.
+ *
+ * Progress goes to stderr, the report to stdout.  Exit status: 0 every run
+ * worked, 1 otherwise, 2 usage error.
+ */
+#define _DEFAULT_SOURCE
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "workloads.h"
+
+#define PROG "attnbench-append"
+#define MAX_LAYERS 64
+#define MAX_RUNS 50
+#define ARGV_MAX 24
+
+struct options {
+    const char *attnrun, *gen, *dir;
+    const char *tiny;           /* a tiny layer's input (one head) */
+    const struct bench_workload *w;
+    int layers, runs;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n-1] (sorts v). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Runs argv with stdout and stderr on /dev/null (stderr kept when it
+ * fails: the caller says which run); returns its wall time, or -1 when it
+ * did not exit 0. */
+static double run_timed(char *const argv[])
+{
+    fflush(NULL);
+    double start = now_s();
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    double seconds = now_s() - start;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
+}
+
+/* Removes dir and the files in it and in its subdirectories (one level:
+ * the parts directory); missing is fine. */
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        char path[PATH_MAX];
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(path);
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* The argv of one attnrun run of the workload into out; with group, an
+ * append of that group.  The strings live in `text`. */
+static void attnrun_argv(const struct options *o, const char *input, const char *out_path,
+                         const char *group, char *argv[ARGV_MAX], char text[4][32])
+{
+    int n = 0;
+    argv[n++] = (char *)o->attnrun;
+    argv[n++] = (char *)input;
+    argv[n++] = "-o";
+    argv[n++] = (char *)out_path;
+    argv[n++] = "-q";
+    snprintf(text[0], 32, "%ld", o->w->heads);
+    argv[n++] = "--heads";
+    argv[n++] = text[0];
+    if (o->w->causal)
+        argv[n++] = "--causal";
+    if (o->w->save) {
+        argv[n++] = "--save";
+        argv[n++] = (char *)o->w->save;
+    }
+    if (bench_kv_heads_arg(o->w)) {
+        snprintf(text[1], 32, "%ld", bench_kv_heads_arg(o->w));
+        argv[n++] = "--kv-heads";
+        argv[n++] = text[1];
+    }
+    for (int i = 0; i < BENCH_MAX_ARGS && o->w->args[i] && n < ARGV_MAX - 5; i++)
+        argv[n++] = (char *)o->w->args[i];
+    if (group != NULL) {
+        argv[n++] = "--append";
+        argv[n++] = "--group";
+        argv[n++] = (char *)group;
+    }
+    argv[n] = NULL;
+}
+
+/* Formats a path into out (PATH_MAX); false when it does not fit. */
+__attribute__((format(printf, 2, 3)))
+static int make_path(char out[PATH_MAX], const char *format, ...)
+{
+    va_list ap;
+    va_start(ap, format);
+    int len = vsnprintf(out, PATH_MAX, format, ap);
+    va_end(ap);
+    return len > 0 && len < PATH_MAX;
+}
+
+static long long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+static int usage(const char *why, const char *arg)
+{
+    fprintf(stderr, PROG ": %s%s%s\n"
+            "usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
+            "                        [--layers L] [--runs N] [--tiny PATH]\n", why, arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+/* A whole number in [1, max] or -1. */
+static int parse_count(const char *text, int max)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    return errno || end == text || *end || v < 1 || v > max ? -1 : (int)v;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "build/bench/work",
+                          "fixtures/toy.h5", bench_find_workload("gpt2"), 12, 5};
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
+            printf("usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
+                   "                        [--layers L] [--runs N] [--tiny PATH]\n\n"
+                   "Times appending L copies of a workload's layer (default gpt2, 12 layers)\n"
+                   "to one results file with attnrun --append, N times (default 5), then a\n"
+                   "tiny one-head layer (default fixtures/toy.h5) to indexes of 1 to 400 groups.\n");
+            exit(0);
+        }
+        if (value == NULL)
+            return usage("unknown option or missing value", opt);
+        i++;
+        if (strcmp(opt, "--attnrun") == 0)
+            o->attnrun = value;
+        else if (strcmp(opt, "--gen") == 0)
+            o->gen = value;
+        else if (strcmp(opt, "--dir") == 0)
+            o->dir = value;
+        else if (strcmp(opt, "--tiny") == 0)
+            o->tiny = value;
+        else if (strcmp(opt, "--workload") == 0) {
+            if ((o->w = bench_find_workload(value)) == NULL)
+                return usage("unknown workload", value);
+        } else if (strcmp(opt, "--layers") == 0) {
+            if ((o->layers = parse_count(value, MAX_LAYERS)) < 0)
+                return usage("--layers takes 1 to 64, not", value);
+        } else if (strcmp(opt, "--runs") == 0) {
+            if ((o->runs = parse_count(value, MAX_RUNS)) < 0)
+                return usage("--runs takes 1 to 50, not", value);
+        } else
+            return usage("unknown option", opt);
+    }
+    return -1;
+}
+
+/* The paths of a run. */
+struct paths {
+    char input[PATH_MAX];       /* the workload's input                     */
+    char seq[PATH_MAX];         /* the directory of one sequence of appends */
+    char index[PATH_MAX];       /* the results file in it                   */
+    char part[PATH_MAX];        /* its first part                           */
+    char plain[PATH_MAX];       /* the tiny plain run's output              */
+    char tiny[PATH_MAX];        /* the index of the index-cost figure       */
+};
+
+/* Per layer l and run r (MAX_LAYERS, MAX_RUNS): the times of the append and
+ * of the plain run before it, and their ratio. */
+struct layer_times {
+    double append[MAX_LAYERS][MAX_RUNS], plain[MAX_LAYERS][MAX_RUNS];
+    double ratio[MAX_LAYERS][MAX_RUNS];
+    long long index_bytes, part_bytes;
+};
+
+/* o.runs sequences of o.layers appends, each after a plain run; 0 or -1. */
+static int time_layers(const struct options *o, const struct paths *p, struct layer_times *t)
+{
+    char text[4][32], *args[ARGV_MAX];
+    for (int r = 0; r < o->runs; r++) {
+        remove_tree(p->seq);
+        if (mkdir(p->seq, 0777) != 0) {
+            fprintf(stderr, PROG ": cannot make %s: %s\n", p->seq, strerror(errno));
+            return -1;
+        }
+        fprintf(stderr, PROG ": run %d of %d: -o / --append s:", r + 1, o->runs);
+        for (int l = 0; l < o->layers; l++) {
+            char group[32], plain[PATH_MAX];
+            if (!make_path(plain, "%s/plain%02d.h5", p->seq, l + 1))
+                return -1;
+            attnrun_argv(o, p->input, plain, NULL, args, text);
+            if ((t->plain[l][r] = run_timed(args)) < 0) {
+                fprintf(stderr, "\n" PROG ": attnrun -o %s failed\n", plain);
+                return -1;
+            }
+            snprintf(group, sizeof group, "/layer%02d", l + 1);
+            attnrun_argv(o, p->input, p->index, group, args, text);
+            if ((t->append[l][r] = run_timed(args)) < 0) {
+                fprintf(stderr, "\n" PROG ": attnrun --append --group %s failed\n", group);
+                return -1;
+            }
+            t->ratio[l][r] = t->append[l][r] / t->plain[l][r];
+            fprintf(stderr, " %.3f/%.3f", t->plain[l][r], t->append[l][r]);
+        }
+        fprintf(stderr, " s\n");
+        t->index_bytes = file_size(p->index);
+        t->part_bytes = file_size(p->part);
+    }
+    remove_tree(p->seq);
+    return 0;
+}
+
+static void print_layers(const struct options *o, struct layer_times *t)
+{
+    double first = 0, last = 0, best_first = 0, best_last = 0, ratio_first = 0, ratio_last = 0;
+    printf("appending %d layers of %s (%ldx%ldx%ld/%ld) to one results file, median of %d\n",
+           o->layers, o->w->name, o->w->batch, o->w->seq, o->w->d_model, o->w->heads, o->runs);
+    printf("%-6s %9s %9s %10s %9s %9s %10s\n", "layer", "append s", "-o same s", "x -o",
+           "best app", "best -o", "x layer 1");
+    for (int l = 0; l < o->layers; l++) {
+        double m = median(t->append[l], o->runs), p = median(t->plain[l], o->runs);
+        double bm = t->append[l][0], bp = t->plain[l][0];     /* median() sorted them */
+        if (l == 0) {
+            first = m;
+            best_first = bm;
+        }
+        last = m;
+        best_last = bm;
+        ratio_last = median(t->ratio[l], o->runs);
+        if (l == 0)
+            ratio_first = ratio_last;
+        printf("%-6d %9.3f %9.3f %10.2f %9.3f %9.3f %10.2f\n", l + 1, m, p, ratio_last, bm, bp,
+               bm / best_first);
+    }
+    printf("last / first append: %.2f (medians), %.2f (best); append / -o same: %.2f at layer 1,\n"
+           "%.2f at layer %d\n", last / first, best_last / best_first, ratio_first, ratio_last,
+           o->layers);
+    printf("-o same: a plain run of the same layer just before each append, into a file of its\n"
+           "own beside; x -o: the median of append / that run; best: the fastest of the %d runs\n",
+           o->runs);
+    printf("index after %d layers: %lld bytes; one part: %lld bytes\n", o->layers, t->index_bytes,
+           t->part_bytes);
+}
+
+/*
+ * The index's own cost, which grows with the groups it holds: a tiny layer
+ * (--tiny, the toy fixture) appended to indexes of 1 to 400 groups, 10 * N
+ * times each (replacing its group), beside as many plain runs of it.
+ */
+static int index_cost(const struct options *o, const struct paths *p)
+{
+    static const int sizes[] = {1, 12, 100, 400};
+    char group[32];
+    int built = 0;                   /* groups /g0, /g1, ... in the index */
+    double append[10 * MAX_RUNS], plain[10 * MAX_RUNS];
+    char *append_args[] = {(char *)o->attnrun, (char *)o->tiny, "-o", (char *)p->tiny, "-q",
+                           "--heads", "1", "--append", "--force", "--group", group, NULL};
+    char *plain_args[] = {(char *)o->attnrun, (char *)o->tiny, "-o", (char *)p->plain, "-q",
+                          "--heads", "1", NULL};
+    remove_tree(p->seq);
+    if (mkdir(p->seq, 0777) != 0) {
+        fprintf(stderr, PROG ": cannot make %s: %s\n", p->seq, strerror(errno));
+        return -1;
+    }
+    printf("\nthe index's own cost: a tiny layer (%s) appended to an index of k groups,\n"
+           "its own group replaced each time (--force); median of %d, beside a plain -o run\n",
+           o->tiny, 10 * o->runs);
+    printf("%-8s %10s %10s %10s %12s\n", "groups", "append ms", "-o ms", "extra ms", "index bytes");
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        for (; built < sizes[s] - 1; built++) {      /* the probe's own group makes k */
+            snprintf(group, sizeof group, "/g%d", built);
+            if (run_timed(append_args) < 0) {
+                fprintf(stderr, PROG ": attnrun --append of %s failed\n", o->tiny);
+                return -1;
+            }
+        }
+        snprintf(group, sizeof group, "/probe");
+        for (int r = 0; r < 10 * o->runs; r++) {
+            unlink(p->plain);
+            plain[r] = run_timed(plain_args);
+            append[r] = run_timed(append_args);
+            if (plain[r] < 0 || append[r] < 0) {
+                fprintf(stderr, PROG ": attnrun on %s failed\n", o->tiny);
+                return -1;
+            }
+        }
+        unlink(p->plain);
+        double a = median(append, 10 * o->runs), b = median(plain, 10 * o->runs);
+        printf("%-8d %10.1f %10.1f %10.1f %12lld\n", sizes[s], 1e3 * a, 1e3 * b, 1e3 * (a - b),
+               file_size(p->tiny));
+    }
+    remove_tree(p->seq);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct layer_times times;
+    static struct paths p;
+    struct options o;
+    int status = parse_options(argc, argv, &o);
+    if (status >= 0)
+        return status;
+    if (!make_path(p.input, "%s/%s.h5", o.dir, bench_input_of(o.w)->name) ||
+        !make_path(p.seq, "%s/append", o.dir) ||
+        !make_path(p.index, "%s/append/results.h5", o.dir) ||
+        !make_path(p.part, "%s/append/results.h5.parts/layer01.1.h5", o.dir) ||
+        !make_path(p.plain, "%s/append/plain.h5", o.dir) ||
+        !make_path(p.tiny, "%s/append/tiny.h5", o.dir))
+        return usage("path too long", o.dir);
+    mkdir(o.dir, 0777);
+    if (access(p.input, F_OK) != 0) {
+        char *gen_argv[] = {(char *)o.gen, (char *)bench_input_of(o.w)->name, p.input, NULL};
+        fprintf(stderr, PROG ": generating %s\n", p.input);
+        if (run_timed(gen_argv) < 0) {
+            fprintf(stderr, PROG ": %s could not generate %s\n", o.gen, p.input);
+            return 1;
+        }
+    }
+    if (time_layers(&o, &p, &times) != 0)
+        return 1;
+    print_layers(&o, &times);
+    fflush(stdout);
+    return index_cost(&o, &p) != 0;
+}

@@ -1,0 +1,425 @@
+/*
+ * test_index.c - unit tests for attn_index: part names (escaping, long
+ * groups, generations read back), and appends committed into an index in
+ * a temporary directory per test -- what the index holds, what a refused
+ * or failed append leaves (nothing).
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hdf5.h>
+
+#include "attn_h5.h"
+#include "attn_index.h"
+#include "test_support.h"
+
+/* ---- part names ----------------------------------------------------------- */
+
+static void expect_name(const char *group, unsigned long g, const char *want)
+{
+    char name[256];
+    assert_true(attn_index_part_name(group, g, name, sizeof name));
+    assert_string_equal(name, want);
+    assert_int_equal(attn_index_part_generation(group, name), g);
+}
+
+static void test_names_escape_what_a_file_name_cannot_hold(void **state)
+{
+    (void)state;
+    expect_name("/layer3", 1, "layer3.1.h5");
+    expect_name("/model/layer3", 2, "model+layer3.2.h5");
+    expect_name("/transformer/h.0/attn", 1, "transformer+h.0+attn.1.h5");
+    expect_name("/a_b-c", 12, "a_b-c.12.h5");
+    expect_name("/.hidden/x", 1, "@2Ehidden+x.1.h5");     /* no hidden part files */
+    expect_name("/a+b@c d%", 1, "a@2Bb@40c@20d@25.1.h5");
+    expect_name("/\xc3\xa9t\xc3\xa9", 3, "@C3@A9t@C3@A9.3.h5");  /* UTF-8 "été" */
+    expect_name("/x~y", 1, "x@7Ey.1.h5");                 /* "~" marks a hash only */
+}
+
+static void test_names_refuse_root_relative_and_generation_zero(void **state)
+{
+    (void)state;
+    char name[256];
+    assert_false(attn_index_part_name("/", 1, name, sizeof name));
+    assert_false(attn_index_part_name("", 1, name, sizeof name));
+    assert_false(attn_index_part_name("layer3", 1, name, sizeof name));
+    assert_false(attn_index_part_name(NULL, 1, name, sizeof name));
+    assert_false(attn_index_part_name("/layer3", 0, name, sizeof name));
+    assert_false(attn_index_part_name("/layer3", 1, name, 11));   /* "layer3.1.h5" + NUL is 12 */
+    assert_true(attn_index_part_name("/layer3", 1, name, 12));
+}
+
+static void test_names_of_distinct_groups_differ(void **state)
+{
+    (void)state;
+    /* Pairs a careless escape would merge: "/" against "+", "@" or "%2F"
+     * spelled out, "." against a generation. */
+    static const char *const groups[] = {
+        "/a/b", "/a+b", "/a@2Bb", "/a%2Fb", "/a.b", "/a/.b", "/a.1", "/a", "/a/1", "/a.1.1",
+        "/A/b", "/a/b/", "/a//b", "/a@", "/a@40",
+    };
+    const size_t count = sizeof groups / sizeof groups[0];
+    char names[sizeof groups / sizeof groups[0]][2][256];
+    for (size_t i = 0; i < count; i++)
+        for (unsigned long g = 1; g <= 2; g++)
+            assert_true(attn_index_part_name(groups[i], g, names[i][g - 1], sizeof names[i][g - 1]));
+    for (size_t i = 0; i < count; i++)
+        for (size_t j = 0; j < count; j++)
+            for (int a = 0; a < 2; a++)
+                for (int b = 0; b < 2; b++)
+                    if (i != j || a != b)
+                        assert_string_not_equal(names[i][a], names[j][b]);
+}
+
+static void test_generation_belongs_to_one_group(void **state)
+{
+    (void)state;
+    assert_int_equal(attn_index_part_generation("/layer3", "layer3.7.h5"), 7);
+    assert_int_equal(attn_index_part_generation("/layer3", "layer3.123456.h5"), 123456);
+    assert_int_equal(attn_index_part_generation("/a", "a.1.1.h5"), 0);    /* /a.1's part */
+    assert_int_equal(attn_index_part_generation("/a.1", "a.1.h5"), 0);    /* /a's part   */
+    assert_int_equal(attn_index_part_generation("/a.1", "a.1.1.h5"), 1);
+    assert_int_equal(attn_index_part_generation("/layer3", "layer3.01.h5"), 0);
+    assert_int_equal(attn_index_part_generation("/layer3", "layer3.0.h5"), 0);
+    assert_int_equal(attn_index_part_generation("/layer3", "layer3..h5"), 0);
+    assert_int_equal(attn_index_part_generation("/layer3", "layer3.1.h5x"), 0);
+    assert_int_equal(attn_index_part_generation("/layer3", "layer3.1"), 0);
+    assert_int_equal(attn_index_part_generation("/layer3", "layer31.1.h5"), 0);
+    assert_int_equal(attn_index_part_generation("/layer3", ".layer3.1.h5"), 0);
+    assert_int_equal(attn_index_part_generation("/", "1.h5"), 0);
+}
+
+/* A group of `count` copies of `unit` after a "/" (caller frees). */
+static char *long_group(const char *unit, size_t count, const char *tail)
+{
+    size_t len = 1 + strlen(unit) * count + strlen(tail) + 1;
+    char *group = malloc(len);
+    assert_non_null(group);
+    strcpy(group, "/");
+    for (size_t i = 0; i < count; i++)
+        strcat(group, unit);
+    strcat(group, tail);
+    return group;
+}
+
+/* The prefix of a name before ".g.h5" holds only whole escapes. */
+static void assert_escapes_whole(const char *name)
+{
+    const char *end = strchr(name, '~');
+    assert_non_null(end);
+    for (const char *c = name; c < end; c++)
+        if (*c == '@') {
+            assert_true(c + 2 < end);
+            assert_non_null(strchr("0123456789ABCDEF", c[1]));
+            assert_non_null(strchr("0123456789ABCDEF", c[2]));
+            c += 2;
+        }
+}
+
+static void test_long_groups_are_cut_and_hashed(void **state)
+{
+    (void)state;
+    char a[256], b[256];
+    /* 200 escaped bytes fit as they are; 201 do not. */
+    char *fits = long_group("x", 200, ""), *over = long_group("x", 201, "");
+    assert_true(attn_index_part_name(fits, 1, a, sizeof a));
+    assert_int_equal(strlen(a), 200 + strlen(".1.h5"));
+    assert_null(strchr(a, '~'));
+    assert_true(attn_index_part_name(over, 1, b, sizeof b));
+    assert_int_equal(strlen(b), ATTN_INDEX_PREFIX_MAX + strlen(".1.h5"));
+    assert_non_null(strchr(b, '~'));
+    assert_int_equal(attn_index_part_generation(over, b), 1);
+    free(fits);
+    free(over);
+    /* Groups that differ only past the cut get different names; escapes
+     * are never cut in the middle. */
+    char *g1 = long_group("\xc3\xa9", 100, "/one"), *g2 = long_group("\xc3\xa9", 100, "/two");
+    assert_true(attn_index_part_name(g1, 1, a, sizeof a));
+    assert_true(attn_index_part_name(g2, 1, b, sizeof b));
+    assert_string_not_equal(a, b);
+    assert_true(strlen(a) <= ATTN_INDEX_PREFIX_MAX + strlen(".1.h5"));
+    assert_escapes_whole(a);
+    assert_escapes_whole(b);
+    assert_int_equal(attn_index_part_generation(g1, a), 1);
+    assert_int_equal(attn_index_part_generation(g2, a), 0);
+    free(g1);
+    free(g2);
+}
+
+/* ---- appends committed ------------------------------------------------------ */
+
+typedef struct index_fixture {
+    char dir[128];
+    char index[256];        /* dir/results.h5, not created by setup */
+    char parts[256];        /* dir/results.h5.parts                  */
+} index_fixture;
+
+static int setup(void **state)
+{
+    index_fixture *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    if (test_make_dir(f->dir, sizeof f->dir, "test_index") != 0) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->index, sizeof f->index, "%s/results.h5", f->dir);
+    snprintf(f->parts, sizeof f->parts, "%s/results.h5.parts", f->dir);
+    attn_h5_prepare();
+    *state = f;
+    return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static int teardown(void **state)
+{
+    index_fixture *f = *state;
+    int result = nftw(f->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(f);
+    return result;
+}
+
+/* The entries of dir, sorted and joined by spaces ("" when empty). */
+static void list_dir(const char *dir, char *out, size_t len)
+{
+    struct dirent **names;
+    int count = scandir(dir, &names, NULL, alphasort);
+    out[0] = '\0';
+    assert_true(count >= 0);
+    for (int i = 0; i < count; i++) {
+        if (strcmp(names[i]->d_name, ".") != 0 && strcmp(names[i]->d_name, "..") != 0) {
+            strncat(out, out[0] ? " " : "", len - strlen(out) - 1);
+            strncat(out, names[i]->d_name, len - strlen(out) - 1);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+/* A part's temporary beside the index: an HDF5 file holding `group`,
+ * its attribute "layer" = value, flushed, as attn_run leaves it. */
+static void make_part(const index_fixture *f, const char *group, long long value, attn_atomic *tx)
+{
+    attn_error err;
+    assert_int_equal(attn_atomic_begin(tx, f->index, true, &err), ATTN_OK);
+    hid_t file = H5Fcreate(tx->temp_path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    assert_true(file >= 0 && lcpl >= 0);
+    assert_true(H5Pset_create_intermediate_group(lcpl, 1) >= 0);
+    hid_t g = H5Gcreate2(file, group, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(g, "layer", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(g >= 0 && attr >= 0);
+    assert_true(H5Awrite(attr, H5T_NATIVE_LLONG, &value) >= 0);
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Gclose(g);
+    H5Pclose(lcpl);
+    assert_true(H5Fclose(file) >= 0);
+    assert_int_equal(attn_atomic_flush(tx, &err), ATTN_OK);
+}
+
+/* check, then commit, of group's results (attribute layer = value). */
+static int append(const index_fixture *f, const char *group, long long value, bool force,
+                  attn_error *err)
+{
+    attn_index_target target;
+    attn_atomic tx;
+    int status = attn_index_check(&target, f->index, group, force, err);
+    if (status != ATTN_OK)
+        return status;
+    make_part(f, group, value, &tx);
+    status = attn_index_commit(&target, &tx, NULL, err);
+    assert_string_equal(tx.temp_path, "");        /* gone whatever happened */
+    return status;
+}
+
+/* The attribute "layer" of group, read through the index, or -1. */
+static long long layer_through_index(const index_fixture *f, const char *group)
+{
+    long long value = -1;
+    hid_t file = H5Fopen(f->index, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t g = file >= 0 ? H5Gopen2(file, group, H5P_DEFAULT) : H5I_INVALID_HID;
+    hid_t attr = g >= 0 ? H5Aopen(g, "layer", H5P_DEFAULT) : H5I_INVALID_HID;
+    if (attr < 0 || H5Aread(attr, H5T_NATIVE_LLONG, &value) < 0)
+        value = -1;
+    if (attr >= 0)
+        H5Aclose(attr);
+    if (g >= 0)
+        H5Gclose(g);
+    if (file >= 0)
+        H5Fclose(file);
+    H5Eclear2(H5E_DEFAULT);
+    return value;
+}
+
+static void test_appends_gather_groups_in_one_index(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    char listing[1024];
+    assert_int_equal(append(f, "/layer0", 10, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/model/layer1", 11, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/model/h.2", 12, false, &err), ATTN_OK);
+    assert_int_equal(layer_through_index(f, "/layer0"), 10);
+    assert_int_equal(layer_through_index(f, "/model/layer1"), 11);
+    assert_int_equal(layer_through_index(f, "/model/h.2"), 12);
+    list_dir(f->dir, listing, sizeof listing);
+    assert_string_equal(listing, "results.h5 results.h5.parts");
+    list_dir(f->parts, listing, sizeof listing);
+    assert_string_equal(listing, "layer0.1.h5 model+h.2.1.h5 model+layer1.1.h5");
+    /* the index marks itself with its format */
+    hid_t file = H5Fopen(f->index, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t attr = H5Aopen_by_name(file, "/", ATTN_INDEX_ATTRIBUTE, H5P_DEFAULT, H5P_DEFAULT);
+    long long format = 0;
+    assert_true(attr >= 0 && H5Aread(attr, H5T_NATIVE_LLONG, &format) >= 0);
+    assert_int_equal(format, ATTN_INDEX_FORMAT);
+    H5Aclose(attr);
+    H5Fclose(file);
+}
+
+static void test_force_replaces_the_part_and_removes_the_old(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    char listing[1024];
+    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/layer1", 2, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/layer0", 3, false, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "already holds results at /layer0"));
+    assert_int_equal(layer_through_index(f, "/layer0"), 1);
+    assert_int_equal(append(f, "/layer0", 4, true, &err), ATTN_OK);
+    assert_int_equal(layer_through_index(f, "/layer0"), 4);
+    assert_int_equal(layer_through_index(f, "/layer1"), 2);
+    list_dir(f->parts, listing, sizeof listing);
+    assert_string_equal(listing, "layer0.2.h5 layer1.1.h5");
+    assert_int_equal(append(f, "/layer0", 5, true, &err), ATTN_OK);
+    list_dir(f->parts, listing, sizeof listing);
+    assert_string_equal(listing, "layer0.3.h5 layer1.1.h5");
+}
+
+static void test_groups_above_or_inside_others_are_refused(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    assert_int_equal(append(f, "/model/layer1", 1, false, &err), ATTN_OK);
+    attn_index_target target;
+    assert_int_equal(attn_index_check(&target, f->index, "/model", true, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "/model holds the results at /model/layer1"));
+    assert_int_equal(attn_index_check(&target, f->index, "/model/layer1/x", true, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "inside the results at /model/layer1"));
+    assert_int_equal(attn_index_check(&target, f->index, "/", false, &err), ATTN_EUSAGE);
+    assert_int_equal(attn_index_check(&target, f->index, "/model/layer2", false, &err), ATTN_OK);
+}
+
+static void test_a_file_that_is_not_an_index_is_refused_untouched(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    char listing[1024];
+    /* an HDF5 file of someone else's: never copied or rewritten */
+    hid_t file = H5Fcreate(f->index, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(file >= 0);
+    hid_t g = H5Gcreate2(file, "/data", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(g);
+    H5Fclose(file);
+    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "not a results index attnrun made"));
+    list_dir(f->dir, listing, sizeof listing);
+    assert_string_equal(listing, "results.h5");
+    /* an index that someone wrote a dataset into */
+    assert_int_equal(unlink(f->index), 0);
+    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_OK);
+    file = H5Fopen(f->index, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t d = H5Dcreate2(file, "/notes", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(d >= 0);
+    H5Dclose(d);
+    H5Sclose(space);
+    H5Fclose(file);
+    assert_int_equal(append(f, "/layer1", 2, false, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "/notes is a dataset"));
+}
+
+static void test_a_failed_commit_leaves_everything_as_it_was(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    char listing[1024];
+    /* first append: a file where the parts directory would go */
+    FILE *blocker = fopen(f->parts, "w");
+    assert_non_null(blocker);
+    fclose(blocker);
+    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_EIO);
+    list_dir(f->dir, listing, sizeof listing);
+    assert_string_equal(listing, "results.h5.parts");         /* no index, no temporary */
+    struct stat st;
+    assert_int_equal(stat(f->parts, &st), 0);
+    assert_true(S_ISREG(st.st_mode) && st.st_size == 0);
+    /* later append: a directory where the part would go cannot be replaced */
+    assert_int_equal(unlink(f->parts), 0);
+    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_OK);
+    char blocked[512];
+    snprintf(blocked, sizeof blocked, "%s/layer1.1.h5", f->parts);
+    assert_int_equal(mkdir(blocked, 0700), 0);
+    assert_int_equal(append(f, "/layer1", 2, false, &err), ATTN_EIO);
+    assert_int_equal(layer_through_index(f, "/layer0"), 1);
+    assert_int_equal(layer_through_index(f, "/layer1"), -1);
+    list_dir(f->dir, listing, sizeof listing);
+    assert_string_equal(listing, "results.h5 results.h5.parts");
+    list_dir(f->parts, listing, sizeof listing);
+    assert_string_equal(listing, "layer0.1.h5 layer1.1.h5");
+    assert_int_equal(rmdir(blocked), 0);
+}
+
+static void test_a_cancelled_commit_writes_nothing(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    attn_index_target target;
+    attn_atomic tx;
+    char listing[1024];
+    volatile sig_atomic_t cancel = 1;
+    assert_int_equal(attn_index_check(&target, f->index, "/layer0", false, &err), ATTN_OK);
+    make_part(f, "/layer0", 1, &tx);
+    assert_int_equal(attn_index_commit(&target, &tx, &cancel, &err), ATTN_EINTR);
+    assert_int_equal(tx.committing, 0);
+    list_dir(f->dir, listing, sizeof listing);
+    assert_string_equal(listing, "");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names_escape_what_a_file_name_cannot_hold),
+        cmocka_unit_test(test_names_refuse_root_relative_and_generation_zero),
+        cmocka_unit_test(test_names_of_distinct_groups_differ),
+        cmocka_unit_test(test_generation_belongs_to_one_group),
+        cmocka_unit_test(test_long_groups_are_cut_and_hashed),
+        cmocka_unit_test_setup_teardown(test_appends_gather_groups_in_one_index, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_force_replaces_the_part_and_removes_the_old, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_groups_above_or_inside_others_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_file_that_is_not_an_index_is_refused_untouched, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_failed_commit_leaves_everything_as_it_was, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_cancelled_commit_writes_nothing, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
