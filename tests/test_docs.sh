@@ -101,11 +101,52 @@ export_script=$ROOT/examples/hf-export.py
 if run_ok "examples/hf-export.py --stand-in --layer 3" "$T/export.log" \
         "$PY" "$export_script" --stand-in --layer 3 "$T/layer3.h5"; then
     check_py export export "$T/layer3.h5"
-    # The README's command, less what it takes from later parts (--tokens, entropy).
-    if run_ok "attnrun layer3.h5 --preset gpt2 --heads 12 --mask attention_mask" "$T/run3.log" \
-            "$ATTNRUN" "$T/layer3.h5" -o "$T/out.h5" --preset gpt2 --heads 12 \
-            --mask attention_mask --save weights,output -q; then
+    # The README's commands, as written there.
+    if run_ok "attnrun layer3.h5 --preset gpt2 --heads 12 --mask attention_mask --tokens tokens" \
+            "$T/run3.log" "$ATTNRUN" "$T/layer3.h5" -o "$T/out.h5" --preset gpt2 --heads 12 \
+            --mask attention_mask --tokens tokens --save weights,entropy,output -q; then
         check_py walkthrough walkthrough "$T/layer3.h5" "$T/out.h5"
+        if "$PY" - "$T/layer3.h5" "$T/out.h5" <<'PYEOF2'
+import sys, h5py, numpy as np
+src, out = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+tokens = src["tokens"].asstr()[...]
+w = out["weights"][...].astype(np.float64)
+with np.errstate(divide="ignore", invalid="ignore"):
+    entropy = -np.where(w > 0, w * np.log(w), 0).sum(-1)
+ok = (out["query_token"].asstr()[...] == tokens).all() and \
+     (out["key_token"].asstr()[...] == tokens).all() and \
+     out["entropy"].shape == w.shape[:-1] and np.abs(out["entropy"][...] - entropy).max() < 1e-4
+sys.exit(0 if ok else 1)
+PYEOF2
+        then
+            ok "walkthrough: the tokens on both axes, entropy = -sum p log p of the weights"
+        else
+            bad "walkthrough: tokens or entropy differ from the export and the weights"
+        fi
+        if run_ok "attnrun plot out.h5 --heads 0-3 -o layer3.png" "$T/plot3.log" \
+                "$ATTNRUN" plot "$T/out.h5" --heads 0-3 -o "$T/layer3.png" &&
+           [ "$(head -c 8 "$T/layer3.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+            ok "walkthrough: attnrun plot writes a PNG"
+        else
+            bad "walkthrough: attnrun plot wrote no PNG"
+        fi
+    fi
+    # Two layers gathered with --append, then one of them drawn from the index.
+    appended=0
+    for L in 3 5; do
+        "$PY" "$export_script" --stand-in --layer "$L" "$T/layer$L.h5" >/dev/null 2>&1 &&
+        "$ATTNRUN" "$T/layer$L.h5" -o "$T/results.h5" --group "/layer$L" --append --preset gpt2 \
+            --heads 12 --mask attention_mask --tokens tokens --save weights,entropy,output -q &&
+        appended=$((appended + 1))
+    done
+    if [ "$appended" = 2 ] &&
+       "$ATTNRUN" plot "$T/results.h5" --group /layer5 --heads 0-3 -o "$T/layer5.png" &&
+       "$PY" -c 'import sys, h5py, numpy as np
+r, o = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+sys.exit(0 if np.array_equal(r["layer3/weights"][...], o["weights"][...]) else 1)' "$T/results.h5" "$T/out.h5"; then
+        ok "walkthrough: layers 3 and 5 appended to results.h5, layer 3 equal to out.h5, layer 5 drawn"
+    else
+        bad "walkthrough: the --append loop or its picture failed"
     fi
 fi
 
