@@ -69,7 +69,7 @@ $(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
 $(LIB): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
-CMD_SRC = cmd/attnrun.c cmd/process.c cmd/hints.c
+CMD_SRC = cmd/attnrun.c cmd/process.c cmd/cli.c cmd/hints.c
 CMD_SRC += cmd/progress.c
 CMD_SRC += cmd/json.c cmd/plan_json.c
 CMD_SRC += cmd/plot.c cmd/plot_read.c cmd/plot_draw.c

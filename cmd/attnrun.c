@@ -13,6 +13,7 @@
 #include "plot.h"
 #include "process.h"
 #include "progress.h"
+#include "cli.h"
 #include "hints.h"
 
 #include <assert.h>
@@ -20,7 +21,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,19 +204,6 @@ static const char *const usage_text[] = {
     "2 usage error, 3 input rejected.\n",
 };
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("attnrun: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs(" (see attnrun --help)\n", stderr);
-    return EXIT_USAGE;
-}
-
 /* Strict whole-number parsing: digits only, within [min, max]. */
 static bool parse_count(const char *text, unsigned long long min, unsigned long long max,
                         unsigned long long *value)
@@ -368,28 +355,6 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
            human_bytes((double)rep->total_bytes, h, sizeof h));
 }
 
-static int exit_code_of(int status)
-{
-    switch (status) {
-    case ATTN_OK:     return EXIT_OK;
-    case ATTN_EUSAGE: return EXIT_USAGE;
-    case ATTN_EINPUT: return EXIT_INPUT;
-    default:          return EXIT_RUNTIME;
-    }
-}
-
-/* Flushes stdout; a write error there is a failure like any other. */
-static int finish_stdout(int code)
-{
-    if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
-        if (code == EXIT_OK) {
-            fprintf(stderr, "attnrun: cannot write to standard output: %s\n", strerror(errno));
-            return EXIT_RUNTIME;
-        }
-    }
-    return code;
-}
-
 typedef struct cli {
     attn_run_options run;
     bool progress, quiet, help, version;
@@ -409,8 +374,9 @@ static attn_input input_of_option(const char *name)
 
 /* Applies one option with its value (NULL for flags); `name` is how the
  * user wrote it ("--heads", "-H").  Returns EXIT_OK or EXIT_USAGE. */
-static int apply_option(cli *c, int opt, const char *name, const char *value)
+static int apply_option(void *context, int opt, const char *name, const char *value)
 {
+    cli *c = context;
     unsigned long long count;
     attn_error err;
     switch (opt) {
@@ -419,21 +385,21 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
     case OPT_APPEND: c->run.append = true; break;
     case 'H':
         if (!parse_count(value, 1, 1u << 20, &count))
-            return usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
+            return cli_usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
         c->run.heads = (size_t)count;
         break;
     case 'c': c->run.causal = true; break;
     case OPT_SCALE:
         if (!parse_real(value, &c->run.scale) || c->run.scale <= 0)
-            return usage_error("%s '%s': expected a finite positive number", name, value);
+            return cli_usage_error("%s '%s': expected a finite positive number", name, value);
         c->run.has_scale = true;
         break;
     case OPT_DATASET: {
         attn_input which = input_of_option(name);
         if (value[0] == '\0')
-            return usage_error("%s '': expected a dataset name", name);
+            return cli_usage_error("%s '': expected a dataset name", name);
         if (strcmp(value, "none") == 0 && !attn_input_spec_of(which)->optional)
-            return usage_error("%s none: only a bias can be left out", name);
+            return cli_usage_error("%s none: only a bias can be left out", name);
         c->run.names[which] = value;
         break;
     }
@@ -443,73 +409,73 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
         else if (strcmp(value, "linear") == 0)
             c->run.layout = ATTN_LAYOUT_LINEAR;
         else
-            return usage_error("%s '%s': expected xw (x W) or linear (x W^T, torch.nn.Linear)",
+            return cli_usage_error("%s '%s': expected xw (x W) or linear (x W^T, torch.nn.Linear)",
                                name, value);
         break;
     case OPT_QKV_SPLIT:
         if (strcmp(value, "blocks") != 0 && strcmp(value, "heads") != 0)
-            return usage_error("%s '%s': expected blocks ([Q;K;V]) or heads (per head [q|k|v])",
+            return cli_usage_error("%s '%s': expected blocks ([Q;K;V]) or heads (per head [q|k|v])",
                                name, value);
         c->run.qkv_heads = strcmp(value, "heads") == 0;
         break;
     case OPT_WEIGHTS_GROUP:
         if (value[0] != '/')
-            return usage_error("%s '%s': expected an absolute group path such as /layer0/attn",
+            return cli_usage_error("%s '%s': expected an absolute group path such as /layer0/attn",
                                name, value);
         c->run.weights_group = value;
         break;
     case OPT_PRESET:
         if (attn_preset_find(value) == NULL)
-            return usage_error("%s '%s': unknown (choose from %s)", name, value, attn_preset_list());
+            return cli_usage_error("%s '%s': unknown (choose from %s)", name, value, attn_preset_list());
         c->run.preset = value;
         break;
     case OPT_KV_HEADS:
         if (!parse_count(value, 1, 1u << 20, &count))
-            return usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
+            return cli_usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
         c->run.kv_heads = (size_t)count;
         break;
     case OPT_ROPE:
         if (!parse_real(value, &c->run.rope_theta) || c->run.rope_theta <= 0)
-            return usage_error("%s '%s': expected RoPE's base theta, a positive number such as 10000",
+            return cli_usage_error("%s '%s': expected RoPE's base theta, a positive number such as 10000",
                                name, value);
         break;
     case OPT_ROPE_DIM:
         if (!parse_count(value, 2, 1u << 20, &count) || count % 2 != 0)
-            return usage_error("%s '%s': expected an even number of features from 2", name, value);
+            return cli_usage_error("%s '%s': expected an even number of features from 2", name, value);
         c->run.rope_dim = (size_t)count;
         break;
     case OPT_ROPE_STYLE:
         if (strcmp(value, "neox") != 0 && strcmp(value, "gptj") != 0)
-            return usage_error("%s '%s': expected neox (halves) or gptj (adjacent pairs)", name, value);
+            return cli_usage_error("%s '%s': expected neox (halves) or gptj (adjacent pairs)", name, value);
         c->run.rope_style = strcmp(value, "gptj") == 0 ? ATTN_ROPE_GPTJ : ATTN_ROPE_NEOX;
         c->run.has_rope_style = true;
         break;
     case OPT_ALIBI: c->run.alibi = true; break;
     case OPT_WINDOW:
         if (!parse_count(value, 1, SIZE_MAX, &count))
-            return usage_error("%s '%s': expected a whole number of keys from 1", name, value);
+            return cli_usage_error("%s '%s': expected a whole number of keys from 1", name, value);
         c->run.window = (size_t)count;
         break;
     case OPT_SOFTCAP:
         if (!parse_real(value, &c->run.softcap) || c->run.softcap <= 0)
-            return usage_error("%s '%s': expected a finite positive number", name, value);
+            return cli_usage_error("%s '%s': expected a finite positive number", name, value);
         break;
     case OPT_NORM_EPS:
         if (!parse_real(value, &c->run.norm_eps) || c->run.norm_eps < 0)
-            return usage_error("%s '%s': expected a small non-negative number such as 1e-6",
+            return cli_usage_error("%s '%s': expected a small non-negative number such as 1e-6",
                                name, value);
         break;
     case OPT_MASK_INVERT: c->run.mask_invert = true; break;
     case OPT_TOKENS:
     case OPT_KV_TOKENS:
         if (attn_token_source_parse(value, NULL, &err) != ATTN_OK)
-            return usage_error("%s %s", name, err.msg);
+            return cli_usage_error("%s %s", name, err.msg);
         *(opt == OPT_TOKENS ? &c->run.tokens : &c->run.kv_tokens) = value;
         break;
     case OPT_GROUP: c->run.group = value; break;
     case OPT_SAVE:
         if (attn_parse_save_list(value, &c->run.save, &err) != ATTN_OK)
-            return usage_error("%s: %s", name, err.msg);
+            return cli_usage_error("%s: %s", name, err.msg);
         break;
     case OPT_PRECISION:
         if (strcmp(value, "f32") == 0)
@@ -517,7 +483,7 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
         else if (strcmp(value, "f64") == 0)
             c->run.precision = ATTN_F64;
         else
-            return usage_error("%s '%s': expected f32 or f64", name, value);
+            return cli_usage_error("%s '%s': expected f32 or f64", name, value);
         break;
     case OPT_STORE: {
         const attn_store types[] = {ATTN_STORE_F16, ATTN_STORE_BF16, ATTN_STORE_F32, ATTN_STORE_F64};
@@ -526,27 +492,27 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
             if (strcmp(value, attn_store_name(types[i])) == 0)
                 c->run.store = types[i];
         if (c->run.store == ATTN_STORE_DEFAULT)
-            return usage_error("%s '%s': expected f16, bf16, f32 or f64", name, value);
+            return cli_usage_error("%s '%s': expected f16, bf16, f32 or f64", name, value);
         break;
     }
     case OPT_COMPRESS:
         if (!parse_count(value, 0, 9, &count))
-            return usage_error("%s '%s': expected a level from 0 to 9", name, value);
+            return cli_usage_error("%s '%s': expected a level from 0 to 9", name, value);
         c->run.compress = (int)count;
         break;
     case OPT_THREADS:
         if (!parse_count(value, 1, INT_MAX, &count))
-            return usage_error("%s '%s': expected a whole number from 1", name, value);
+            return cli_usage_error("%s '%s': expected a whole number from 1", name, value);
         c->run.threads = (int)count;
         break;
     case OPT_BATCH_SLICE:
         if (!parse_count(value, 1, SIZE_MAX, &count))
-            return usage_error("%s '%s': expected a whole number from 1", name, value);
+            return cli_usage_error("%s '%s': expected a whole number from 1", name, value);
         c->run.slice_items = (size_t)count;
         break;
     case OPT_MEMORY:
         if (!parse_size(value, &c->run.memory_budget))
-            return usage_error("%s '%s': expected a size such as 512K, 256M or 2G", name, value);
+            return cli_usage_error("%s '%s': expected a size such as 512K, 256M or 2G", name, value);
         break;
     case OPT_DRY_RUN: c->run.dry_run = true; break;
     case OPT_JSON: c->json = true; break;
@@ -567,53 +533,31 @@ static int apply_option(cli *c, int opt, const char *name, const char *value)
 /* Parses argv into cli; returns EXIT_OK or EXIT_USAGE (message printed). */
 static int parse_arguments(int argc, char **argv, cli *c)
 {
-    opterr = 0;
-    for (;;) {
-        int longindex = -1;
-        int opt = getopt_long(argc, argv, ":o:H:cqhV", long_options, &longindex);
-        if (opt == -1)
-            break;
-        if (opt == '?') {
-            if (optopt != 0 && optopt < 256)
-                return usage_error("unknown option '-%c'", optopt);
-            return usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-        if (opt == ':') {
-            if (optopt != 0 && optopt < 256)
-                return usage_error("-%c: missing its value", optopt);
-            return usage_error("%s: missing its value", argv[optind - 1]);
-        }
-        char name[64];
-        if (longindex >= 0)
-            snprintf(name, sizeof name, "--%s", long_options[longindex].name);
-        else
-            snprintf(name, sizeof name, "-%c", opt);
-        int code = apply_option(c, opt, name, optarg);
-        if (code != EXIT_OK)
-            return code;
-    }
+    int code = cli_parse_options(argc, argv, ":o:H:cqhV", long_options, apply_option, c);
+    if (code != EXIT_OK)
+        return code;
     if (c->help || c->version)
         return EXIT_OK;
     if (optind == argc)
-        return usage_error("no input file given");
+        return cli_usage_error("no input file given");
     if (argc - optind > 1)
-        return usage_error("one input file expected, got %d ('%s', '%s' ...)", argc - optind,
+        return cli_usage_error("one input file expected, got %d ('%s', '%s' ...)", argc - optind,
                            argv[optind], argv[optind + 1]);
     c->run.input = argv[optind];
     if (c->run.in_place && c->run.output != NULL)
-        return usage_error("-o and --in-place exclude each other");
+        return cli_usage_error("-o and --in-place exclude each other");
     if (c->run.kv_tokens != NULL && c->run.names[ATTN_IN_KV] == NULL)
-        return usage_error("--kv-tokens labels the keys of --kv; in self-attention the keys "
+        return cli_usage_error("--kv-tokens labels the keys of --kv; in self-attention the keys "
                            "take the queries' --tokens");
     if (c->run.append && (c->run.in_place || c->run.output == NULL))
-        return usage_error("--append adds to the results file -o OUT.h5%s",
+        return cli_usage_error("--append adds to the results file -o OUT.h5%s",
                            c->run.in_place ? ", not to the input: not with --in-place" : "; give it");
     if (c->run.append && strcmp(c->run.group, "/") == 0)
-        return usage_error("--append needs --group PATH for the results (e.g. --group /layer3)");
+        return cli_usage_error("--append needs --group PATH for the results (e.g. --group /layer3)");
     if (!c->run.in_place && c->run.output == NULL && !c->run.dry_run)
-        return usage_error("no output: give -o OUT.h5 or --in-place");
+        return cli_usage_error("no output: give -o OUT.h5 or --in-place");
     if (c->json && !c->run.dry_run)
-        return usage_error("--json prints the plan of a dry run: use it with --dry-run");
+        return cli_usage_error("--json prints the plan of a dry run: use it with --dry-run");
     return EXIT_OK;
 }
 
@@ -638,7 +582,7 @@ int main(int argc, char **argv)
                 fputs(usage_text[i], stdout);
         else
             printf("attnrun %s\n", ATTN_VERSION);
-        return finish_stdout(EXIT_OK);
+        return cli_finish_stdout(EXIT_OK);
     }
 
     if (command_line == NULL) {
@@ -668,11 +612,11 @@ int main(int argc, char **argv)
                     strerror(progress.failure));
         else
             fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
-        return exit_code_of(status);
+        return cli_exit_code(status);
     }
     if (c.run.dry_run && c.json)
         plan_json_print(stdout, &c.run, &report);
     else if (c.run.dry_run)
         print_plan(&c.run, &report);
-    return finish_stdout(EXIT_OK);
+    return cli_finish_stdout(EXIT_OK);
 }

@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include "plot.h"
+#include "cli.h"
 #include "hints.h"
 
 #include "attn_atomic.h"
@@ -12,7 +13,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,19 +89,6 @@ typedef struct plot_cli {
     bool force, help;
 } plot_cli;
 
-static int plot_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int plot_usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    fputs("attnrun: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs(" (see attnrun plot --help)\n", stderr);
-    return EXIT_USAGE;
-}
-
 /* Strict whole number: digits only, at most max; *end is where it stopped
  * (NULL: the whole text must be the number). */
 static bool parse_number(const char *text, size_t max, size_t *value, const char **end)
@@ -146,7 +133,7 @@ static int parse_heads(const char *name, const char *text, plot_cli *c)
         if (good && *p == '-')
             good = parse_number(p + 1, MAX_HEAD, &r->last, &p) && r->last >= r->first;
         if (!good || *p != (i + 1 < count ? ',' : '\0'))
-            return plot_usage_error("%s '%s': expected head numbers and ranges such as 0,3,5-7",
+            return cli_usage_error("%s '%s': expected head numbers and ranges such as 0,3,5-7",
                                     name, text);
         p++;
     }
@@ -155,19 +142,20 @@ static int parse_heads(const char *name, const char *text, plot_cli *c)
     return EXIT_OK;
 }
 
-static int apply_option(plot_cli *c, int opt, const char *name, const char *value)
+static int apply_option(void *context, int opt, const char *name, const char *value)
 {
+    plot_cli *c = context;
     switch (opt) {
     case 'o': c->output = value; break;
     case OPT_GROUP:
         if (value[0] != '/')
-            return plot_usage_error("%s '%s': expected an absolute group path such as /layer3",
+            return cli_usage_error("%s '%s': expected an absolute group path such as /layer3",
                                     name, value);
         c->rq.group = value;
         break;
     case OPT_ITEM:
         if (!parse_number(value, SIZE_MAX, &c->rq.item, NULL))
-            return plot_usage_error("%s '%s': expected a whole number from 0", name, value);
+            return cli_usage_error("%s '%s': expected a whole number from 0", name, value);
         break;
     case OPT_HEADS: return parse_heads(name, value, c);
     case OPT_WHAT: {
@@ -175,87 +163,51 @@ static int apply_option(plot_cli *c, int opt, const char *name, const char *valu
         while (i < sizeof what_names / sizeof what_names[0] && strcmp(value, what_names[i]) != 0)
             i++;
         if (i == sizeof what_names / sizeof what_names[0])
-            return plot_usage_error("%s '%s': expected weights, scores or entropy", name, value);
+            return cli_usage_error("%s '%s': expected weights, scores or entropy", name, value);
         c->rq.what = (plot_what)i;
         break;
     }
     case OPT_FORCE: c->force = true; break;
     case 'h': c->help = true; break;
-    default: return plot_usage_error("%s: not an option of attnrun plot", name);
+    default: return cli_usage_error("%s: not an option of attnrun plot", name);
     }
     return EXIT_OK;
 }
 
 static int parse_arguments(int argc, char **argv, plot_cli *c)
 {
-    opterr = 0;
-    for (;;) {
-        int longindex = -1;
-        int opt = getopt_long(argc, argv, ":o:h", plot_options, &longindex);
-        if (opt == -1)
-            break;
-        if (opt == '?') {
-            if (optopt != 0 && optopt < 256)
-                return plot_usage_error("unknown option '-%c'", optopt);
-            return plot_usage_error("unknown option '%s'", argv[optind - 1]);
-        }
-        if (opt == ':') {
-            if (optopt != 0 && optopt < 256)
-                return plot_usage_error("-%c: missing its value", optopt);
-            return plot_usage_error("%s: missing its value", argv[optind - 1]);
-        }
-        char name[64];
-        if (longindex >= 0)
-            snprintf(name, sizeof name, "--%s", plot_options[longindex].name);
-        else
-            snprintf(name, sizeof name, "-%c", opt);
-        int code = apply_option(c, opt, name, optarg);
-        if (code != EXIT_OK)
-            return code;
-    }
+    int code = cli_parse_options(argc, argv, ":o:h", plot_options, apply_option, c);
+    if (code != EXIT_OK)
+        return code;
     if (c->help)
         return EXIT_OK;
     if (optind == argc)
-        return plot_usage_error("no results file given");
+        return cli_usage_error("no results file given");
     if (argc - optind > 1)
-        return plot_usage_error("one results file expected, got %d ('%s', '%s' ...)",
+        return cli_usage_error("one results file expected, got %d ('%s', '%s' ...)",
                                 argc - optind, argv[optind], argv[optind + 1]);
     c->rq.input = argv[optind];
     if (c->output == NULL)
-        return plot_usage_error("no picture to write: give -o FILE.png, FILE.svg or FILE.pdf");
+        return cli_usage_error("no picture to write: give -o FILE.png, FILE.svg or FILE.pdf");
     if (!plot_format_of(c->output, &c->format))
-        return plot_usage_error("-o '%s': the name must end in .png, .svg or .pdf", c->output);
+        return cli_usage_error("-o '%s': the name must end in .png, .svg or .pdf", c->output);
     if (attn_same_file(c->output, c->rq.input))
-        return plot_usage_error("-o '%s' names the results file itself", c->output);
+        return cli_usage_error("-o '%s' names the results file itself", c->output);
     struct stat st;
     if (lstat(c->output, &st) == 0) {
         if (!c->force)
-            return plot_usage_error("%s: output exists; use --force to replace it", c->output);
+            return cli_usage_error("%s: output exists; use --force to replace it", c->output);
         if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-            return plot_usage_error("%s: output exists and is not a regular file", c->output);
+            return cli_usage_error("%s: output exists and is not a regular file", c->output);
     }
     return EXIT_OK;
-}
-
-static int exit_code_of(int status)
-{
-    switch (status) {
-    case ATTN_OK:     return EXIT_OK;
-    case ATTN_EUSAGE: return EXIT_USAGE;
-    case ATTN_EINPUT: return EXIT_INPUT;
-    default:          return EXIT_RUNTIME;
-    }
 }
 
 static int print_help(void)
 {
     for (size_t i = 0; i < sizeof plot_usage / sizeof plot_usage[0]; i++)
         fputs(plot_usage[i], stdout);
-    if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
-        fprintf(stderr, "attnrun: cannot write to standard output: %s\n", strerror(errno));
-        return EXIT_RUNTIME;
-    }
-    return EXIT_OK;
+    return cli_finish_stdout(EXIT_OK);
 }
 
 /* Draws into the transaction's temporary and renames it onto the output. */
@@ -293,6 +245,7 @@ int plot_main(int argc, char **argv)
     memset(&c, 0, sizeof c);
     c.rq.group = "/";
     c.rq.what = PLOT_WEIGHTS;
+    cli_set_command("attnrun plot");
     int code = parse_arguments(argc, argv, &c);
     if (code != EXIT_OK || c.help) {
         free(c.ranges);
@@ -309,5 +262,5 @@ int plot_main(int argc, char **argv)
     free(c.ranges);
     if (status != ATTN_OK)
         fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
-    return exit_code_of(status);
+    return cli_exit_code(status);
 }
