@@ -180,7 +180,9 @@ typedef struct attn_slice {
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
  * head outputs and the output projection (docs/contract.md §2); the maps
- * cover all n query rows.  Equivalent to the three calls below. */
+ * cover all n query rows.  Equivalent to the three calls below, with
+ * attn_head_mean (when s->mean and s->weights are set) and
+ * attn_project_result (when s->result is). */
 void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /* Step 1: q, k and v of every item (one GEMM when fused, see attn_slice),

@@ -770,6 +770,56 @@ static void test_forward_item_with_every_key_masked_gives_bias(void **state)
     free_case(&fc);
 }
 
+/* Uniform attention, computed by hand: W_Q = 0 makes every logit 0, so
+ * under the causal mask query q spreads 1/(q+1) over keys 0..q.  Then
+ * entropy = log(q+1), argmax = 0 (every logit ties: the first),
+ * distance = sum_k (q-k)/(q+1) = q/2, mean = 1/(q+1) on k <= q, and
+ * result[q][h] = (mean of v_h over k <= q) * W_O row h.  Both softmax
+ * paths: the maps kept (weights set) and the online one (no maps). */
+static void test_forward_summaries_of_uniform_attention(void **state)
+{
+    (void)state;
+    enum { N = 5, D = 2, H = 2 };
+    static const double x[N * D] = {1, -2, 3, 0.5, -1, 4, 2, 2, 0.25, -3};
+    static const double w_q[D * H] = {0, 0, 0, 0}, w_k[D * H] = {1, 0, 0, 1};
+    static const double w_v[D * H] = {1, 0, 0, 1};          /* v_h = x[:, h] */
+    static const double w_o[H * D] = {1, 2, 3, 4};          /* (H*dv, D)     */
+    for (int online = 0; online < 2; online++) {
+        double weights[H * N * N], concat[N * H], output[N * D], q[N * H], k[N * H], v[N * H];
+        double entropy[H * N], distance[H * N], mean[N * N], result[N * H * D];
+        int32_t argmax[H * N];
+        attn_config cfg = {
+            .dims = {.batch = 1, .n = N, .m = N, .d_model = D, .heads = H, .d_k = 1, .d_v = 1},
+            .scale = 1, .causal = true, .precision = ATTN_F64,
+        };
+        attn_weights w = {.w_q = w_q, .w_k = w_k, .w_v = w_v, .w_o = w_o};
+        attn_slice sl = {
+            .count = 1, .x = x, .y = x, .y_stride = N * D, .q = q, .k = k, .v = v,
+            .weights = online ? NULL : weights, .concat = concat, .output = output,
+            .entropy = entropy, .argmax = argmax, .distance = distance,
+            .mean = online ? NULL : mean, .result = result,
+            .scratch = aligned_alloc(64, (attn_attend_scratch_bytes(&cfg, 1, online) + 63) / 64 * 64),
+        };
+        assert_non_null(sl.scratch);
+        attn_forward(&cfg, &w, &sl);
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < N; i++) {
+                assert_near(entropy[h * N + i], log((double)(i + 1)), 1e-14);
+                assert_int_equal(argmax[h * N + i], 0);
+                assert_near(distance[h * N + i], (double)i / 2, 1e-14);
+                double v_mean = 0;
+                for (size_t j = 0; j <= i; j++)
+                    v_mean += x[j * D + h] / (double)(i + 1);
+                for (size_t o = 0; o < D; o++)
+                    assert_near(result[(i * H + h) * D + o], v_mean * w_o[h * D + o], 1e-13);
+            }
+        for (size_t i = 0; i < N && !online; i++)
+            for (size_t j = 0; j < N; j++)
+                assert_near(mean[i * N + j], j <= i ? 1.0 / (double)(i + 1) : 0.0, 1e-15);
+        free(sl.scratch);
+    }
+}
+
 /* attn_forward in float32 on fc with X, W_V and W_O times x_factor,
  * v_factor and o_factor; returns the slice's overflow bits. */
 static int overflow_bits(const forward_case *fc, double x_factor, double v_factor,
@@ -869,6 +919,7 @@ int main(void)
         cmocka_unit_test(test_forward_cross_shared_kv_and_keep),
         cmocka_unit_test(test_forward_item_with_every_key_masked_gives_bias),
         cmocka_unit_test(test_forward_flags_overflow_of_finite_inputs),
+        cmocka_unit_test(test_forward_summaries_of_uniform_attention),
     };
     attn_set_threads(1);
     return cmocka_run_group_tests(tests, NULL, NULL);
