@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -36,15 +37,19 @@ int cli_parse_options(int argc, char **argv, const char *shortopts,
         int opt = getopt_long(argc, argv, shortopts, options, &longindex);
         if (opt == -1)
             return EXIT_OK;
+        /* A short option by its letter; a long one as typed (getopt puts
+         * its value, often a letter too, in optopt). */
+        const char *typed = argv[optind - 1];
+        const bool short_one = optopt != 0 && optopt < 256 && strncmp(typed, "--", 2) != 0;
         if (opt == '?') {
-            if (optopt != 0 && optopt < 256)
+            if (short_one)
                 return cli_usage_error("unknown option '-%c'", optopt);
-            return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+            return cli_usage_error("unknown option '%s'", typed);
         }
         if (opt == ':') {
-            if (optopt != 0 && optopt < 256)
+            if (short_one)
                 return cli_usage_error("-%c: missing its value", optopt);
-            return cli_usage_error("%s: missing its value", argv[optind - 1]);
+            return cli_usage_error("%s: missing its value", typed);
         }
         char name[64];
         if (longindex >= 0)
@@ -69,9 +74,11 @@ int cli_exit_code(int status)
 
 int cli_finish_stdout(int code)
 {
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout) || fclose(stdout) != 0) {
         if (code == EXIT_OK) {
-            fprintf(stderr, "attnrun: cannot write to standard output: %s\n", strerror(errno));
+            fprintf(stderr, "attnrun: cannot write to standard output: %s\n",
+                    errno != 0 ? strerror(errno) : "a write failed");
             return EXIT_RUNTIME;
         }
     }

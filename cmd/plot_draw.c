@@ -92,7 +92,7 @@ static const struct what_words {
 /* The colour map at t in [0, 1]. */
 static rgb colour_at(double t)
 {
-    t = t < 0 ? 0 : t > 1 ? 1 : t;
+    t = t > 0 ? (t < 1 ? t : 1) : 0;          /* NaN (an empty range) too: 0 */
     double x = t * 8;
     int i = x >= 8 ? 7 : (int)x;
     double u = x - i;

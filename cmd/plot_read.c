@@ -127,6 +127,20 @@ static int open_map(source *src, attn_error *err)
     src->dataset = H5Dopen2(src->group, w->dataset, H5P_DEFAULT);
     if (src->dataset < 0)
         return fail_h5(err, ATTN_EINPUT, "%s: cannot open dataset %s", rq->input, w->dataset);
+    /* Values kept in other files (external raw storage, a virtual
+     * dataset) would draw whatever those files hold: not followed, as
+     * attnrun does not follow them in its inputs. */
+    hid_t dcpl = H5Dget_create_plist(src->dataset);
+    const H5D_layout_t layout = dcpl < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(dcpl);
+    const int external = dcpl < 0 ? -1 : H5Pget_external_count(dcpl);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (layout == H5D_LAYOUT_ERROR || external < 0)
+        return fail_h5(err, ATTN_EINPUT, "%s: cannot read how %s is stored", rq->input, w->dataset);
+    if (layout == H5D_VIRTUAL || external > 0)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s keeps its values in other files (%s); not "
+                         "followed", rq->input, w->dataset,
+                         layout == H5D_VIRTUAL ? "a virtual dataset" : "external storage");
     hid_t type = H5Dget_type(src->dataset), space = H5Dget_space(src->dataset);
     int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
     hsize_t dims[ATTN_MAX_RANK];
@@ -250,9 +264,11 @@ static int plan(const source *src, plot_data *d, attn_error *err)
                          "more than one picture may be (32767 a side, 2^26 pixels); choose fewer "
                          "heads with --heads", rq->input, d->head_count, d->rows, d->cols, width,
                          height);
+    size_t bytes;
     if (!attn_size_mul(&cells, d->out_rows, d->out_cols) ||
         !attn_size_mul(&cells, cells, d->panels) ||
-        (d->values = attn_malloc(cells * sizeof d->values[0])) == NULL)
+        !attn_size_mul(&bytes, cells, sizeof d->values[0]) ||
+        (d->values = attn_malloc(bytes)) == NULL)
         return attn_fail(err, ATTN_ENOMEM, "out of memory");
     for (size_t i = 0; i < cells; i++)
         d->values[i] = -INFINITY;        /* the max of nothing yet */
@@ -288,7 +304,7 @@ static int read_block(const source *src, const plot_data *d, size_t p, size_t r0
     if (file_space < 0 || memory < 0 ||
         H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
         H5Dread(src->dataset, H5T_NATIVE_FLOAT, memory, file_space, H5P_DEFAULT, block) < 0)
-        status = fail_h5(err, ATTN_EIO, "%s: cannot read %s", src->rq->input,
+        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read %s", src->rq->input,
                          whats[d->what].dataset);
     if (file_space >= 0)
         H5Sclose(file_space);
@@ -299,8 +315,8 @@ static int read_block(const source *src, const plot_data *d, size_t p, size_t r0
 
 /* Folds block (nr, nc), at rows r0 and columns c0 of a source map, into
  * its pooled map (out_rows, out_cols): each pooled cell is the largest
- * value of its cells, NaN when one is NaN.  c0 is a multiple of
- * pool_cols.  The finite values widen *range. */
+ * value of its cells, NaN when one is NaN; a cell may span blocks.  The
+ * finite values widen *range. */
 static void pool_block(const plot_data *d, const float *block, size_t r0, size_t nr, size_t c0,
                        size_t nc, float *pooled, value_range *range)
 {
@@ -308,8 +324,9 @@ static void pool_block(const plot_data *d, const float *block, size_t r0, size_t
     for (size_t i = 0; i < nr; i++) {
         const float *in = block + i * nc;
         float *out = pooled + ((r0 + i) / d->pool_rows) * d->out_cols + c0 / fk;
-        for (size_t j = 0; j < nc; j += fk, out++) {
-            size_t end = j + fk < nc ? j + fk : nc;
+        /* the columns of the first pooled cell, then fk at a time */
+        for (size_t j = 0, end = fk - c0 % fk; j < nc; j = end, end += fk, out++) {
+            end = end < nc ? end : nc;
             float cell = *out;
             for (size_t c = j; c < end; c++) {
                 float v = in[c];
@@ -329,25 +346,17 @@ static void pool_block(const plot_data *d, const float *block, size_t r0, size_t
     }
 }
 
-/* Reads and pools every panel, in blocks of at most BLOCK_VALUES values
- * (rows a multiple of pool_rows, columns of pool_cols). */
+/* Reads and pools every panel, in blocks of at most BLOCK_VALUES values:
+ * whole rows while they fit (as many as fit), else parts of one row. */
 static int read_maps(const source *src, plot_data *d, value_range *range, attn_error *err)
 {
-    const size_t fq = d->pool_rows, fk = d->pool_cols;
-    size_t nc = d->cols, nr, values;
-    if (nc > BLOCK_VALUES / fq) {
-        nc = BLOCK_VALUES / fq / fk * fk;
-        nc = nc < fk ? fk : nc;
-    }
-    nr = BLOCK_VALUES / nc / fq * fq;
-    nr = nr < fq ? fq : nr;
+    const size_t nc = d->cols < BLOCK_VALUES ? d->cols : BLOCK_VALUES;
+    size_t nr = BLOCK_VALUES / nc, bytes;
     nr = nr > d->rows ? d->rows : nr;
     if (d->what == PLOT_ENTROPY)
         nr = 1;                              /* each row another head */
-    if (!attn_size_mul(&values, nr, nc))
-        return attn_fail(err, ATTN_ENOMEM, "out of memory");
-    float *block = attn_malloc(values * sizeof *block);     /* (nr, nc) */
-    if (block == NULL)
+    float *block = NULL;                     /* (nr, nc) */
+    if (!attn_size_mul(&bytes, nr * nc, sizeof *block) || (block = attn_malloc(bytes)) == NULL)
         return attn_fail(err, ATTN_ENOMEM, "out of memory");
     int status = ATTN_OK;
     for (size_t p = 0; p < d->panels && status == ATTN_OK; p++) {
@@ -370,9 +379,11 @@ static int read_maps(const source *src, plot_data *d, value_range *range, attn_e
 static void finish_range(plot_data *d, const value_range *range)
 {
     d->lo = whats[d->what].from_zero ? 0 : range->any ? range->lo : 0;
-    d->hi = range->any ? range->hi : d->lo + 1;
+    /* An empty range gets a width that large values still see: lo + 1
+     * would be lo itself beyond 2^53. */
+    d->hi = range->any ? range->hi : d->lo;
     if (!(d->hi > d->lo))
-        d->hi = d->lo + 1;
+        d->hi = d->lo + fmax(1.0, fabs(d->lo) * 0x1p-20);
     size_t cells = d->panels * d->out_rows * d->out_cols;
     for (size_t i = 0; i < cells; i++)
         d->specials |= plot_special(d->values[i]);

@@ -106,7 +106,7 @@ bool progress_show(size_t done, size_t total, void *context)
     } else {
         /* seconds per row since the first report; at the first, since the start */
         double rate = done > p->first_done ? (now - p->first_at) / (double)(done - p->first_done)
-                                           : (now - p->start) / (double)done;
+                    : done > 0 ? (now - p->start) / (double)done : 0;
         format_duration(duration, sizeof duration, rate * (double)(total - done));
         snprintf(line, sizeof line, "attnrun: %zu%% (%s), %s left", percent, position, duration);
     }

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -173,18 +174,19 @@ static bool path_inside(const char *inner, const char *outer)
 
 /*
  * Whether an external link at `path` is one attnrun writes: to the group
- * `path` (the same path) of a file "D.parts/NAME" beside the index, NAME
+ * `path` (the same path) of a file "PARTS/NAME", PARTS this index's own
+ * parts directory (parts_name: the index's name and ".parts", so that a
+ * copy of an index never lets --force remove another index's part), NAME
  * a part name of path.
  */
-static bool link_is_ours(const char *path, const char *file, const char *object)
+static bool link_is_ours(const char *path, const char *file, const char *object,
+                         const char *parts_name)
 {
     const char *slash = strchr(file, '/');
-    size_t suffix = strlen(ATTN_INDEX_PARTS_SUFFIX);
     if (strcmp(object, path) != 0 || slash == NULL || strchr(slash + 1, '/') != NULL)
         return false;
     size_t dir_len = (size_t)(slash - file);
-    return dir_len > suffix && file[0] != '.' &&
-           strncmp(slash - suffix, ATTN_INDEX_PARTS_SUFFIX, suffix) == 0 &&
+    return dir_len == strlen(parts_name) && strncmp(file, parts_name, dir_len) == 0 &&
            attn_index_part_generation(path, slash + 1) > 0;
 }
 
@@ -193,6 +195,7 @@ typedef struct index_walk {
     index_contents *contents;
     const char *index;          /* for messages                              */
     const char *prefix;         /* the group being listed: "" for the root   */
+    const char *parts_name;     /* the index's parts directory, no path     */
     int status;
     attn_error *err;
 } index_walk;
@@ -224,8 +227,9 @@ static int visit_external(hid_t group, const char *name, const char *path, size_
         H5Lunpack_elink_val(value, size, &flags, &file, &object) < 0) {
         walk->status = attn_fail(walk->err, ATTN_EIO, "%s: cannot read the link %s: %s",
                                  walk->index, path, attn_h5_error_detail(detail, sizeof detail));
-    } else if (!link_is_ours(path, file, object)) {
-        not_ours(walk, path, "an external link to another file or group");
+    } else if (!link_is_ours(path, file, object, walk->parts_name)) {
+        not_ours(walk, path, "an external link to another file or group (not into this "
+                 "index's own parts directory: was the index copied or renamed?)");
     } else if (!contents_add(walk->contents, path, file)) {
         walk->status = attn_fail(walk->err, ATTN_ENOMEM, "%s: out of memory", walk->index);
     }
@@ -381,7 +385,11 @@ static int contents_read(const char *index, index_contents *c, attn_error *err)
         status = attn_fail(err, ATTN_EUSAGE, "%s: holds root attributes attnrun does not write "
                            "into a results index; it is not changed", index);
     } else {
-        index_walk walk = {.contents = c, .index = index, .prefix = "", .err = err};
+        char copy[PATH_MAX], parts_name[PATH_MAX];
+        snprintf(copy, sizeof copy, "%s", index);
+        snprintf(parts_name, sizeof parts_name, "%s" ATTN_INDEX_PARTS_SUFFIX, basename(copy));
+        index_walk walk = {.contents = c, .index = index, .prefix = "", .parts_name = parts_name,
+                           .err = err};
         status = walk_group(root, &walk);
     }
     if (root >= 0)
@@ -538,6 +546,24 @@ int attn_index_check(attn_index_target *target, const char *index, const char *g
     if (strlen(target->index) + strlen(ATTN_INDEX_PARTS_SUFFIX) >= sizeof target->parts)
         return attn_fail(err, ATTN_EUSAGE, "%s: path too long", index);
     snprintf(target->parts, sizeof target->parts, "%s" ATTN_INDEX_PARTS_SUFFIX, target->index);
+    /* What would only fail at the commit, after the whole computation:
+     * a parts name the file system refuses, a parts directory that is
+     * not one, or one on another file system (parts are renamed in). */
+    struct stat dir_st, parts_st;
+    const long name_max = pathconf(target->dir, _PC_NAME_MAX);
+    if (name_max > 0 && strlen(base) + strlen(ATTN_INDEX_PARTS_SUFFIX) > (size_t)name_max)
+        return attn_fail(err, ATTN_EUSAGE, "%s: the name of its parts directory (the index's "
+                         "and \"" ATTN_INDEX_PARTS_SUFFIX "\") is longer than the file system "
+                         "allows (%ld bytes)", index, name_max);
+    if (stat(target->parts, &parts_st) == 0) {
+        if (!S_ISDIR(parts_st.st_mode))
+            return attn_fail(err, ATTN_EUSAGE, "%s: exists and is not a directory, so the "
+                             "index's parts cannot go there", target->parts);
+        if (stat(target->dir, &dir_st) == 0 && dir_st.st_dev != parts_st.st_dev)
+            return attn_fail(err, ATTN_EUSAGE, "%s: is on another file system than the index; "
+                             "parts are moved into it by renaming, so it must be on the same one",
+                             target->parts);
+    }
     int status = contents_read(target->index, &c, err);
     if (status == ATTN_OK && c.exists && faccessat(AT_FDCWD, target->index, W_OK, AT_EACCESS) != 0)
         status = attn_fail(err, ATTN_EIO, "%s: cannot write the index: %s", index, strerror(errno));
@@ -620,7 +646,9 @@ static unsigned long free_generation(const attn_index_target *t, const index_con
             return g;                         /* reported by the caller */
         for (size_t i = 0; i < c->count && !used; i++) {
             const char *name = c->entries[i].target ? strrchr(c->entries[i].target, '/') : NULL;
-            used = name != NULL && strcmp(name, strrchr(target, '/')) == 0;
+            /* case-insensitively: on a file system that folds case,
+             * "Layer0.1.h5" is "layer0.1.h5" */
+            used = name != NULL && strcasecmp(name, strrchr(target, '/')) == 0;
         }
         if (!used)
             return g;

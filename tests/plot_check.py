@@ -150,8 +150,8 @@ def scale(values, from_zero):
     v = np.asarray(values, np.float64)
     fin = v[np.isfinite(v)]
     lo = 0.0 if from_zero else (float(fin.min()) if fin.size else 0.0)
-    hi = float(fin.max()) if fin.size else lo + 1
-    return (lo, hi) if hi > lo else (lo, lo + 1)
+    hi = float(fin.max()) if fin.size else lo
+    return (lo, hi) if hi > lo else (lo, lo + max(1.0, abs(lo) * 2.0 ** -20))
 
 # -------------------------------------------------------------- layout
 
@@ -257,6 +257,20 @@ def make(d):
         g["weights"] = np.zeros((B, H, n, m), np.int32)
         g = f.create_group("flatmap")
         g["weights"] = np.zeros((n, m), np.float32)
+    with open(f"{d}/outside.bin", "wb") as raw:      # what external storage would draw
+        raw.write(np.ones(2 * 4 * 4, np.float32).tobytes())
+    with h5py.File(f"{d}/external.h5", "w") as f:
+        f.create_dataset("weights", (1, 2, 4, 4), np.float32,
+                         external=[(f"{d}/outside.bin", 0, 2 * 4 * 4 * 4)])
+    with h5py.File(f"{d}/damaged.h5", "w") as f:     # a deflated chunk, then garbled
+        f.create_dataset("weights", data=rng.random((1, 2, 64, 64)).astype("f4"),
+                         chunks=(1, 1, 64, 64), compression="gzip")
+        at = f["weights"].id.get_chunk_info(0).byte_offset
+    with open(f"{d}/damaged.h5", "r+b") as raw:
+        raw.seek(at + 8)
+        raw.write(b"\xff" * 64)
+    with h5py.File(f"{d}/constant.h5", "w") as f:     # one large value: an empty range
+        f["scores"] = np.full((1, 2, 4, 4), 1e20, np.float32)
     with h5py.File(f"{d}/rank3.h5", "w") as f:        # no batch axis: (H, n, m)
         f["weights"] = rng.random((2, 4, 6)).astype("f4")
         f["scores"] = rng.standard_normal((2, 4, 6)).astype("f8")
@@ -387,6 +401,9 @@ def verify(d):
     with h5py.File(f"{d}/wide.h5") as f:
         check_maps("entropy of 600 heads by 700 queries, max-pooled 2x2", f"{d}/wide_e.png",
                    f["entropy"][1][None], False, specials=[NAN])
+    with h5py.File(f"{d}/constant.h5") as f:
+        check_maps("scores all 1e20 (an empty range past 2^53)", f"{d}/constant_s.png",
+                   f["scores"][0], False)
     with h5py.File(f"{d}/rank3.h5") as f:
         check_maps("rank-3 weights", f"{d}/rank3_w.png", f["weights"][...], True)
         check_maps("rank-3 f64 scores", f"{d}/rank3_s.png", f["scores"][...], False)

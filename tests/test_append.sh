@@ -423,6 +423,38 @@ check_refusals() {
     before=$(snapshot "$d")
     run "$FIX/toy.h5" -o "$d/r.h5" --heads 1 --append --group /b --force
     refused "an index with a user's attribute: exit 2 even with --force" 2 "root attributes" "$d" "$before"
+
+    # a copy of an index links into the original's parts: --force on the
+    # copy must not remove them
+    d=$(workdir copied)
+    run "$FIX/toy.h5" -o "$d/r.h5" --heads 1 --append --group /l0
+    cp "$d/r.h5" "$d/s.h5"
+    before=$(snapshot "$d")
+    run "$FIX/toy.h5" -o "$d/s.h5" --heads 1 --append --group /l0 --force
+    refused "a copied index (links into another index's parts), --force: exit 2, the original's part kept" \
+        2 "not into this index's own parts directory" "$d" "$before"
+
+    # what would only fail after the computation is refused before it
+    d=$(workdir early)
+    printf 'mine\n' >"$d/r.h5.parts"
+    before=$(snapshot "$d")
+    run "$FIX/toy.h5" -o "$d/r.h5" --heads 1 --append --group /l0 --dry-run
+    refused "OUT.parts a file, not a directory: exit 2 at the dry run" 2 "is not a directory" "$d" "$before"
+    local long
+    long=$(printf 'b%.0s' $(seq 1 250)).h5
+    run "$FIX/toy.h5" -o "$d/$long" --heads 1 --append --group /l0 --dry-run
+    refused "a parts directory name over the file system's limit: exit 2 at the dry run" 2 \
+        "longer than the file system allows" "$d" "$before"
+
+    # an index whose name starts with "." takes appends like any other
+    d=$(workdir hidden)
+    run "$FIX/toy.h5" -o "$d/.r.h5" --heads 1 --append --group /l0 &&
+        run "$FIX/toy.h5" -o "$d/.r.h5" --heads 1 --append --group /l1
+    if [ $rc -eq 0 ] && [ -f "$d/.r.h5.parts/l0.1.h5" ] && [ -f "$d/.r.h5.parts/l1.1.h5" ]; then
+        ok "an index named .r.h5 takes a second append"
+    else
+        bad "an index named .r.h5: exit $rc: $(err1)"
+    fi
 }
 
 # ------------------------------------------------- 3. --force

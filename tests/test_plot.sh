@@ -79,6 +79,7 @@ expect "entropy, 600 heads" 0 plot "$T/wide.h5" --what entropy --item 1 -o "$T/w
 expect "SVG" 0 plot "$K" -o "$T/known.svg"
 expect "PDF (extension in capitals)" 0 plot "$K" -o "$T/known.PDF"
 mv "$T/known.PDF" "$T/known.pdf" 2>/dev/null
+expect "scores all 1e20" 0 plot "$T/constant.h5" --what scores -o "$T/constant_s.png"
 expect "rank-3 weights" 0 plot "$T/rank3.h5" --item 0 -o "$T/rank3_w.png"
 expect "rank-3 f64 scores" 0 plot "$T/rank3.h5" --what scores -o "$T/rank3_s.png"
 expect "rank-3 f16 entropy" 0 plot "$T/rank3.h5" --what entropy -o "$T/rank3_e.png"
@@ -142,6 +143,9 @@ refuse "not an HDF5 file" 3 "not an HDF5 file" plot "$E/text.h5" -o "$O"
 refuse "a directory as the results" 3 "not a regular file" plot "$E" -o "$O"
 refuse "missing group" 3 "/nope" plot "$K" --group /nope -o "$O"
 refuse "no weights (an input file)" 3 "--save weights" plot "$TOP/fixtures/toy.h5" -o "$O"
+refuse "weights kept in another file (external storage)" 3 "external storage" \
+    plot "$T/external.h5" -o "$O"
+refuse "a damaged chunk (unreadable results)" 3 "cannot read weights" plot "$T/damaged.h5" -o "$O"
 refuse "no entropy" 3 "--save entropy" plot "$T/big.h5" --what entropy -o "$O"
 refuse "item beyond B" 3 "item 2" plot "$K" --item 2 -o "$O"
 refuse "an item of a rank-3 map" 3 "no batch axis" plot "$T/rank3.h5" --item 1 -o "$O"
