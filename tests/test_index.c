@@ -364,11 +364,13 @@ static void test_a_failed_commit_leaves_everything_as_it_was(void **state)
     index_fixture *f = *state;
     attn_error err;
     char listing[1024];
-    /* first append: a file where the parts directory would go */
+    /* first append: a file where the parts directory would go, refused
+     * by the check before any work */
     FILE *blocker = fopen(f->parts, "w");
     assert_non_null(blocker);
     fclose(blocker);
-    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_EIO);
+    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_EUSAGE);
+    assert_non_null(strstr(err.msg, "is not a directory"));
     list_dir(f->dir, listing, sizeof listing);
     assert_string_equal(listing, "results.h5.parts");         /* no index, no temporary */
     struct stat st;
