@@ -186,6 +186,9 @@ static int select_heads(const plot_request *rq, size_t total, plot_data *d, attn
     const char *name = whats[rq->what].dataset;
     plot_range all = {0, total - 1};
     const plot_range *ranges = rq->heads != NULL ? rq->heads : &all;
+    if (rq->heads == NULL && total > PLOT_MAX_HEADS)      /* before listing them */
+        return attn_fail(err, ATTN_EINPUT, "%s: %zu heads are more than one picture shows (%d); "
+                         "choose some with --heads", rq->input, total, PLOT_MAX_HEADS);
     size_t count = 0, nranges = rq->heads != NULL ? rq->head_ranges : 1;
     for (size_t i = 0; i < nranges; i++) {
         if (ranges[i].last >= total)

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 /* dir (of path) and base, split without touching path. */
-static void split_path(const char *path, char *dir, char *base)
+void attn_split_path(const char *path, char *dir, char *base)
 {
     char a[PATH_MAX], b[PATH_MAX];
     snprintf(a, sizeof a, "%s", path);
@@ -38,7 +38,7 @@ static size_t name_limit(const char *dir)
 static int make_temp(attn_atomic *tx, attn_error *err)
 {
     char dir[PATH_MAX], base[PATH_MAX];
-    split_path(tx->final_path, dir, base);
+    attn_split_path(tx->final_path, dir, base);
     const size_t extra = 1 + strlen(ATTN_TEMP_MARKER "XXXXXX"), limit = name_limit(dir);
     size_t keep = strlen(base);
     if (limit <= extra) {
@@ -254,7 +254,7 @@ int attn_atomic_publish(attn_atomic *tx, volatile sig_atomic_t *cancel, attn_err
             return publish_failed(tx, failure == EEXIST ? ATTN_EUSAGE : ATTN_EIO, err, failure);
     }
     tx->temp_path[0] = '\0';
-    split_path(tx->final_path, dir, base);
+    attn_split_path(tx->final_path, dir, base);
     sync_path(dir, O_RDONLY | O_DIRECTORY);   /* best effort: the rename is done */
     return ATTN_OK;
 }
@@ -278,7 +278,7 @@ void attn_atomic_abort(attn_atomic *tx)
 static bool canonical_path(const char *path, char *out)
 {
     char dir[PATH_MAX], base[PATH_MAX], real_dir[PATH_MAX];
-    split_path(path, dir, base);
+    attn_split_path(path, dir, base);
     if (realpath(dir, real_dir) == NULL)
         return false;
     snprintf(out, 2 * PATH_MAX, "%s/%s", real_dir, base);

@@ -96,4 +96,8 @@ void attn_atomic_abort(attn_atomic *tx);
  */
 bool attn_same_file(const char *a, const char *b);
 
+/* path's directory and last component (dirname and basename, on copies)
+ * into dir and base, PATH_MAX bytes each. */
+void attn_split_path(const char *path, char *dir, char *base);
+
 #endif

@@ -314,6 +314,11 @@ int attn_h5out_close(attn_h5out *out, attn_error *err);
  */
 void attn_h5_prepare(void);
 
+/* Whether HDF5_USE_FILE_LOCKING turns file locks off ("FALSE" or "0"),
+ * as it does HDF5's own; *best_effort when it says "BEST_EFFORT" (a file
+ * system that cannot lock is then no failure). */
+bool attn_h5_locking_disabled(bool *best_effort);
+
 /*
  * Copies the most specific message on HDF5's error stack into buf (empty
  * when the stack holds none); for a system error, the system's words

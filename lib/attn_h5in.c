@@ -69,6 +69,13 @@ static herr_t keep_detail(unsigned depth, const H5E_error2_t *e, void *data)
     return 0;
 }
 
+bool attn_h5_locking_disabled(bool *best_effort)
+{
+    const char *value = getenv("HDF5_USE_FILE_LOCKING");
+    *best_effort = value != NULL && strcmp(value, "BEST_EFFORT") == 0;
+    return value != NULL && (strcmp(value, "FALSE") == 0 || strcmp(value, "0") == 0);
+}
+
 void attn_h5_prepare(void)
 {
     /* Before HDF5 initialises: no exit-time clean-up.  After an output
@@ -104,15 +111,6 @@ char *attn_h5_error_detail(char *buf, size_t len)
     return buf;
 }
 
-/* Whether HDF5_USE_FILE_LOCKING turns locks off ("FALSE" or "0"), as it
- * does for HDF5 itself; *best_effort when it says "BEST_EFFORT". */
-static bool locking_disabled(bool *best_effort)
-{
-    const char *value = getenv("HDF5_USE_FILE_LOCKING");
-    *best_effort = value != NULL && strcmp(value, "BEST_EFFORT") == 0;
-    return value != NULL && (strcmp(value, "FALSE") == 0 || strcmp(value, "0") == 0);
-}
-
 static bool same_inode(const struct stat *a, const struct stat *b)
 {
     return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
@@ -135,7 +133,7 @@ static int lock_descriptor(attn_h5in *in, const attn_h5in_options *opt, attn_err
 {
     bool best_effort;
     int operation = (opt->lock == ATTN_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH) | (opt->wait ? 0 : LOCK_NB);
-    if (opt->lock == ATTN_LOCK_NONE || locking_disabled(&best_effort))
+    if (opt->lock == ATTN_LOCK_NONE || attn_h5_locking_disabled(&best_effort))
         return ATTN_OK;
     while (flock(in->fd, operation) != 0) {
         if (errno == EINTR) {

@@ -502,16 +502,6 @@ static int contents_write(const char *path, const char *index, const index_conte
 
 /* ---- one append ------------------------------------------------------------ */
 
-/* dir and base of path, split without touching it. */
-static void split_path(const char *path, char dir[PATH_MAX], char base[PATH_MAX])
-{
-    char a[PATH_MAX], b[PATH_MAX];
-    snprintf(a, sizeof a, "%s", path);
-    snprintf(b, sizeof b, "%s", path);
-    snprintf(dir, PATH_MAX, "%s", dirname(a));
-    snprintf(base, PATH_MAX, "%s", basename(b));
-}
-
 int attn_index_check(attn_index_target *target, const char *index, const char *group, bool force,
                      attn_error *err)
 {
@@ -542,7 +532,7 @@ int attn_index_check(attn_index_target *target, const char *index, const char *g
         if (!fits)
             return attn_fail(err, ATTN_EUSAGE, "%s: path too long", index);
     }
-    split_path(target->index, target->dir, base);
+    attn_split_path(target->index, target->dir, base);
     if (strlen(target->index) + strlen(ATTN_INDEX_PARTS_SUFFIX) >= sizeof target->parts)
         return attn_fail(err, ATTN_EUSAGE, "%s: path too long", index);
     snprintf(target->parts, sizeof target->parts, "%s" ATTN_INDEX_PARTS_SUFFIX, target->index);
@@ -573,16 +563,6 @@ int attn_index_check(attn_index_target *target, const char *index, const char *g
     return status;
 }
 
-/* Whether HDF5_USE_FILE_LOCKING turns locks off ("FALSE" or "0"), as it
- * does for HDF5 and for attnrun's lock on its input; *best_effort when it
- * says "BEST_EFFORT". */
-static bool locking_disabled(bool *best_effort)
-{
-    const char *value = getenv("HDF5_USE_FILE_LOCKING");
-    *best_effort = value != NULL && strcmp(value, "BEST_EFFORT") == 0;
-    return value != NULL && (strcmp(value, "FALSE") == 0 || strcmp(value, "0") == 0);
-}
-
 /*
  * Locks the index's directory (flock, exclusive; *fd gets the descriptor
  * that holds it, or -1 without a lock), so that appends to indexes there
@@ -596,7 +576,7 @@ static int lock_directory(const attn_index_target *t, volatile sig_atomic_t *can
 {
     bool best_effort;
     *fd = -1;
-    if (locking_disabled(&best_effort))
+    if (attn_h5_locking_disabled(&best_effort))
         return ATTN_OK;
     int dir = open(t->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0)
@@ -628,7 +608,7 @@ static bool part_paths(const attn_index_target *t, unsigned long g, char target[
     char name[NAME_MAX + 1], dir[PATH_MAX], parts_name[PATH_MAX];
     if (!attn_index_part_name(t->group, g, name, sizeof name))
         return false;
-    split_path(t->parts, dir, parts_name);
+    attn_split_path(t->parts, dir, parts_name);
     int a = snprintf(target, PATH_MAX, "%s/%s", parts_name, name);
     int b = snprintf(path, PATH_MAX, "%s/%s", t->parts, name);
     return a > 0 && a < PATH_MAX && b > 0 && b < PATH_MAX;
