@@ -204,16 +204,11 @@ static const char *const usage_text[] = {
     "2 usage error, 3 input rejected.\n",
 };
 
-/* Strict whole-number parsing: digits only, within [min, max]. */
-static bool parse_count(const char *text, unsigned long long min, unsigned long long max,
-                        unsigned long long *value)
+/* A strict whole number within [min, max] (cli_parse_number). */
+static bool parse_count(const char *text, size_t min, size_t max, size_t *value)
 {
-    char *end;
-    if (text[0] < '0' || text[0] > '9')
-        return false;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0' || v < min || v > max)
+    size_t v;
+    if (!cli_parse_number(text, max, &v, NULL) || v < min)
         return false;
     *value = v;
     return true;
@@ -232,10 +227,10 @@ static bool parse_size(const char *text, size_t *value)
         shift = 10 * (size_t)(unit - units + 1);
         digits[len - 1] = '\0';
     }
-    unsigned long long v;
+    size_t v;
     if (!parse_count(digits, 1, SIZE_MAX >> shift, &v))
         return false;
-    *value = (size_t)v << shift;
+    *value = v << shift;
     return true;
 }
 
@@ -343,12 +338,9 @@ static void print_plan(const attn_run_options *opt, const attn_run_report *rep)
         if (!((rep->save >> i) & 1u))
             continue;
         size_t rank = attn_output_shape(&rep->layout, (attn_output)i, dims, labels);
-        const attn_store type = attn_output_type((attn_output)i, rep->store, opt->precision);
-        const char *names[] = {[ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
-                               [ATTN_STORE_F32] = "float32", [ATTN_STORE_F64] = "float64",
-                               [ATTN_STORE_I32] = "int32"};
         printf("  %-8s %-26s %-8s %zu bytes (%s)\n", attn_output_name((attn_output)i),
-               attn_format_shape(shape, sizeof shape, dims, rank), names[type],
+               attn_format_shape(shape, sizeof shape, dims, rank),
+               plan_dtype_name(rep->output_store[i]),
                rep->output_bytes[i], human_bytes((double)rep->output_bytes[i], h, sizeof h));
     }
     printf("  %-8s %-26s %-8s %zu bytes (%s)\n", "total", "", "", rep->total_bytes,
@@ -377,7 +369,7 @@ static attn_input input_of_option(const char *name)
 static int apply_option(void *context, int opt, const char *name, const char *value)
 {
     cli *c = context;
-    unsigned long long count;
+    size_t count;
     attn_error err;
     switch (opt) {
     case 'o': c->run.output = value; break;
@@ -386,7 +378,7 @@ static int apply_option(void *context, int opt, const char *name, const char *va
     case 'H':
         if (!parse_count(value, 1, 1u << 20, &count))
             return cli_usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
-        c->run.heads = (size_t)count;
+        c->run.heads = count;
         break;
     case 'c': c->run.causal = true; break;
     case OPT_SCALE:
@@ -432,7 +424,7 @@ static int apply_option(void *context, int opt, const char *name, const char *va
     case OPT_KV_HEADS:
         if (!parse_count(value, 1, 1u << 20, &count))
             return cli_usage_error("%s '%s': expected a whole number from 1 to 1048576", name, value);
-        c->run.kv_heads = (size_t)count;
+        c->run.kv_heads = count;
         break;
     case OPT_ROPE:
         if (!parse_real(value, &c->run.rope_theta) || c->run.rope_theta <= 0)
@@ -442,7 +434,7 @@ static int apply_option(void *context, int opt, const char *name, const char *va
     case OPT_ROPE_DIM:
         if (!parse_count(value, 2, 1u << 20, &count) || count % 2 != 0)
             return cli_usage_error("%s '%s': expected an even number of features from 2", name, value);
-        c->run.rope_dim = (size_t)count;
+        c->run.rope_dim = count;
         break;
     case OPT_ROPE_STYLE:
         if (strcmp(value, "neox") != 0 && strcmp(value, "gptj") != 0)
@@ -454,7 +446,7 @@ static int apply_option(void *context, int opt, const char *name, const char *va
     case OPT_WINDOW:
         if (!parse_count(value, 1, SIZE_MAX, &count))
             return cli_usage_error("%s '%s': expected a whole number of keys from 1", name, value);
-        c->run.window = (size_t)count;
+        c->run.window = count;
         break;
     case OPT_SOFTCAP:
         if (!parse_real(value, &c->run.softcap) || c->run.softcap <= 0)
@@ -508,7 +500,7 @@ static int apply_option(void *context, int opt, const char *name, const char *va
     case OPT_BATCH_SLICE:
         if (!parse_count(value, 1, SIZE_MAX, &count))
             return cli_usage_error("%s '%s': expected a whole number from 1", name, value);
-        c->run.slice_items = (size_t)count;
+        c->run.slice_items = count;
         break;
     case OPT_MEMORY:
         if (!parse_size(value, &c->run.memory_budget))

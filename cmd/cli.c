@@ -62,6 +62,26 @@ int cli_parse_options(int argc, char **argv, const char *shortopts,
     }
 }
 
+bool cli_parse_number(const char *text, size_t max, size_t *value, const char **end)
+{
+    size_t v = 0;
+    const char *p = text;
+    if (*p < '0' || *p > '9')
+        return false;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        size_t digit = (size_t)(*p - '0');
+        if (v > (max - digit) / 10)
+            return false;
+        v = v * 10 + digit;
+    }
+    if (end != NULL)
+        *end = p;
+    else if (*p != '\0')
+        return false;
+    *value = v;
+    return true;
+}
+
 int cli_exit_code(int status)
 {
     switch (status) {

@@ -13,6 +13,8 @@
 #define ATTN_CMD_CLI_H
 
 #include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 /* The command usage errors point at ("attnrun", "attnrun plot"). */
 void cli_set_command(const char *command);
@@ -31,6 +33,11 @@ typedef int (*cli_apply_fn)(void *context, int opt, const char *name, const char
  * Returns EXIT_OK with optind at the first operand, or the exit code. */
 int cli_parse_options(int argc, char **argv, const char *shortopts,
                       const struct option *options, cli_apply_fn apply, void *context);
+
+/* A strict whole number: digits only (no sign, no space), at most max.
+ * *end (when not NULL) is where the digits stopped; with end NULL the
+ * whole text must be the number.  Returns false otherwise. */
+bool cli_parse_number(const char *text, size_t max, size_t *value, const char **end);
 
 /* The exit code of a library status (README, Exit status). */
 int cli_exit_code(int status);

@@ -56,9 +56,7 @@ static void write_inputs(json_writer *w, const attn_run_report *rep)
     json_object_end(w);
 }
 
-/* numpy's name of a stored type ("float16" ...); attnrun's own for a
- * type without one. */
-static const char *dtype_name(attn_store store)
+const char *plan_dtype_name(attn_store store)
 {
     static const char *const names[] = {
         [ATTN_STORE_F16] = "float16", [ATTN_STORE_BF16] = "bfloat16",
@@ -83,7 +81,7 @@ static void write_output(json_writer *w, const attn_run_report *rep, attn_output
     for (size_t i = 0; i < rank; i++)
         json_string(w, NULL, labels[i]);
     json_array_end(w);
-    json_string(w, "dtype", dtype_name(type));
+    json_string(w, "dtype", plan_dtype_name(type));
     json_size(w, "bytes", rep->output_bytes[which]);
     if (attn_size_product(&dense, dims, rank) && attn_size_mul(&dense, dense, attn_store_size(type)))
         json_size(w, "dense_bytes", dense);

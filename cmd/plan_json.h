@@ -16,6 +16,10 @@
 
 #define PLAN_JSON_SCHEMA 1
 
+/* numpy's name of a stored type ("float16", "bfloat16", "float32",
+ * "float64", "int32"): the dtype both forms of the plan print. */
+const char *plan_dtype_name(attn_store store);
+
 /* Writes the plan of a dry run (options and the report attn_run filled)
  * on one line; write errors are left in out (ferror). */
 void plan_json_print(FILE *out, const attn_run_options *opt, const attn_run_report *rep);

@@ -73,10 +73,20 @@ static const struct option plot_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* The names --what takes. */
-static const char *const what_names[] = {
-    [PLOT_WEIGHTS] = "weights", [PLOT_SCORES] = "scores", [PLOT_ENTROPY] = "entropy",
+/* The --what table. */
+static const plot_what_spec what_table[PLOT_WHAT_COUNT] = {
+    [PLOT_WEIGHTS] = {"weights", 4, true, "(B, H, n, m) or (H, n, m)",
+                      "weights", "queries", "keys", "query", "key"},
+    [PLOT_SCORES] = {"scores", 4, false, "(B, H, n, m) or (H, n, m)",
+                     "scores", "queries", "keys", "query", "key"},
+    [PLOT_ENTROPY] = {"entropy", 3, false, "(B, H, n) or (H, n)",
+                      "entropy (nats)", "heads", "queries", "head", "query"},
 };
+
+const plot_what_spec *plot_what_of(plot_what what)
+{
+    return &what_table[what];
+}
 
 /* Largest head number --heads takes (attnrun's own limit on heads, less one). */
 #define MAX_HEAD ((size_t)(1u << 20) - 1)
@@ -88,28 +98,6 @@ typedef struct plot_cli {
     plot_format format;
     bool force, help;
 } plot_cli;
-
-/* Strict whole number: digits only, at most max; *end is where it stopped
- * (NULL: the whole text must be the number). */
-static bool parse_number(const char *text, size_t max, size_t *value, const char **end)
-{
-    size_t v = 0;
-    const char *p = text;
-    if (*p < '0' || *p > '9')
-        return false;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        size_t digit = (size_t)(*p - '0');
-        if (v > (max - digit) / 10)
-            return false;
-        v = v * 10 + digit;
-    }
-    if (end != NULL)
-        *end = p;
-    else if (*p != '\0')
-        return false;
-    *value = v;
-    return true;
-}
 
 /* --heads LIST: "3", "0,3,5-7": numbers and ranges first-last (first <=
  * last), separated by commas.  EXIT_OK, EXIT_USAGE (printed) or
@@ -128,10 +116,10 @@ static int parse_heads(const char *name, const char *text, plot_cli *c)
     const char *p = text;
     for (size_t i = 0; i < count; i++) {
         plot_range *r = &c->ranges[i];
-        bool good = parse_number(p, MAX_HEAD, &r->first, &p);
+        bool good = cli_parse_number(p, MAX_HEAD, &r->first, &p);
         r->last = r->first;
         if (good && *p == '-')
-            good = parse_number(p + 1, MAX_HEAD, &r->last, &p) && r->last >= r->first;
+            good = cli_parse_number(p + 1, MAX_HEAD, &r->last, &p) && r->last >= r->first;
         if (!good || *p != (i + 1 < count ? ',' : '\0'))
             return cli_usage_error("%s '%s': expected head numbers and ranges such as 0,3,5-7",
                                     name, text);
@@ -154,15 +142,15 @@ static int apply_option(void *context, int opt, const char *name, const char *va
         c->rq.group = value;
         break;
     case OPT_ITEM:
-        if (!parse_number(value, SIZE_MAX, &c->rq.item, NULL))
+        if (!cli_parse_number(value, SIZE_MAX, &c->rq.item, NULL))
             return cli_usage_error("%s '%s': expected a whole number from 0", name, value);
         break;
     case OPT_HEADS: return parse_heads(name, value, c);
     case OPT_WHAT: {
         size_t i = 0;
-        while (i < sizeof what_names / sizeof what_names[0] && strcmp(value, what_names[i]) != 0)
+        while (i < PLOT_WHAT_COUNT && strcmp(value, what_table[i].name) != 0)
             i++;
-        if (i == sizeof what_names / sizeof what_names[0])
+        if (i == PLOT_WHAT_COUNT)
             return cli_usage_error("%s '%s': expected weights, scores or entropy", name, value);
         c->rq.what = (plot_what)i;
         break;

@@ -35,7 +35,21 @@
 /* At most this many panels (heads) in one picture. */
 #define PLOT_MAX_HEADS 1024
 
-typedef enum plot_what { PLOT_WEIGHTS, PLOT_SCORES, PLOT_ENTROPY } plot_what;
+typedef enum plot_what { PLOT_WEIGHTS, PLOT_SCORES, PLOT_ENTROPY, PLOT_WHAT_COUNT } plot_what;
+
+/* One row of the --what table: what it reads and what the picture calls it. */
+typedef struct plot_what_spec {
+    const char *name;          /* --what's word, and the dataset read         */
+    size_t batched_rank;       /* rank with the batch axis; one less without */
+    bool from_zero;            /* the scale is 0..max, not min..max          */
+    const char *shapes;        /* for messages                               */
+    const char *title;         /* the figure's title and the bar's           */
+    const char *rows, *cols;   /* what a panel's rows and columns are        */
+    const char *row_axis, *col_axis;   /* the axes' names                    */
+} plot_what_spec;
+
+/* The row of the --what table for `what`. */
+const plot_what_spec *plot_what_of(plot_what what);
 
 typedef enum plot_format { PLOT_PNG, PLOT_SVG, PLOT_PDF } plot_format;
 

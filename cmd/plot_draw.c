@@ -78,17 +78,6 @@ static const struct special {
 
 static const rgb background = {0xFF, 0xFF, 0xFF};
 
-/* What each --what is called on the picture. */
-static const struct what_words {
-    const char *title;        /* the figure's title and the bar's        */
-    const char *rows, *cols;  /* what the panel's rows and columns are   */
-    const char *row_axis, *col_axis;   /* the axes' names               */
-} words[] = {
-    [PLOT_WEIGHTS] = {"weights", "queries", "keys", "query", "key"},
-    [PLOT_SCORES] = {"scores", "queries", "keys", "query", "key"},
-    [PLOT_ENTROPY] = {"entropy (nats)", "heads", "queries", "head", "query"},
-};
-
 /* The colour map at t in [0, 1]. */
 static rgb colour_at(double t)
 {
@@ -339,12 +328,12 @@ static void draw_axes(cairo_t *cr, const plot_data *d, const layout *L, double x
             break;
     }
     set_font(cr, 11, false);
-    show_text(cr, words[d->what].col_axis, x + (double)L->panel_w / 2,
+    show_text(cr, plot_what_of(d->what)->col_axis, x + (double)L->panel_w / 2,
               bottom + COL_LABEL_H - AXIS_TITLE / 2.0, 0.5, (double)L->panel_w + ROW_LABEL_W);
     cairo_save(cr);
     cairo_translate(cr, x - ROW_LABEL_W + AXIS_TITLE / 2.0, y + (double)L->panel_h / 2);
     cairo_rotate(cr, -M_PI / 2);
-    show_text(cr, words[d->what].row_axis, 0, 0, 0.5, (double)L->panel_h + COL_LABEL_H);
+    show_text(cr, plot_what_of(d->what)->row_axis, 0, 0, 0.5, (double)L->panel_h + COL_LABEL_H);
     cairo_restore(cr);
 }
 
@@ -428,7 +417,7 @@ static int draw_panel(cairo_t *cr, const plot_data *d, const layout *L, size_t p
     double y = MARGIN + TITLE_H + (double)(r * (L->slot_h + GAP)) + HEAD_TITLE_H;
     char title[64];
     if (d->what == PLOT_ENTROPY)
-        snprintf(title, sizeof title, "%s", words[d->what].title);
+        snprintf(title, sizeof title, "%s", plot_what_of(d->what)->title);
     else
         snprintf(title, sizeof title, "head %zu", d->heads[p]);
     set_font(cr, 12, true);
@@ -451,7 +440,7 @@ static int draw_bar(cairo_t *cr, const plot_data *d, const layout *L)
     double text_x = x + BAR_W + 6, text_w = BAR_COLUMN_W - BAR_OFFSET - BAR_W - 6;
     char number[64];
     set_font(cr, 11, true);
-    show_text(cr, words[d->what].title, x, y - HEAD_TITLE_H / 2.0, 0, BAR_COLUMN_W - BAR_OFFSET);
+    show_text(cr, plot_what_of(d->what)->title, x, y - HEAD_TITLE_H / 2.0, 0, BAR_COLUMN_W - BAR_OFFSET);
     int status = paint_image(cr, BAR_H, 1, bar_pixel, NULL, x, y, BAR_W, 1);
     if (status != ATTN_OK)
         return status;
@@ -489,16 +478,16 @@ static void draw_words(cairo_t *cr, const plot_data *d, const layout *L)
     char text[1024];
     double width = (double)(L->width - 2 * MARGIN);
     if (d->batched)
-        snprintf(text, sizeof text, "%s of %s, group %s, item %zu", words[d->what].title, d->input,
+        snprintf(text, sizeof text, "%s of %s, group %s, item %zu", plot_what_of(d->what)->title, d->input,
                  d->group, d->item);
     else
-        snprintf(text, sizeof text, "%s of %s, group %s", words[d->what].title, d->input, d->group);
+        snprintf(text, sizeof text, "%s of %s, group %s", plot_what_of(d->what)->title, d->input, d->group);
     set_font(cr, 14, true);
     show_text(cr, text, MARGIN, MARGIN + TITLE_H / 2.0, 0, width);
     double foot = (double)(L->height - MARGIN - FOOT_H);
     set_font(cr, 11, false);
     snprintf(text, sizeof text, "rows: %s (top down), columns: %s (left to right)",
-             words[d->what].rows, words[d->what].cols);
+             plot_what_of(d->what)->rows, plot_what_of(d->what)->cols);
     show_text(cr, text, MARGIN, foot + FOOT_H / 4.0, 0, width);
     if (d->pool_rows > 1 || d->pool_cols > 1) {
         snprintf(text, sizeof text, "max-pooled %zu\xC3\x97%zu: each cell is the largest of "

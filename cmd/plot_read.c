@@ -29,18 +29,6 @@
  * floats (16 MiB), unless one pooled cell alone is larger. */
 #define BLOCK_VALUES ((size_t)1 << 22)
 
-/* What each --what reads. */
-static const struct what_spec {
-    const char *dataset;
-    size_t batched_rank;       /* rank with the batch axis; one less without */
-    bool from_zero;            /* the scale is 0..max, not min..max          */
-    const char *shapes;        /* for messages                               */
-} whats[] = {
-    [PLOT_WEIGHTS] = {"weights", 4, true, "(B, H, n, m) or (H, n, m)"},
-    [PLOT_SCORES] = {"scores", 4, false, "(B, H, n, m) or (H, n, m)"},
-    [PLOT_ENTROPY] = {"entropy", 3, false, "(B, H, n) or (H, n)"},
-};
-
 /* The token datasets that label the axes, when a run stored them. */
 #define QUERY_TOKENS "query_token"
 #define KEY_TOKENS "key_token"
@@ -114,19 +102,19 @@ static int open_file(source *src, attn_error *err)
 static int open_map(source *src, attn_error *err)
 {
     const plot_request *rq = src->rq;
-    const struct what_spec *w = &whats[rq->what];
+    const plot_what_spec *w = plot_what_of(rq->what);
     int status = ATTN_OK;
-    htri_t exists = H5Lexists(src->group, w->dataset, H5P_DEFAULT);
+    htri_t exists = H5Lexists(src->group, w->name, H5P_DEFAULT);
     if (exists <= 0) {
         if (rq->what == PLOT_ENTROPY)
             return attn_fail(err, ATTN_EINPUT, "%s: no dataset entropy in group %s; "
                              "run attnrun with --save entropy to have one", rq->input, rq->group);
         return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; attnrun saves it by "
-                         "default or with --save %s", rq->input, w->dataset, rq->group, w->dataset);
+                         "default or with --save %s", rq->input, w->name, rq->group, w->name);
     }
-    src->dataset = H5Dopen2(src->group, w->dataset, H5P_DEFAULT);
+    src->dataset = H5Dopen2(src->group, w->name, H5P_DEFAULT);
     if (src->dataset < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot open dataset %s", rq->input, w->dataset);
+        return fail_h5(err, ATTN_EINPUT, "%s: cannot open dataset %s", rq->input, w->name);
     /* Values kept in other files (external raw storage, a virtual
      * dataset) would draw whatever those files hold: not followed, as
      * attnrun does not follow them in its inputs. */
@@ -136,21 +124,21 @@ static int open_map(source *src, attn_error *err)
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (layout == H5D_LAYOUT_ERROR || external < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot read how %s is stored", rq->input, w->dataset);
+        return fail_h5(err, ATTN_EINPUT, "%s: cannot read how %s is stored", rq->input, w->name);
     if (layout == H5D_VIRTUAL || external > 0)
         return attn_fail(err, ATTN_EINPUT, "%s: %s keeps its values in other files (%s); not "
-                         "followed", rq->input, w->dataset,
+                         "followed", rq->input, w->name,
                          layout == H5D_VIRTUAL ? "a virtual dataset" : "external storage");
     hid_t type = H5Dget_type(src->dataset), space = H5Dget_space(src->dataset);
     int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
     hsize_t dims[ATTN_MAX_RANK];
     if (type < 0 || rank < 0 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read the shape of %s", rq->input, w->dataset);
+        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read the shape of %s", rq->input, w->name);
         goto out;
     }
     if (H5Tget_class(type) != H5T_FLOAT) {
         status = attn_fail(err, ATTN_EINPUT, "%s: %s is not a floating-point dataset", rq->input,
-                           w->dataset);
+                           w->name);
         goto out;
     }
     size_t shape[ATTN_MAX_RANK];
@@ -159,7 +147,7 @@ static int open_map(source *src, attn_error *err)
     if ((size_t)rank != w->batched_rank && (size_t)rank != w->batched_rank - 1) {
         char text[256];
         status = attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; expected %s", rq->input,
-                           w->dataset, attn_format_shape(text, sizeof text, shape, (size_t)rank),
+                           w->name, attn_format_shape(text, sizeof text, shape, (size_t)rank),
                            w->shapes);
         goto out;
     }
@@ -183,7 +171,7 @@ static int compare_sizes(const void *a, const void *b)
  * each once, all below `total`. */
 static int select_heads(const plot_request *rq, size_t total, plot_data *d, attn_error *err)
 {
-    const char *name = whats[rq->what].dataset;
+    const char *name = plot_what_of(rq->what)->name;
     plot_range all = {0, total - 1};
     const plot_range *ranges = rq->heads != NULL ? rq->heads : &all;
     if (rq->heads == NULL && total > PLOT_MAX_HEADS)      /* before listing them */
@@ -228,9 +216,9 @@ static size_t pool_factor(size_t length)
 static int plan(const source *src, plot_data *d, attn_error *err)
 {
     const plot_request *rq = src->rq;
-    const char *name = whats[rq->what].dataset;
+    const char *name = plot_what_of(rq->what)->name;
     const size_t *dims = src->dims;
-    d->batched = src->rank == whats[rq->what].batched_rank;
+    d->batched = src->rank == plot_what_of(rq->what)->batched_rank;
     const size_t *axes = dims + d->batched;          /* (H, n[, m]) */
     if (!d->batched && rq->item > 0)
         return attn_fail(err, ATTN_EINPUT, "%s: %s has no batch axis (the run's X was rank 2), "
@@ -308,7 +296,7 @@ static int read_block(const source *src, const plot_data *d, size_t p, size_t r0
         H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
         H5Dread(src->dataset, H5T_NATIVE_FLOAT, memory, file_space, H5P_DEFAULT, block) < 0)
         status = fail_h5(err, ATTN_EINPUT, "%s: cannot read %s", src->rq->input,
-                         whats[d->what].dataset);
+                         plot_what_of(d->what)->name);
     if (file_space >= 0)
         H5Sclose(file_space);
     if (memory >= 0)
@@ -381,7 +369,7 @@ static int read_maps(const source *src, plot_data *d, value_range *range, attn_e
 /* The colour scale's range and the special values the picture shows. */
 static void finish_range(plot_data *d, const value_range *range)
 {
-    d->lo = whats[d->what].from_zero ? 0 : range->any ? range->lo : 0;
+    d->lo = plot_what_of(d->what)->from_zero ? 0 : range->any ? range->lo : 0;
     /* An empty range gets a width that large values still see: lo + 1
      * would be lo itself beyond 2^53. */
     d->hi = range->any ? range->hi : d->lo;
