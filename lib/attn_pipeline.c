@@ -243,16 +243,13 @@ static void slice_buffers(const run_state *st, slice_buffer b[RUN_SLICE_BUFFERS]
     const attn_dims *d = &st->report->layout.dims;
     const size_t elem = attn_precision_size(st->opt->precision);
     const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
-    const size_t hn = d->heads * d->n;                      /* one (H, n) summary */
     const slice_buffer table[RUN_SLICE_BUFFERS] = {
         {sizes->x * elem, false}, {sizes->y * elem, false}, {sizes->projections * elem, true},
         {(sizes->map_count == 2 ? map : 0) * elem, true},
         {(sizes->map_count >= 1 ? map : 0) * elem, true}, {sizes->concat * elem, true},
         {sizes->output * elem, true}, {sizes->keep, false},
         {sizes->positions * sizeof(int64_t), false}, {sizes->bias * elem, false},
-        {run_saved(st, ATTN_OUT_ENTROPY) ? hn * elem : 0, true},
-        {run_saved(st, ATTN_OUT_ARGMAX) ? hn * sizeof(int32_t) : 0, true},
-        {run_saved(st, ATTN_OUT_DISTANCE) ? hn * elem : 0, true},
+        {sizes->summary[0], true}, {sizes->summary[1], true}, {sizes->summary[2], true},
         {sizes->rows * sizes->mean * elem, true}, {sizes->result * elem, true},
     };
     memcpy(b, table, sizeof table);

@@ -693,7 +693,7 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     sizes->map_count = attn_plan_map_count(save);
     sizes->mean = (save >> ATTN_OUT_MEAN) & 1u ? d->m : 0;
     /* entropy and distance in the precision, argmax as int32: (H, n) each */
-    const size_t summary_bytes[] = {
+    const size_t summary_elem[3] = {
         (save >> ATTN_OUT_ENTROPY) & 1u ? elem : 0, (save >> ATTN_OUT_ARGMAX) & 1u ? sizeof(int32_t) : 0,
         (save >> ATTN_OUT_DISTANCE) & 1u ? elem : 0,
     };
@@ -716,8 +716,9 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
               attn_size_product(&sizes->result, (size_t[]){(save >> ATTN_OUT_RESULT) & 1u ? d->n : 0,
                                                            d->heads, d->d_model}, 3) &&
               attn_size_mul(&hn, d->heads, d->n) &&
-              attn_size_mul(&sizes->summaries, hn,
-                            summary_bytes[0] + summary_bytes[1] + summary_bytes[2]) &&
+              attn_size_mul(&sizes->summary[0], hn, summary_elem[0]) &&
+              attn_size_mul(&sizes->summary[1], hn, summary_elem[1]) &&
+              attn_size_mul(&sizes->summary[2], hn, summary_elem[2]) &&
               attn_size_mul(&sizes->bytes_per_row, row_elems, elem) &&
               plan_staging(layout, req, sizes) &&
               attn_size_add(&sizes->bytes_per_row, sizes->bytes_per_row, sizes->staging_per_row);
@@ -729,7 +730,9 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
          add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->bias) &&
          add_product(&elems, 1, sizes->result) &&
          attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep) &&
-         attn_size_add(&bytes, bytes, sizes->summaries) &&
+         attn_size_add(&bytes, bytes, sizes->summary[0]) &&
+         attn_size_add(&bytes, bytes, sizes->summary[1]) &&
+         attn_size_add(&bytes, bytes, sizes->summary[2]) &&
          attn_size_add(&bytes, bytes, sizes->staging) &&
          add_product(&bytes, sizes->positions, sizeof(int64_t));
     *base = sizes->bytes_per_base = bytes;

@@ -181,9 +181,9 @@ typedef struct attn_slice_sizes {
     size_t mean;             /* m when mean is saved (one (n, m) map
                                 per item), else 0                          */
     size_t heads, concat, output;
-    size_t summaries;        /* bytes per item of the saved per-query
-                                summaries (entropy, argmax, distance: H*n
-                                each)                                      */
+    size_t summary[3];       /* bytes per item of the per-query summaries
+                                entropy, argmax, distance: (H, n) in the
+                                precision (argmax int32) when saved, else 0 */
     size_t result;           /* n*H*D when result is saved, else 0         */
     size_t staging;          /* bytes per item of the saved outputs other
                                 than the maps, packed in whole chunks      */
