@@ -12,6 +12,22 @@ finish() {
     exit
 }
 
+# pycheck ARGS... <<'EOF' check EOF: runs a Python check (modules from
+# $T and the tests directory, $TESTS) and prints its output.
+pycheck() { PYTHONPATH=$T:${TESTS:-} "$PY" - "$@" 2>&1; }
+
+# expect_py NAME ARGS... <<'EOF' check EOF: ok when the check exits 0
+# (with its output, if any), else FAIL with its last line.
+expect_py() {
+    local name=$1 out
+    shift
+    if out=$(pycheck "$@"); then
+        ok "$name${out:+ ($out)}"
+    else
+        bad "$name: $(printf '%s\n' "$out" | tail -n 1)"
+    fi
+}
+
 # suite_setup NAME MODULE...: the usual start of a suite -- ATTNRUN made
 # absolute, the binary and python modules checked (else a failed setup
 # check ends the suite), and T a temporary directory removed on exit.

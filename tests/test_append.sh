@@ -171,21 +171,6 @@ def state(top):
     return "\n".join(sorted(out))
 EOF
 
-pycheck() { PYTHONPATH=$T "$PY" - "$@" 2>&1; }
-
-# expect_py NAME ARGS... <<'EOF' check EOF: ok when the check exits 0.
-expect_py() {
-    local name=$1 out rc
-    shift
-    out=$(pycheck "$@")
-    rc=$?
-    if [ $rc -eq 0 ]; then
-        ok "$name${out:+ ($out)}"
-    else
-        bad "$name: $(printf '%s\n' "$out" | tail -n 1)"
-    fi
-}
-
 run() {
     timeout -s KILL "$TL" "$ATTNRUN" "$@" >"$T/stdout" 2>"$T/stderr"
     rc=$?

@@ -292,12 +292,6 @@ if ! PYTHONPATH=$T:$TESTS "$PY" "$T/make.py" "$T/c" >"$T/make.log" 2>&1; then
 fi
 sizes=$(tr '\n' ' ' <"$T/make.log")
 
-# Runs a Python check from stdin with h.py importable; arguments go to
-# sys.argv[1:].  Prints what it printed; its status is the check's.
-pycheck() {
-    PYTHONPATH=$T:$TESTS "$PY" - "$@" 2>&1
-}
-
 # verify NAME OUT IN [h.py verify options]: records NAME as ok when every
 # saved output of OUT matches the float64 reference computed from IN.
 verify() {
@@ -310,16 +304,6 @@ verify() {
     fi
 }
 
-# expect_py NAME ARGS...: a Python check on stdin, as ok/bad.
-expect_py() {
-    local name=$1 out
-    shift
-    if out=$(pycheck "$@"); then
-        ok "$name${out:+ ($(printf '%s' "$out" | tail -n 1 | head -c 200))}"
-    else
-        bad "$name: $(printf '%s' "$out" | tail -n 1 | head -c 300)"
-    fi
-}
 
 # attn LIMIT ARGS...: attnrun -q ARGS under the hang guard; sets rc and
 # leaves its output in $T/stdout and $T/stderr.
