@@ -7,6 +7,7 @@
  * libattn (lib/).
  */
 #define _GNU_SOURCE
+#include "attn_ranks.h"
 #include "attn_run.h"
 #include "plan_json.h"
 #include "attn_tokens.h"
@@ -553,11 +554,9 @@ static int parse_arguments(int argc, char **argv, cli *c)
     return EXIT_OK;
 }
 
-int main(int argc, char **argv)
+/* The run itself: the command line parsed, attn_run, its report. */
+static int run_main(int argc, char **argv)
 {
-    process_open_standard_descriptors();
-    if (argc > 1 && strcmp(argv[1], "plot") == 0)
-        return plot_main(argc - 1, argv + 1);
     cli c;
     memset(&c, 0, sizeof c);
     c.run = attn_run_defaults();
@@ -611,4 +610,22 @@ int main(int argc, char **argv)
     else if (c.run.dry_run)
         print_plan(&c.run, &report);
     return cli_finish_stdout(EXIT_OK);
+}
+
+int main(int argc, char **argv)
+{
+    process_open_standard_descriptors();
+    if (argc > 1 && strcmp(argv[1], "plot") == 0)
+        return plot_main(argc - 1, argv + 1);
+    /* Under MPI (attnrun-mpi) every rank runs this; rank 0 alone speaks,
+     * for all (the others agree with it on how the run went). */
+    if (!attn_ranks_start(&argc, &argv)) {
+        fprintf(stderr, "attnrun: cannot start MPI\n");
+        return EXIT_RUNTIME;
+    }
+    if (attn_rank() != 0)
+        process_silence();
+    int code = run_main(argc, argv);
+    attn_ranks_finish();
+    return code;
 }

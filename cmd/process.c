@@ -278,3 +278,13 @@ void process_open_standard_descriptors(void)
     }
 }
 
+
+void process_silence(void)
+{
+    int null = open("/dev/null", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (null < 0)
+        _exit(EXIT_RUNTIME);
+    if (dup2(null, STDOUT_FILENO) < 0 || dup2(null, STDERR_FILENO) < 0)
+        _exit(EXIT_RUNTIME);
+    close(null);
+}

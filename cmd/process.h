@@ -30,6 +30,10 @@ enum exit_code {
  * (EXIT_RUNTIME) when that is impossible. */
 void process_open_standard_descriptors(void);
 
+/* Sends standard output and error to /dev/null: a rank other than 0
+ * of an MPI job says nothing (rank 0 speaks for the job). */
+void process_silence(void);
+
 /*
  * Installs the handlers: every signal that would end the process ends the
  * run at once on the main thread -- the transaction's temporary removed,

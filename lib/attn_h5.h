@@ -57,7 +57,10 @@ extern volatile sig_atomic_t attn_h5_reading;
 typedef enum attn_lock {
     ATTN_LOCK_NONE,        /* no lock of attnrun's; HDF5 takes its own   */
     ATTN_LOCK_SHARED,      /* reading                                    */
-    ATTN_LOCK_EXCLUSIVE    /* reading, to replace the file (--in-place)  */
+    ATTN_LOCK_EXCLUSIVE,   /* reading, to replace the file (--in-place)  */
+    ATTN_LOCK_HELD         /* reading under the lock another process of
+                              the same job holds (rank 0, attn_ranks.h):
+                              none taken, and HDF5's own is off       */
 } attn_lock;
 
 typedef struct attn_h5in_options {
@@ -236,6 +239,10 @@ typedef struct attn_dataset_spec {
                                      float64 LE, binary16 or bfloat16;
                                      ATTN_STORE_DEFAULT: precision's     */
     bool has_fill;                /* chunks never written read as fill   */
+    bool whole;                   /* every element is written (by the
+                                     ranks of a shared file, whose chunks
+                                     HDF5 allocates when it opens it):
+                                     no fill is written first          */
     double fill;
     size_t rank;
     const size_t *dims;           /* (rank)                                */
@@ -271,6 +278,30 @@ bool attn_h5out_raw_chunks(const attn_h5out *out, int handle);
  * axis of the dataset). */
 int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
                            const size_t *count, const void *buf, attn_error *err);
+
+/*
+ * Opens the output `path` on every rank of the job together (collective,
+ * attn_ranks.h) for attn_h5out_write_shared: MPI-IO, metadata read and
+ * written collectively.  Rank 0 made the file before, with every dataset
+ * (attn_h5out_create, attn_h5out_add_dataset); the group must exist.
+ * Built without MPI: ATTN_EIO.
+ */
+int attn_h5out_open_shared(const char *path, const char *label, const char *group,
+                           attn_h5out **out, attn_error *err);
+
+/* Opens the dataset `name` of the group, made by attn_h5out_add_dataset,
+ * for attn_h5out_write_shared; *handle names it. */
+int attn_h5out_find_dataset(attn_h5out *out, const char *name, int *handle, attn_error *err);
+
+/*
+ * Collective: each rank writes its block buf (count[0], ...), already in
+ * the file's type, row-major, at first[] (one index per axis); count NULL:
+ * this rank has nothing for the dataset this time.  The raw data moves
+ * collectively (HDF5 needs that for filtered datasets; it also measured
+ * faster for the others).
+ */
+int attn_h5out_write_shared(attn_h5out *out, int handle, const size_t *first,
+                            const size_t *count, const void *buf, attn_error *err);
 
 /* Starts writing the file's dirty pages to disk without waiting, so that
  * the final fsync (attn_atomic_commit) finds little left to do. */

@@ -133,7 +133,8 @@ static int lock_descriptor(attn_h5in *in, const attn_h5in_options *opt, attn_err
 {
     bool best_effort;
     int operation = (opt->lock == ATTN_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH) | (opt->wait ? 0 : LOCK_NB);
-    if (opt->lock == ATTN_LOCK_NONE || attn_h5_locking_disabled(&best_effort))
+    if (opt->lock == ATTN_LOCK_NONE || opt->lock == ATTN_LOCK_HELD ||
+        attn_h5_locking_disabled(&best_effort))
         return ATTN_OK;
     while (flock(in->fd, operation) != 0) {
         if (errno == EINTR) {

@@ -48,6 +48,8 @@ struct attn_h5out {
     const char *group_name;       /* the caller's, for messages */
     bool provenance;              /* the group held attnrun's provenance
                                      when it was opened               */
+    hid_t shared_xfer;            /* opened by every rank (attn_h5out_open_shared):
+                                     the collective transfer; else invalid */
     output_dataset datasets[MAX_DATASETS];
     size_t dataset_count;
     scale_dataset scales[MAX_SCALES];
@@ -113,9 +115,50 @@ static int open_group(attn_h5out *out, const char *group, attn_error *err)
     return ATTN_OK;
 }
 
-static int start(const char *path, const char *label, const char *group, bool create,
+/* How start opens the file. */
+typedef enum open_mode { CREATE, OPEN, OPEN_SHARED } open_mode;
+
+/* The file access of a file every rank opens: MPI-IO over the job, its
+ * metadata read by one rank and shared, and written collectively. */
+static hid_t shared_access(void)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+#ifdef ATTN_MPI
+    if (fapl >= 0 && (H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL) < 0 ||
+                      H5Pset_all_coll_metadata_ops(fapl, true) < 0 ||
+                      H5Pset_coll_metadata_write(fapl, true) < 0)) {
+        H5Pclose(fapl);
+        fapl = H5I_INVALID_HID;
+    }
+#else
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    fapl = H5I_INVALID_HID;
+#endif
+    return fapl;
+}
+
+/* The collective raw-data transfer of a shared file. */
+static hid_t shared_transfer(void)
+{
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+#ifdef ATTN_MPI
+    if (dxpl >= 0 && H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE) < 0) {
+        H5Pclose(dxpl);
+        dxpl = H5I_INVALID_HID;
+    }
+#else
+    if (dxpl >= 0)
+        H5Pclose(dxpl);
+    dxpl = H5I_INVALID_HID;
+#endif
+    return dxpl;
+}
+
+static int start(const char *path, const char *label, const char *group, open_mode mode,
                  attn_h5out **result, attn_error *err)
 {
+    const bool create = mode == CREATE;
     attn_h5out *out = attn_calloc(1, sizeof *out);
     attn_h5_prepare();
     *result = NULL;
@@ -124,16 +167,28 @@ static int start(const char *path, const char *label, const char *group, bool cr
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", path);
     }
     out->group = H5I_INVALID_HID;
+    out->shared_xfer = H5I_INVALID_HID;
     out->group_name = group;
     /* With --in-place HDF5 parses a copy of the input: its crash is the
      * input's (see attn_h5_reading). */
-    attn_h5_reading += !create;
+    hid_t fapl = H5P_DEFAULT;
+    if (mode == OPEN_SHARED && ((fapl = shared_access()) < 0 ||
+                                (out->shared_xfer = shared_transfer()) < 0)) {
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        out->file = H5I_INVALID_HID;
+        attn_h5out_close(out, NULL);
+        return attn_fail(err, ATTN_EIO, "%s: cannot set up MPI-IO (a build without MPI)", label);
+    }
+    attn_h5_reading += mode == OPEN;
     out->file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
-                       : H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+                       : H5Fopen(path, H5F_ACC_RDWR, fapl);
+    if (fapl != H5P_DEFAULT)
+        H5Pclose(fapl);
     int status = out->file < 0 ? h5_failure(out, err, create ? "create" : "open",
                                             "the HDF5 file for writing")
                                : open_group(out, group, err);
-    attn_h5_reading -= !create;
+    attn_h5_reading -= mode == OPEN;
     if (status == ATTN_OK)
         out->provenance = H5Aexists(out->group, "attnrun_version") > 0;
     if (status != ATTN_OK) {
@@ -147,13 +202,19 @@ static int start(const char *path, const char *label, const char *group, bool cr
 int attn_h5out_create(const char *path, const char *label, const char *group, attn_h5out **out,
                       attn_error *err)
 {
-    return start(path, label, group, true, out, err);
+    return start(path, label, group, CREATE, out, err);
 }
 
 int attn_h5out_open(const char *path, const char *label, const char *group, attn_h5out **out,
                     attn_error *err)
 {
-    return start(path, label, group, false, out, err);
+    return start(path, label, group, OPEN, out, err);
+}
+
+int attn_h5out_open_shared(const char *path, const char *label, const char *group,
+                           attn_h5out **out, attn_error *err)
+{
+    return start(path, label, group, OPEN_SHARED, out, err);
 }
 
 /* Whether the object `name` of the group carries ATTN_ROLE_ATTRIBUTE
@@ -466,9 +527,9 @@ static hid_t creation_properties(const attn_dataset_spec *spec)
     const double fill = spec->fill;
     if (dcpl < 0 || H5Pset_chunk(dcpl, (int)spec->rank, chunk) < 0 ||
         H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_INCR) < 0 ||
-        (spec->has_fill ? H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fill) < 0 ||
-                              H5Pset_fill_time(dcpl, H5D_FILL_TIME_IFSET) < 0
-                        : H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0) ||
+        (spec->has_fill && H5Pset_fill_value(dcpl, H5T_NATIVE_DOUBLE, &fill) < 0) ||
+        H5Pset_fill_time(dcpl, spec->has_fill && !spec->whole ? H5D_FILL_TIME_IFSET
+                                                              : H5D_FILL_TIME_NEVER) < 0 ||
         (spec->compress > 0 && (H5Pset_shuffle(dcpl) < 0 ||
                                 H5Pset_deflate(dcpl, (unsigned)spec->compress) < 0))) {
         if (dcpl >= 0)
@@ -595,6 +656,65 @@ out:
     if (space >= 0)
         H5Sclose(space);
     return status;
+}
+
+int attn_h5out_find_dataset(attn_h5out *out, const char *name, int *handle, attn_error *err)
+{
+    output_dataset *d = &out->datasets[out->dataset_count];
+    hid_t space = H5I_INVALID_HID;
+    int rank;
+    if (out->dataset_count == MAX_DATASETS)
+        return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    if ((d->id = H5Dopen2(out->group, name, H5P_DEFAULT)) < 0)
+        return h5_failure(out, err, "open dataset", name);
+    if ((d->file_type = H5Dget_type(d->id)) < 0 || (space = H5Dget_space(d->id)) < 0 ||
+        (rank = H5Sget_simple_extent_ndims(space)) < 1 || rank > 4 ||
+        H5Sget_simple_extent_dims(space, d->dims, NULL) < 0) {
+        if (space >= 0)
+            H5Sclose(space);
+        if (d->file_type >= 0)
+            H5Tclose(d->file_type);
+        H5Dclose(d->id);
+        return h5_failure(out, err, "open dataset", name);
+    }
+    H5Sclose(space);
+    d->rank = (size_t)rank;
+    *handle = (int)out->dataset_count++;
+    return ATTN_OK;
+}
+
+int attn_h5out_write_shared(attn_h5out *out, int handle, const size_t *first,
+                            const size_t *count, const void *buf, attn_error *err)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count && out->shared_xfer >= 0);
+    const output_dataset *d = &out->datasets[handle];
+    hsize_t start[4] = {0}, dims[4] = {0};
+    hid_t file_space = H5Dget_space(d->id), mem_space = H5I_INVALID_HID;
+    herr_t result = file_space < 0 ? -1 : 0;
+    for (size_t i = 0; count != NULL && i < d->rank; i++) {
+        start[i] = first[i];
+        dims[i] = count[i];
+    }
+    if (result >= 0 && count != NULL)
+        result = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL);
+    mem_space = count != NULL ? H5Screate_simple((int)d->rank, dims, NULL) : H5Scopy(file_space);
+    if (mem_space < 0)
+        result = -1;
+    /* Every rank takes part, with nothing to write when it failed, so
+     * that none is left waiting in the collective write. */
+    if ((count == NULL || result < 0) && file_space >= 0 && mem_space >= 0 &&
+        (H5Sselect_none(file_space) < 0 || H5Sselect_none(mem_space) < 0))
+        result = -1;
+    if (file_space >= 0 && mem_space >= 0 &&
+        H5Dwrite(d->id, d->file_type, mem_space, file_space, out->shared_xfer, buf) < 0)
+        result = -1;
+    if (mem_space >= 0)
+        H5Sclose(mem_space);
+    if (file_space >= 0)
+        H5Sclose(file_space);
+    return result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
 }
 
 bool attn_h5out_raw_chunks(const attn_h5out *out, int handle)
@@ -732,6 +852,8 @@ int attn_h5out_close(attn_h5out *out, attn_error *err)
             result = -1;
     if (out->group >= 0 && H5Gclose(out->group) < 0)
         result = -1;
+    if (out->shared_xfer >= 0)
+        H5Pclose(out->shared_xfer);
     if (out->file >= 0 && result >= 0 && H5Fflush(out->file, H5F_SCOPE_GLOBAL) < 0)
         result = -1;
     if (out->file >= 0 && H5Fclose(out->file) < 0)

@@ -6,6 +6,8 @@
  */
 #include "attn_run_state.h"
 
+#include "attn_ranks.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -191,6 +193,7 @@ static int create_datasets(run_state *st, attn_error *err)
         attn_dataset_spec spec = {
             .name = attn_output_name((attn_output)i), .precision = opt->precision,
             .store = s->type, .has_fill = s->map, .fill = s->fill, .rank = s->rank,
+            .whole = attn_ranks_shared_file(),
             .dims = s->dims, .chunk = s->chunk, .labels = labels,
             .description = attn_output_description((attn_output)i), .compress = s->compress,
         };

@@ -6,6 +6,9 @@
  */
 #include "attn_run_state.h"
 
+#include "attn_ranks.h"
+
+#include <stdint.h>
 #include <string.h>
 
 /*
@@ -91,18 +94,42 @@ typedef struct step {
     size_t row, rows;            /* query rows [row, row + rows)          */
     attn_slice *slice;           /* its slot                              */
     void *maps[2];               /* scores, weights: the set of its parity */
-    bool starts, ends;           /* first / last block of its slice       */
+    bool starts, ends;           /* first / last block of its slice that
+                                    this rank computes                   */
+    size_t lo, hi;               /* the query rows [lo, hi) of the slice
+                                    this rank computes (all n but where
+                                    ranks share a slice, attn_ranks.h)  */
+    bool keys;                   /* this rank writes the slice's per-key
+                                    outputs (k, v): it has its first block */
+    bool none;                   /* no step: this rank has run out of steps
+                                    while others still write (shared file) */
     int parity;                  /* t mod 2: its maps, staging and jobs    */
 } step;
 
-/* The step with index t (steps run slice by slice, block by block). */
+/* Blocks of query rows in one slice. */
+static size_t slice_blocks(const run_state *st)
+{
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    return (n + block - 1) / block;
+}
+
+/* The step with index t of this rank's steps (the run's steps go slice by
+ * slice, block by block; this rank has [step_first, step_first +
+ * step_count) of them); past its last, a step of nothing. */
 static step step_at(run_state *st, size_t t)
 {
     const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
-    const size_t blocks = (n + block - 1) / block, batch = st->report->layout.dims.batch;
-    const size_t items = st->report->slice_items, slice = t / blocks, b = t % blocks;
+    const size_t blocks = slice_blocks(st), batch = st->report->layout.dims.batch;
+    if (t >= st->step_count)
+        return (step){.none = true, .parity = (int)(t % 2)};
+    const size_t g = st->step_first + t, end = st->step_first + st->step_count;
+    const size_t items = st->report->slice_items, slice = g / blocks, b = g % blocks;
+    /* this rank's blocks of the slice: [mine0, mine1) */
+    const size_t mine0 = slice * blocks > st->step_first ? 0 : st->step_first - slice * blocks;
+    const size_t mine1 = (slice + 1) * blocks < end ? blocks : end - slice * blocks;
     step s = {
-        .first = slice * items, .row = b * block, .starts = b == 0, .ends = b + 1 == blocks,
+        .first = slice * items, .row = b * block, .starts = b == mine0, .ends = b + 1 == mine1,
+        .lo = mine0 * block, .hi = mine1 * block < n ? mine1 * block : n, .keys = mine0 == 0,
         .slice = &st->slots[slice % 2],
     };
     s.count = batch - s.first < items ? batch - s.first : items;
@@ -111,6 +138,18 @@ static step step_at(run_state *st, size_t t)
     s.maps[0] = st->maps[t % 2][0];
     s.maps[1] = st->maps[t % 2][1];
     return s;
+}
+
+/* The query axis of output `which`, counting a batch axis; NO_AXIS when
+ * it has none (k and v, along the keys). */
+#define NO_AXIS SIZE_MAX
+static size_t query_axis(const run_state *st, attn_output which)
+{
+    const attn_output_spec *spec = attn_output_spec_of(which);
+    for (size_t i = 0; i < 3; i++)
+        if (spec->axes[i] == ATTN_AXIS_QUERY)
+            return i + (st->report->layout.batched ? 1 : 0);
+    return NO_AXIS;
 }
 
 /* Where output `which` of step s lies in its buffers: the region of
@@ -160,15 +199,24 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
     if (stored->map) {
         b.first[axis] = s->row;
         b.count[axis] = s->rows;
+    } else if (s->hi - s->lo < d->n && query_axis(st, which) != NO_AXIS) {
+        const size_t q = query_axis(st, which);   /* the rows of the slice it has */
+        b.base = (const char *)b.base + s->lo * b.stride[q] * (b.integer ? sizeof(int32_t)
+                                                             : attn_precision_size(b.precision));
+        b.first[q] = s->lo;
+        b.count[q] = s->hi - s->lo;
     }
     return b;
 }
 
 /* The outputs step s writes: the maps of its rows, and at the end of its
- * slice the slice's other outputs. */
+ * slice (of its part of the slice) the slice's other outputs -- those
+ * along the keys by the rank that has the slice's first block. */
 static bool step_writes(const run_state *st, const step *s, attn_output which)
 {
-    return run_saved(st, which) && (st->stored[which].map || s->ends);
+    if (s->none || !run_saved(st, which))
+        return false;
+    return st->stored[which].map || (s->ends && (s->keys || query_axis(st, which) != NO_AXIS));
 }
 
 /*
@@ -192,12 +240,61 @@ static size_t list_step(run_state *st, const step *s, int parity, bool carve, si
 }
 
 /*
+ * With a shared file: the blocks step s writes, each gathered whole in the
+ * stored type, carved from the staging of its parity (carve false: only
+ * their bytes counted into *bytes).
+ */
+static void block_step(run_state *st, const step *s, bool carve, size_t *bytes)
+{
+    char *room = st->staging[s->parity];
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        st->block_data[s->parity][i] = NULL;
+        if (!step_writes(st, s, (attn_output)i))
+            continue;
+        attn_block *block = &st->blocks[s->parity][i];
+        *block = block_of(st, s, (attn_output)i);
+        const size_t size = (attn_store_block_bytes(&st->stored[i], block) + RUN_ALIGN - 1) /
+                            RUN_ALIGN * RUN_ALIGN;
+        if (carve) {
+            st->block_data[s->parity][i] = room;
+            attn_store_gather_block(&st->stored[i], block, &st->cfg, room);
+            room += size;
+        }
+        *bytes += size;
+    }
+}
+
+/* The staging of a shared file: the largest step's blocks, a step of
+ * the first slice that ends it (later slices hold no more items). */
+static int allocate_blocks(run_state *st, attn_error *err)
+{
+    size_t largest = 0;
+    for (size_t t = 0; t < st->step_count && t < slice_blocks(st); t++) {
+        step s = step_at(st, t);
+        size_t bytes = 0;
+        s.ends = true;
+        s.keys = true;
+        block_step(st, &s, false, &bytes);
+        largest = bytes > largest ? bytes : largest;
+    }
+    for (int i = 0; i < 2; i++) {
+        st->staging[i] = run_alloc(st, 1, largest, "the stored blocks of a step", err);
+        if (st->staging[i] == NULL)
+            return ATTN_ENOMEM;
+    }
+    st->staging_bytes = largest;
+    return ATTN_OK;
+}
+
+/*
  * The packed room of a step (by parity) and the per-thread scratch: sized
  * for the largest step, which is one of the first slice's (later slices
  * hold no more items; tiles no query sees take no room).
  */
 static int allocate_staging(run_state *st, attn_error *err)
 {
+    if (attn_ranks_shared_file())
+        return allocate_blocks(st, err);
     const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
     const size_t blocks = (n + block - 1) / block;
     size_t largest_chunk = 0;
@@ -206,7 +303,7 @@ static int allocate_staging(run_state *st, attn_error *err)
             size_t chunk = attn_store_slot_bytes(&st->stored[i]);
             largest_chunk = chunk > largest_chunk ? chunk : largest_chunk;
         }
-    for (size_t t = 0; t < blocks && st->report->layout.dims.batch > 0; t++) {
+    for (size_t t = 0; t < blocks && t < st->step_count; t++) {
         step s = step_at(st, t);
         size_t bytes = 0, jobs = list_step(st, &s, 0, false, &bytes);
         st->staging_bytes = bytes > st->staging_bytes ? bytes : st->staging_bytes;
@@ -280,8 +377,28 @@ bool run_slice_memory_bytes(const run_state *st, size_t *total)
  * concat and output -- is shared: a step's results leave those buffers,
  * packed, before the next step starts.
  */
+/* This rank's steps (attn_ranks.h): whole slices when there are at least
+ * as many slices as ranks, else blocks of rows, so that few long items
+ * spread too.  Either way the shares start on chunk boundaries: slices
+ * on the batch axis's, blocks on the maps' tiles. */
+static void share_steps(run_state *st)
+{
+    const size_t items = st->report->slice_items, batch = st->report->layout.dims.batch;
+    const size_t slices = items == 0 ? 0 : (batch + items - 1) / items, blocks = slice_blocks(st);
+    if (slices >= attn_rank_count()) {
+        attn_ranks_share(slices, &st->step_first, &st->step_count);
+        st->step_first *= blocks;
+        st->step_count *= blocks;
+        st->step_rounds = (slices + attn_rank_count() - 1) / attn_rank_count() * blocks;
+    } else {
+        attn_ranks_share(slices * blocks, &st->step_first, &st->step_count);
+        st->step_rounds = (slices * blocks + attn_rank_count() - 1) / attn_rank_count();
+    }
+}
+
 int run_allocate_slices(run_state *st, attn_error *err)
 {
+    share_steps(st);
     const size_t c = st->report->slice_items, elem = attn_precision_size(st->opt->precision);
     const attn_layout *layout = &st->report->layout;
     size_t total;
@@ -359,11 +476,19 @@ static int interrupted(const run_state *st, attn_error *err)
 static void compute_step(run_state *st, const step *s)
 {
     const int parity = s->parity;
+    if (s->none)
+        return;
     s->slice->count = s->count;
     s->slice->scores = s->maps[0];
     s->slice->weights = s->maps[1];
     if (s->starts)
         attn_project_inputs(&st->cfg, &st->weights, s->slice);
+    if (s->starts && s->hi - s->lo < st->report->layout.dims.n) {
+        /* Rows other ranks attend project to b_O here, never read. */
+        const attn_dims *d = &st->report->layout.dims;
+        memset(s->slice->concat, 0, s->count * d->n * d->heads * d->d_v *
+                                    attn_precision_size(st->opt->precision));
+    }
     attn_attend(&st->cfg, s->slice, s->row, s->rows);
     if (s->slice->mean != NULL)
         attn_head_mean(&st->cfg, s->slice, s->rows);
@@ -372,6 +497,10 @@ static void compute_step(run_state *st, const step *s)
     if (s->ends && s->slice->result != NULL)
         attn_project_result(&st->cfg, &st->weights, s->slice);
     size_t bytes = 0;
+    if (attn_ranks_shared_file()) {
+        block_step(st, s, true, &bytes);
+        return;
+    }
     st->job_count[parity] = list_step(st, s, parity, true, &bytes);
     attn_store_pack(st->jobs[parity], st->job_count[parity], st->packer);
 }
@@ -383,6 +512,22 @@ static int write_step(run_state *st, const step *s, attn_error *err)
 {
     const int parity = s->parity;
     int status = ATTN_OK;
+    if (attn_ranks_shared_file()) {
+        /* Every rank writes every saved output, its block or nothing:
+         * the writes are collective. */
+        for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+            if (!run_saved(st, (attn_output)i))
+                continue;
+            const attn_block *b = &st->blocks[parity][i];
+            const bool mine = !s->none && st->block_data[parity][i] != NULL;
+            int written = attn_h5out_write_shared(st->out, st->handles[i], b->first,
+                                                  mine ? b->count : NULL,
+                                                  st->block_data[parity][i],
+                                                  status == ATTN_OK ? err : &(attn_error){0});
+            status = status == ATTN_OK ? written : status;
+        }
+        return status;
+    }
     for (size_t i = 0; i < st->job_count[parity] && status == ATTN_OK; i++) {
         const attn_chunk_job *job = &st->jobs[parity][i];
         status = attn_h5out_write_chunk(st->out, job->handle, job->offset, job->data, job->bytes,
@@ -443,6 +588,18 @@ static int overflow_failure(const run_state *st, const step *s, attn_error *err)
                           s->first + s->count - 1);
 }
 
+/* The rows written reported (opt->progress): with a shared file, after
+ * each step's agreement, rank 0 reporting every rank's rows. */
+static int report_rows(const run_state *st, size_t done, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    const size_t total = st->report->layout.dims.batch * st->report->layout.dims.n;
+    if (opt->progress == NULL || opt->progress(done, total, opt->progress_context))
+        return ATTN_OK;
+    return attn_fail(err, ATTN_EIO, "%s: stopped: progress could not be reported",
+                     opt->in_place ? opt->input : opt->output);
+}
+
 /*
  * The pipeline.  Step t computes one block of query rows of one slice on
  * every thread; meanwhile thread 0, this thread, writes step t-1 and
@@ -451,41 +608,74 @@ static int overflow_failure(const run_state *st, const step *s, attn_error *err)
  * are never more busy threads than --threads.  Two slots of slice buffers
  * and two sets of maps, packed chunks and chunk lists (by step parity)
  * keep the stages apart.
+ *
+ * With a shared file every rank runs as many steps as the rank with the
+ * most (steps of nothing past its own), because the writes are
+ * collective, and after each step the ranks agree on how it went: one
+ * rank's failure, or a cancel, stops them all at the same step.
  */
 int run_steps(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
-    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
-    const size_t blocks = (n + block - 1) / block, items = st->report->slice_items;
-    const size_t steps = (st->report->layout.dims.batch + items - 1) / items * blocks;
+    const bool shared = attn_ranks_shared_file();
+    const size_t steps = st->step_rounds;
     if (steps == 0)
         return ATTN_OK;
     step previous = {0}, current = step_at(st, 0);
-    int status = read_slice(st, current.slice, current.first, current.count, err);
-    if (status != ATTN_OK)
+    size_t written = 0;                /* this rank's rows written */
+    int pending = ATTN_OK;             /* progress failed: told at the next agreement */
+    attn_error pending_err;
+    int status = current.none ? ATTN_OK
+                              : read_slice(st, current.slice, current.first, current.count, err);
+    if ((status = attn_ranks_agree(status, err)) != ATTN_OK)
         return status;
     for (size_t t = 0; t < steps; t++) {
-        if (opt->cancel != NULL && *opt->cancel)
+        if (!shared && opt->cancel != NULL && *opt->cancel)
             return interrupted(st, err);
-        step next = t + 1 < steps ? step_at(st, t + 1) : (step){0};
+        step next = t + 1 < steps ? step_at(st, t + 1) : (step){.none = true};
         beside job = {
             .st = st, .write = t > 0 ? &previous : NULL,
-            .read = t + 1 < steps && next.starts ? &next : NULL,
+            .read = !next.none && next.starts ? &next : NULL,
         };
         attn_beside(beside_io, &job);
         compute_step(st, &current);
         attn_beside_finish();
-        if (job.status != ATTN_OK) {
+        status = job.status;
+        if (status != ATTN_OK)
             *err = job.err;
-            return job.status;
+        else if (!current.none && current.slice->overflow != 0)
+            status = overflow_failure(st, &current, err);
+        else if (shared && opt->cancel != NULL && *opt->cancel)
+            status = interrupted(st, err);
+        if (shared) {
+            if (status == ATTN_OK && pending != ATTN_OK) {
+                status = pending;
+                *err = pending_err;
+            }
+            if (t > 0 && !previous.none)
+                written += previous.count * previous.rows;
+            size_t done = written;
+            if ((status = attn_ranks_agree_sum(status, &done, err)) == ATTN_OK && t > 0)
+                pending = report_rows(st, done, &pending_err);
         }
-        if (current.slice->overflow != 0)
-            return overflow_failure(st, &current, err);
+        if (status != ATTN_OK)
+            return status;
         previous = current;
         current = next;
     }
-    if (opt->cancel != NULL && *opt->cancel)
+    if (opt->cancel != NULL && *opt->cancel && !shared)
         return interrupted(st, err);
-    return write_step(st, &previous, err);
+    status = write_step(st, &previous, err);
+    if (shared) {
+        if (status == ATTN_OK && pending != ATTN_OK) {
+            status = pending;
+            *err = pending_err;
+        }
+        if (!previous.none)
+            written += previous.count * previous.rows;
+        size_t done = written;
+        if ((status = attn_ranks_agree_sum(status, &done, err)) == ATTN_OK)
+            status = report_rows(st, done, err);
+    }
+    return status;
 }
-

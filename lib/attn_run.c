@@ -9,6 +9,7 @@
 
 #include "attn_guard.h"
 #include "attn_index.h"
+#include "attn_ranks.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -151,8 +152,36 @@ static size_t physical_memory(void)
     return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
 }
 
+/* Ranks of one job on one machine share its cores: without --threads or
+ * OMP_NUM_THREADS, each runs its part of them (at least one). */
+static void share_cores(void)
+{
+    const size_t ranks = attn_ranks_on_host();
+    const char *asked = getenv("OMP_NUM_THREADS");
+    if (ranks <= 1 || (asked != NULL && asked[0] != '\0'))
+        return;
+    const size_t cores = (size_t)attn_thread_limit() / ATTN_THREADS_PER_CORE;
+    attn_set_threads(cores / ranks > 1 ? (int)(cores / ranks) : 1);
+}
+
+/* What the plan is made from beyond the input and the options, rank 0's
+ * for every rank, so that the ranks cut the batch into the same slices
+ * and steps (attn_ranks.h). */
+typedef struct plan_basis {
+    size_t threads, memory;
+} plan_basis;
+
+static plan_basis plan_basis_of(const attn_run_options *opt)
+{
+    plan_basis basis = {(size_t)attn_threads(), opt->memory_budget};
+    if (basis.memory == 0)
+        basis.memory = attn_plan_default_memory(basis.threads, physical_memory());
+    attn_ranks_broadcast(&basis, sizeof basis);
+    return basis;
+}
+
 /* Fills the report: layout, scale, slice size, bytes and FLOPs. */
-static int plan(run_state *st, attn_error *err)
+static int plan(run_state *st, const plan_basis *basis, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
     attn_run_report *report = st->report;
@@ -179,15 +208,13 @@ static int plan(run_state *st, attn_error *err)
         return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_PRECISION, "stored type f64: wider than "
                               "the computation's float32");
     report->store = attn_store_for(opt->store, opt->precision);
-    report->memory_cap = opt->memory_budget != 0
-                             ? opt->memory_budget
-                             : attn_plan_default_memory(report->threads, physical_memory());
+    report->memory_cap = basis->memory;
     const bool online = attn_plan_map_count(opt->save) == 0;
     report->online = online;
     const attn_step_request request_steps = {
         .precision = opt->precision, .store = report->store, .save = opt->save,
         .compress = opt->compress > 0, .memory = report->memory_cap, .forced = opt->slice_items,
-        .threads = report->threads, .task_rows = attn_task_rows(&st->cfg, online),
+        .threads = basis->threads, .task_rows = attn_task_rows(&st->cfg, online),
     };
     status = attn_plan_steps(&report->layout, &request_steps, &st->sizes, &report->slice_items, err);
     if (status != ATTN_OK)
@@ -237,7 +264,8 @@ static int open_input(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
     attn_h5in_options in = {
-        .lock = opt->in_place ? ATTN_LOCK_EXCLUSIVE : ATTN_LOCK_SHARED,
+        .lock = attn_rank() != 0 ? ATTN_LOCK_HELD
+              : opt->in_place ? ATTN_LOCK_EXCLUSIVE : ATTN_LOCK_SHARED,
         .wait = opt->wait, .allow_external = opt->allow_external, .cancel = opt->cancel,
     };
     return attn_h5in_open_with(opt->input, &in, &st->in, err);
@@ -256,33 +284,73 @@ static int check_append(const attn_run_options *opt, attn_index_target *target, 
 }
 
 /*
- * Opens the output.  Appended results are written like any output, to a
- * temporary beside the index (so options with that name stand for the
- * run's from here on: `part`), and become a part at the commit.
+ * Appended results are written like any output, to a temporary beside
+ * the index (so options with that name stand for the run's from here on:
+ * `part`), and become a part at the commit.
  */
-static int open_output(run_state *st, const attn_index_target *append, attn_run_options *part,
-                       attn_error *err)
+static void become_part(run_state *st, const attn_index_target *append, attn_run_options *part)
 {
-    if (append != NULL) {
-        *part = *st->opt;
-        part->output = append->index;
-        part->force = true;            /* the index exists: only the temporary is made */
-        st->opt = part;
+    if (append == NULL)
+        return;
+    *part = *st->opt;
+    part->output = append->index;
+    part->force = true;                /* the index exists: only the temporary is made */
+    st->opt = part;
+}
+
+/*
+ * Every rank's handle on the file rank 0 made (attn_ranks.h): the file
+ * closed on rank 0, the temporary's name handed to every rank (so that
+ * each one's signal handler can remove it), then opened by all together
+ * for their writes.
+ */
+static int share_output(run_state *st, int status, attn_error *err)
+{
+    attn_atomic *tx = st->opt->transaction, named;
+    memset(&named, 0, sizeof named);
+    if (attn_rank() == 0) {
+        attn_error close_err;
+        int closed = attn_h5out_close(st->out, &close_err);
+        st->out = NULL;
+        if (status == ATTN_OK && closed != ATTN_OK) {
+            status = closed;
+            *err = close_err;
+        }
+        named = *tx;
     }
-    return run_open_output(st, err);
+    if ((status = attn_ranks_agree(status, err)) != ATTN_OK)
+        return status;
+    attn_ranks_broadcast(&named, sizeof named);
+    if (attn_rank() != 0) {
+        memcpy(tx->final_path, named.final_path, sizeof tx->final_path);
+        memcpy(tx->temp_path, named.temp_path, sizeof tx->temp_path);
+    }
+    status = attn_h5out_open_shared(tx->temp_path, tx->final_path, st->opt->group, &st->out, err);
+    for (int i = 0; i < ATTN_OUT_COUNT && status == ATTN_OK; i++)
+        if (run_saved(st, (attn_output)i))
+            status = attn_h5out_find_dataset(st->out, attn_output_name((attn_output)i),
+                                             &st->handles[i], err);
+    return attn_ranks_agree(status, err);
 }
 
 /* The output, complete: flushed, then (the input still as it was read)
- * renamed into place, or made a part of the index (append). */
+ * renamed into place, or made a part of the index (append) -- by rank 0,
+ * the others told how it went. */
 static int commit(run_state *st, const attn_index_target *append, attn_error *err)
 {
     attn_atomic *tx = st->opt->transaction;
-    int status = attn_atomic_flush(tx, err);
-    if (status == ATTN_OK && (status = attn_h5in_check_unchanged(st->in, err)) != ATTN_OK)
-        attn_atomic_abort(tx);
-    if (status == ATTN_OK)
-        status = append != NULL ? attn_index_commit(append, tx, st->opt->cancel, err)
-                                : attn_atomic_publish(tx, st->opt->cancel, err);
+    int status = ATTN_OK;
+    if (attn_rank() == 0) {
+        status = attn_atomic_flush(tx, err);
+        if (status == ATTN_OK && (status = attn_h5in_check_unchanged(st->in, err)) != ATTN_OK)
+            attn_atomic_abort(tx);
+        if (status == ATTN_OK)
+            status = append != NULL ? attn_index_commit(append, tx, st->opt->cancel, err)
+                                    : attn_atomic_publish(tx, st->opt->cancel, err);
+    }
+    status = attn_ranks_agree(status, err);
+    if (attn_rank() != 0)
+        tx->temp_path[0] = '\0';     /* renamed, or removed by rank 0 */
     return status;
 }
 
@@ -291,6 +359,7 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     attn_index_target target;
     attn_run_options part;
     const attn_index_target *append = options->append ? &target : NULL;
+    const bool shared = attn_ranks_shared_file();
     run_state st;
     memset(&st, 0, sizeof st);
     memset(report, 0, sizeof *report);
@@ -299,6 +368,11 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     if (options->transaction != NULL)
         memset(options->transaction, 0, sizeof *options->transaction);
 
+    if (options->threads > 0)          /* the plan sizes its steps for them */
+        attn_set_threads(options->threads);
+    else
+        share_cores();
+    const plan_basis basis = plan_basis_of(options);
     int status = run_check_options(options, err);
     if (status == ATTN_OK && append != NULL)
         status = check_append(options, &target, err);
@@ -310,13 +384,13 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     attn_h5_allow_plugins(options->allow_plugins);
     struct rlimit saved;
     bool capped = status == ATTN_OK && attn_guard_cap_parse_memory(&saved);
-    if (options->threads > 0)          /* the plan sizes its steps for them */
-        attn_set_threads(options->threads);
     if (status == ATTN_OK && (status = open_input(&st, err)) == ATTN_OK &&
-        (status = describe_inputs(&st, err)) == ATTN_OK && (status = plan(&st, err)) == ATTN_OK)
+        (status = describe_inputs(&st, err)) == ATTN_OK &&
+        (status = plan(&st, &basis, err)) == ATTN_OK)
         status = run_check_tokens(&st, err);
     if (capped)
         attn_guard_restore_memory(&saved);
+    status = attn_ranks_agree(status, err);
     if (status != ATTN_OK || options->dry_run) {
         release(&st);
         return status;
@@ -325,9 +399,16 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         (status = attn_guard_memory(run_planned_bytes(&st), attn_threads(), err)) == ATTN_OK &&
         (status = run_check_free_space(&st, err)) == ATTN_OK &&
         (status = run_load_parameters(&st, err)) == ATTN_OK &&
-        (status = run_load_shared(&st, err)) == ATTN_OK &&
-        (status = run_allocate_slices(&st, err)) == ATTN_OK &&
-        (status = open_output(&st, append, &part, err)) == ATTN_OK)
+        (status = run_load_shared(&st, err)) == ATTN_OK)
+        status = run_allocate_slices(&st, err);
+    become_part(&st, append, &part);
+    /* With a shared file rank 0 makes it -- datasets, axes, tokens and
+     * provenance, as without -- and every rank then writes the values. */
+    if ((status = attn_ranks_agree(status, err)) == ATTN_OK && attn_rank() == 0)
+        status = run_open_output(&st, err);
+    if (shared)
+        status = share_output(&st, status, err);
+    if (status == ATTN_OK)
         status = run_steps(&st, err);
 
     /* Close the output whatever happened, then keep it only on success;
@@ -338,10 +419,10 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         status = closed;
         *err = close_err;
     }
-    if (status == ATTN_OK)
+    if ((status = attn_ranks_agree(status, err)) == ATTN_OK)
         status = commit(&st, append, err);
     else
-        attn_atomic_abort(options->transaction);
+        attn_atomic_abort(st.opt->transaction);
     release(&st);
     return status;
 }

@@ -57,6 +57,15 @@ typedef struct run_state {
     size_t job_count[2];
     size_t job_capacity;
     attn_packer *packer;          /* the packing threads' buffers           */
+    /* This rank's share of the steps (attn_ranks.h): [step_first,
+     * step_first + step_count) of the run's sequence, slice by slice. */
+    size_t step_first, step_count;
+    size_t step_rounds;           /* steps every rank runs: the most any
+                                     rank has (step_count with one rank) */
+    /* With a shared file (attn_ranks_shared_file), each step's outputs
+     * are whole blocks in the stored type, carved from its staging: NULL
+     * where this rank writes none of that output in the step. */
+    void *block_data[2][ATTN_OUT_COUNT];
 } run_state;
 
 static inline bool run_saved(const run_state *st, attn_output which)

@@ -334,3 +334,66 @@ void attn_store_pack(attn_chunk_job *jobs, size_t count, attn_packer *packer)
         pack_one(&jobs[i], mine, half, packer->compressors ? packer->compressors[me] : NULL);
     }
 }
+
+/* ---------------------------------------------------------- whole blocks */
+
+/* The fill value of s in its stored type, at out (one element). */
+static void stored_fill(const attn_stored *s, const attn_block *b, unsigned char *out)
+{
+    const double fill_value = s->fill;
+    const float fill_f32 = (float)fill_value;
+    const int32_t fill_i32 = (int32_t)fill_value;
+    convert_run(b->integer ? (const void *)&fill_i32
+                : b->precision == ATTN_F64 ? (const void *)&fill_value : (const void *)&fill_f32,
+                b->precision, out, s->type, 1);
+}
+
+size_t attn_store_block_bytes(const attn_stored *stored, const attn_block *block)
+{
+    size_t count = attn_store_size(stored->type);
+    for (size_t i = 0; i < stored->rank; i++)
+        count *= block->count[i];
+    return count;
+}
+
+void attn_store_gather_block(const attn_stored *stored, const attn_block *block,
+                             const attn_config *cfg, void *out)
+{
+    const attn_stored *s = stored;
+    const attn_block *b = block;
+    const size_t rank = s->rank, width = b->count[rank - 1], elem = attn_store_size(s->type);
+    const size_t in_elem = b->integer ? sizeof(int32_t) : attn_precision_size(b->precision);
+    const bool tiles = s->skip_hidden && cfg != NULL;
+    const size_t r = rank - 2, k = rank - 1;      /* a map's query and key axes */
+    size_t runs = 1;
+    for (size_t i = 0; i + 1 < rank; i++)
+        runs *= b->count[i];
+    unsigned char fill[8];
+    stored_fill(s, b, fill);
+#pragma omp parallel for schedule(dynamic, 64) num_threads(attn_threads())
+    for (size_t run = 0; run < runs; run++) {
+        size_t at[4] = {0}, from = 0;
+        attn_unravel_index(run, b->count, rank - 1, at);
+        for (size_t i = 0; i + 1 < rank; i++)
+            from += at[i] * b->stride[i];
+        const char *in = (const char *)b->base + from * in_elem;
+        char *to = (char *)out + run * width * elem;
+        if (!tiles) {
+            convert_run(in, b->precision, to, s->type, width);
+            continue;
+        }
+        /* Tile by tile along the keys: the hidden ones hold the fill. */
+        const size_t row = b->first[r] + at[r], row0 = row - row % s->chunk[r];
+        const size_t rows = s->dims[r] - row0 < s->chunk[r] ? s->dims[r] - row0 : s->chunk[r];
+        for (size_t key = 0; key < width; key += s->chunk[k]) {
+            const size_t key0 = b->first[k] + key;
+            const size_t keys = width - key < s->chunk[k] ? width - key : s->chunk[k];
+            if (attn_tile_visible(cfg, row0, rows, key0, keys)) {
+                convert_run(in + key * in_elem, b->precision, to + key * elem, s->type, keys);
+                continue;
+            }
+            for (size_t i = 0; i < keys; i++)
+                memcpy(to + (key + i) * elem, fill, elem);
+        }
+    }
+}

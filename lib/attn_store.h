@@ -95,6 +95,20 @@ void attn_packer_free(attn_packer *packer);
  */
 void attn_store_pack(attn_chunk_job *jobs, size_t count, attn_packer *packer);
 
+/* Bytes of a block of stored's dataset in its stored type. */
+size_t attn_store_block_bytes(const attn_stored *stored, const attn_block *block);
+
+/*
+ * The whole block (a region of stored's dataset; first[] need not lie on
+ * chunk boundaries) in the stored type at out, row-major (count[0], ...),
+ * converted as attn_store_pack does, on every thread: what
+ * attn_h5out_write_shared writes.  The tiles of a map no query sees (cfg,
+ * when stored->skip_hidden) hold the fill, which is what they read as
+ * where attn_store_list leaves them out.
+ */
+void attn_store_gather_block(const attn_stored *stored, const attn_block *block,
+                             const attn_config *cfg, void *out);
+
 /* Conversions, exposed for the tests: n values to binary16 or bfloat16
  * bit patterns, rounded to nearest even from the value itself (a double
  * is rounded once, not through float). */

@@ -1,0 +1,136 @@
+/* attn_ranks.c - the ranks of an MPI job (attn_ranks.h); one rank without MPI. */
+#include "attn_ranks.h"
+
+#ifdef ATTN_MPI
+#include <mpi.h>
+#endif
+
+#include <limits.h>
+#include <string.h>
+
+static size_t rank_index, rank_count = 1, host_count = 1;
+
+#ifdef ATTN_MPI
+
+static bool started;
+
+bool attn_ranks_start(int *argc, char ***argv)
+{
+    int provided, rank, size, local = 1;
+    MPI_Comm host;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return false;
+    started = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(host, &local);
+        MPI_Comm_free(&host);
+    }
+    rank_index = (size_t)rank;
+    rank_count = (size_t)size;
+    host_count = (size_t)local;
+    return true;
+}
+
+void attn_ranks_finish(void)
+{
+    if (started)
+        MPI_Finalize();
+    started = false;
+}
+
+bool attn_ranks_shared_file(void)
+{
+    return true;
+}
+
+int attn_ranks_agree_sum(int status, size_t *sum, attn_error *err)
+{
+    unsigned long long totals[2] = {status != ATTN_OK, sum != NULL ? *sum : 0};
+    if (rank_count == 1)
+        return status;
+    MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (sum != NULL)
+        *sum = (size_t)totals[1];
+    if (totals[0] == 0)
+        return ATTN_OK;
+    /* The lowest rank that failed speaks for all. */
+    int mine = status != ATTN_OK ? (int)rank_index : INT_MAX, lowest;
+    MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    struct { int status; attn_error err; } verdict = {status, {{0}, ATTN_HINT_NONE}};
+    if (mine == lowest)
+        verdict.err = *err;
+    MPI_Bcast(&verdict, (int)sizeof verdict, MPI_BYTE, lowest, MPI_COMM_WORLD);
+    *err = verdict.err;
+    return verdict.status;
+}
+
+void attn_ranks_broadcast(void *data, size_t bytes)
+{
+    if (rank_count > 1)
+        MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
+}
+
+#else
+
+bool attn_ranks_start(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    return true;
+}
+
+void attn_ranks_finish(void)
+{
+}
+
+bool attn_ranks_shared_file(void)
+{
+    return false;
+}
+
+int attn_ranks_agree_sum(int status, size_t *sum, attn_error *err)
+{
+    (void)sum;
+    (void)err;
+    return status;
+}
+
+void attn_ranks_broadcast(void *data, size_t bytes)
+{
+    (void)data;
+    (void)bytes;
+}
+
+#endif
+
+size_t attn_rank(void)
+{
+    return rank_index;
+}
+
+size_t attn_rank_count(void)
+{
+    return rank_count;
+}
+
+size_t attn_ranks_on_host(void)
+{
+    return host_count;
+}
+
+int attn_ranks_agree(int status, attn_error *err)
+{
+    return attn_ranks_agree_sum(status, NULL, err);
+}
+
+void attn_ranks_share(size_t units, size_t *first, size_t *count)
+{
+    /* units * rank / ranks without overflow: units = q ranks + r */
+    const size_t q = units / rank_count, r = units % rank_count;
+    const size_t begin = q * rank_index + (rank_index < r ? rank_index : r);
+    *first = begin;
+    *count = q + (rank_index < r ? 1 : 0);
+}

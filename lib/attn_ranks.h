@@ -1,0 +1,67 @@
+/*
+ * attn_ranks.h - the processes of one MPI job (its ranks) running one
+ * attnrun together: which part of the batch this rank computes, and the
+ * collective decisions that keep every rank's run in step.
+ *
+ * Built with MPI (make MPI=1, ATTN_MPI), every rank reads the input and
+ * the parameters, computes its own contiguous share of the work and writes
+ * it into the one shared output file (attn_h5out_open_shared).  Built
+ * without, there is one rank and each call below is a no-op, so the
+ * pipeline reads the same either way.
+ *
+ *     attn_ranks_start(&argc, &argv);          // first thing in main
+ *     ...
+ *     status = attn_ranks_agree(status, &err); // same status on every rank
+ *     ...
+ *     attn_ranks_finish();
+ *
+ * Every function marked collective must be called by every rank, in the
+ * same order; a rank that failed calls them too (with its status), which
+ * is how the others learn of it.
+ */
+#ifndef ATTN_RANKS_H
+#define ATTN_RANKS_H
+
+#include "attn_common.h"
+
+#include <stddef.h>
+
+/* Starts MPI (one thread calls it: every MPI and HDF5 call stays on the
+ * main thread).  false when it cannot start; then attn_rank_count() is 1.
+ * Without MPI: true. */
+bool attn_ranks_start(int *argc, char ***argv);
+
+/* Ends MPI, if it was started.  Collective. */
+void attn_ranks_finish(void);
+
+/* This process's rank, 0 to attn_rank_count() - 1. */
+size_t attn_rank(void);
+size_t attn_rank_count(void);
+
+/* Whether outputs go through one file that every rank writes with MPI-IO
+ * (built with MPI, even with one rank). */
+bool attn_ranks_shared_file(void);
+
+/* Ranks of this job on this machine (they share its cores). */
+size_t attn_ranks_on_host(void);
+
+/*
+ * Collective.  Every rank gets the same status: ATTN_OK when every rank
+ * passed ATTN_OK, else the status and message of the lowest rank that
+ * failed (into *err on every rank).
+ */
+int attn_ranks_agree(int status, attn_error *err);
+
+/* Collective: attn_ranks_agree, and *sum becomes the sum over ranks of
+ * each rank's *sum (one exchange when nothing failed). */
+int attn_ranks_agree_sum(int status, size_t *sum, attn_error *err);
+
+/* Collective: rank 0's `bytes` bytes at data, into every rank's data. */
+void attn_ranks_broadcast(void *data, size_t bytes);
+
+/* This rank's share of `units` units of work: the contiguous range
+ * [*first, *first + *count), the ranks' shares in rank order, their sizes
+ * differing by at most one. */
+void attn_ranks_share(size_t units, size_t *first, size_t *count);
+
+#endif
