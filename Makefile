@@ -2,6 +2,9 @@
 #
 #   WERROR=1                    warnings are errors (CI)
 #   SANITIZE=address,undefined  build with sanitizers (into build/sanitize)
+#   MPI=1                       build/attnrun-mpi, for mpirun: parallel HDF5
+#                               (OpenMPI's), mpicc; `make MPI=1 test` runs
+#                               the MPI suite, `make MPI=1 bench` its scaling
 
 CC       ?= cc
 comma    := ,
@@ -27,12 +30,25 @@ ifeq ($(BLAS_PC),)
 $(warning libopenblas-openmp-dev not found: linking the default OpenBLAS (a sequential one runs attnrun on one thread))
 endif
 
-CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags hdf5 2>/dev/null) $(BLAS_CFLAGS)
+# HDF5: Debian's serial flavour by name (hdf5.pc points at the MPI one once
+# libhdf5-openmpi-dev is installed), or OpenMPI's with MPI=1.
+SERIAL_HDF5_PC := $(if $(shell pkg-config --exists hdf5-serial 2>/dev/null && echo yes),hdf5-serial,hdf5)
+ifeq ($(MPI),1)
+HDF5_PC   = hdf5-openmpi
+CC        = mpicc
+CPPFLAGS += -DATTN_MPI
+else ifneq ($(MPI),)
+$(error MPI must be 1 or empty, not '$(MPI)')
+else
+HDF5_PC   = $(SERIAL_HDF5_PC)
+endif
+
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags $(HDF5_PC) 2>/dev/null) $(BLAS_CFLAGS)
 ALL_CFLAGS = -std=c11 -fopenmp -fno-math-errno $(WARNINGS) $(CFLAGS)
 LDFLAGS  += -fopenmp
-LDLIBS   += -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm
+LDLIBS   += -lhdf5_hl $(shell pkg-config --libs $(HDF5_PC) 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm
 
-BUILD    = build
+BUILD    = build$(if $(MPI),/mpi)
 ifeq ($(WERROR),1)
 ALL_CFLAGS += -Werror
 else ifneq ($(WERROR),)
@@ -42,7 +58,7 @@ ifneq ($(SANITIZE),)
 ifneq ($(filter-out address undefined,$(subst $(comma), ,$(SANITIZE))),)
 $(error SANITIZE takes address and/or undefined, comma separated, not '$(SANITIZE)')
 endif
-BUILD     = build/sanitize
+BUILD     = build$(if $(MPI),/mpi)/sanitize
 # HDF5's allocations of absurd sizes (damaged files) fail as they would
 # without ASan, and its own error-path leaks are not attnrun's.
 export ASAN_OPTIONS ?= allocator_may_return_null=1
@@ -56,6 +72,11 @@ LIB_SRC  = $(wildcard lib/*.c)
 LIB_OBJ  = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
 LIB      = $(BUILD)/libattn.a
 BIN      = $(BUILD)/attnrun
+ifeq ($(MPI)$(SANITIZE),1)
+BIN      = build/attnrun-mpi
+else ifeq ($(MPI),1)
+BIN      = $(BUILD)/attnrun-mpi
+endif
 UNIT_SRC = $(wildcard tests/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -86,7 +107,7 @@ $(BUILD)/lib $(BUILD)/tests:
 # Installs the Debian packages the build and the tests need (as root), or
 # prints the apt-get line to run.
 deps:
-	@sh scripts/install-deps.sh
+	@sh scripts/install-deps.sh $(if $(MPI),mpi)
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -130,10 +151,20 @@ unit: $(UNIT_BIN)
 cli: $(BIN) $(FAULT_BIN)
 	@ATTNRUN=$(BIN) sh tests/run_suites.sh $(addprefix bash$(comma),$(CLI_TESTS))
 
+ifeq ($(MPI),1)
+# The MPI suite: attnrun-mpi under mpirun against the serial build's files.
+MPI_TESTS = tests/test_mpi.sh
+test: deps
+	@$(MAKE) --no-print-directory MPI= SANITIZE=$(SANITIZE) all
+	@$(MAKE) --no-print-directory $(BIN)
+	@ATTNRUN=build$(if $(SANITIZE),/sanitize)/attnrun ATTNRUN_MPI=$(BIN) \
+	    sh tests/run_suites.sh $(addprefix bash$(comma),$(MPI_TESTS))
+else
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FAULT_BIN)
 	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) \
 	    sh tests/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
+endif
 
 check: test
 
@@ -152,7 +183,7 @@ FUZZ_SEEDS    = 000 044 011 003 140 240
 $(FUZZ_BIN): tests/fuzz/fuzz_input.c $(LIB_SRC) lib/*.h lib/*.inc
 	@mkdir -p $(FUZZ_DIR)
 	clang $(CPPFLAGS) $(FUZZ_FLAGS) tests/fuzz/fuzz_input.c $(LIB_SRC) \
-	    -lhdf5_hl $(shell pkg-config --libs hdf5 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm -o $@
+	    -lhdf5_hl $(shell pkg-config --libs $(HDF5_PC) 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm -o $@
 
 fuzz:
 	@sh scripts/install-deps.sh fuzz

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages attnrun's build, demo and tests need, plus
 # those of the extra targets named: `fuzz` (clang's libFuzzer), `memcheck`
-# (valgrind).  As root it runs apt-get; otherwise it prints the exact
-# command and fails.
+# (valgrind), `mpi` (OpenMPI and its parallel HDF5, for make MPI=1).  As
+# root it runs apt-get; otherwise it prints the exact command and fails.
 set -eu
 
 packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev libopenblas-openmp-dev man-db
@@ -15,7 +15,8 @@ for extra in "$@"; do
     case $extra in
         fuzz) packages="$packages clang libclang-rt-14-dev" ;;
         memcheck) packages="$packages valgrind" ;;
-        *) echo "install-deps.sh: unknown extra '$extra' (fuzz, memcheck)" >&2; exit 2 ;;
+        mpi) packages="$packages libhdf5-openmpi-dev openmpi-bin" ;;
+        *) echo "install-deps.sh: unknown extra '$extra' (fuzz, memcheck, mpi)" >&2; exit 2 ;;
     esac
 done
 
