@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "run.h"
 #include "workloads.h"
 
 #define PROG "attnbench-append"
@@ -50,50 +51,6 @@ struct options {
     const struct bench_workload *w;
     int layers, runs;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n-1] (sorts v). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Runs argv with stdout and stderr on /dev/null (stderr kept when it
- * fails: the caller says which run); returns its wall time, or -1 when it
- * did not exit 0. */
-static double run_timed(char *const argv[])
-{
-    fflush(NULL);
-    double start = now_s();
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (freopen("/dev/null", "w", stdout) == NULL)
-            _exit(127);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    double seconds = now_s() - start;
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
-}
 
 /* Removes dir and the files in it and in its subdirectories (one level:
  * the parts directory); missing is fine. */
@@ -120,7 +77,7 @@ static void remove_tree(const char *dir)
 /* The argv of one attnrun run of the workload into out; with group, an
  * append of that group.  The strings live in `text`. */
 static void attnrun_argv(const struct options *o, const char *input, const char *out_path,
-                         const char *group, char *argv[ARGV_MAX], char text[4][32])
+                         const char *group, char *argv[ARGV_MAX], char text[2][32])
 {
     int n = 0;
     argv[n++] = (char *)o->attnrun;
@@ -128,39 +85,13 @@ static void attnrun_argv(const struct options *o, const char *input, const char 
     argv[n++] = "-o";
     argv[n++] = (char *)out_path;
     argv[n++] = "-q";
-    snprintf(text[0], 32, "%ld", o->w->heads);
-    argv[n++] = "--heads";
-    argv[n++] = text[0];
-    if (o->w->causal)
-        argv[n++] = "--causal";
-    if (o->w->save) {
-        argv[n++] = "--save";
-        argv[n++] = (char *)o->w->save;
-    }
-    if (bench_kv_heads_arg(o->w)) {
-        snprintf(text[1], 32, "%ld", bench_kv_heads_arg(o->w));
-        argv[n++] = "--kv-heads";
-        argv[n++] = text[1];
-    }
-    for (int i = 0; i < BENCH_MAX_ARGS && o->w->args[i] && n < ARGV_MAX - 5; i++)
-        argv[n++] = (char *)o->w->args[i];
+    push_workload(o->w, argv, &n, ARGV_MAX, 3, text);
     if (group != NULL) {
         argv[n++] = "--append";
         argv[n++] = "--group";
         argv[n++] = (char *)group;
     }
     argv[n] = NULL;
-}
-
-/* Formats a path into out (PATH_MAX); false when it does not fit. */
-__attribute__((format(printf, 2, 3)))
-static int make_path(char out[PATH_MAX], const char *format, ...)
-{
-    va_list ap;
-    va_start(ap, format);
-    int len = vsnprintf(out, PATH_MAX, format, ap);
-    va_end(ap);
-    return len > 0 && len < PATH_MAX;
 }
 
 static long long file_size(const char *path)
@@ -247,7 +178,7 @@ struct layer_times {
 /* o.runs sequences of o.layers appends, each after a plain run; 0 or -1. */
 static int time_layers(const struct options *o, const struct paths *p, struct layer_times *t)
 {
-    char text[4][32], *args[ARGV_MAX];
+    char text[2][32], *args[ARGV_MAX];
     for (int r = 0; r < o->runs; r++) {
         remove_tree(p->seq);
         if (mkdir(p->seq, 0777) != 0) {

@@ -8,6 +8,9 @@
 #   make bench-append                       only the cost of --append as a
 #                                           results file grows (also in make bench)
 #   make bench-append BENCH_APPEND_ARGS="--layers 12 --runs 3"
+#   make bench MPI=1                        only attnrun-mpi's scaling: mpirun
+#                                           -n 1 and -n 2, one thread per rank
+#   make bench MPI=1 BENCH_MPI_ARGS="--ranks 1,2,4 --runs 5"
 #
 # The benchmark's own programs always go to build/bench (not $(BUILD)):
 # there is one benchmark, whatever attnrun build it times.
@@ -16,12 +19,14 @@ BENCH_DIR = build/bench
 BENCH_GEN = $(BENCH_DIR)/attnbench-gen
 BENCH_RUN = $(BENCH_DIR)/attnbench
 BENCH_APPEND = $(BENCH_DIR)/attnbench-append
+BENCH_MPI = $(BENCH_DIR)/attnbench-mpi
 BENCH_ARGS ?=
 BENCH_APPEND_ARGS ?=
+BENCH_MPI_ARGS ?=
 # The sgemm rate is the machine's: the default (threaded) OpenBLAS, not the
 # serial one attnrun links.
-BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags hdf5 openblas 2>/dev/null)
-BENCH_LIBS     = $(shell pkg-config --libs hdf5 openblas 2>/dev/null) -lm
+BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(SERIAL_HDF5_PC) openblas 2>/dev/null)
+BENCH_LIBS     = $(shell pkg-config --libs $(SERIAL_HDF5_PC) openblas 2>/dev/null) -lm
 
 $(BENCH_GEN): bench/gen.c bench/workloads.h | $(BENCH_DIR)
 	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< $(LDFLAGS) $(BENCH_LIBS) -o $@
@@ -29,7 +34,10 @@ $(BENCH_GEN): bench/gen.c bench/workloads.h | $(BENCH_DIR)
 $(BENCH_RUN): bench/bench.c bench/workloads.h | $(BENCH_DIR)
 	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< $(LDFLAGS) $(BENCH_LIBS) -o $@
 
-$(BENCH_APPEND): bench/append.c bench/workloads.h | $(BENCH_DIR)
+$(BENCH_APPEND): bench/append.c bench/run.h bench/workloads.h | $(BENCH_DIR)
+	$(CC) -D_POSIX_C_SOURCE=200809L $(ALL_CFLAGS) $< $(LDFLAGS) -o $@
+
+$(BENCH_MPI): bench/mpi.c bench/run.h bench/workloads.h | $(BENCH_DIR)
 	$(CC) -D_POSIX_C_SOURCE=200809L $(ALL_CFLAGS) $< $(LDFLAGS) -o $@
 
 $(BENCH_DIR):
@@ -37,10 +45,17 @@ $(BENCH_DIR):
 
 # deps first, then the builds (a recursive make, as `test` does, so that -j
 # cannot build before the packages are there).
+ifeq ($(MPI),1)
+bench: deps
+	@$(MAKE) --no-print-directory MPI= all
+	@$(MAKE) --no-print-directory $(BIN) $(BENCH_GEN) $(BENCH_MPI)
+	$(BENCH_MPI) --attnrun-mpi $(BIN) --attnrun build/attnrun --gen $(BENCH_GEN) $(BENCH_MPI_ARGS)
+else
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_RUN) $(BENCH_APPEND)
 	$(BENCH_RUN) --attnrun $(BIN) --gen $(BENCH_GEN) --python $(PYTHON) $(BENCH_ARGS)
 	$(BENCH_APPEND) --attnrun $(BIN) --gen $(BENCH_GEN) $(BENCH_APPEND_ARGS)
+endif
 
 .PHONY: bench-append
 bench-append: deps
