@@ -176,6 +176,17 @@ bool attn_tile_visible(const attn_config *cfg, size_t row0, size_t rows, size_t 
     return from < key0 + keys && key0 < to;
 }
 
+double attn_visible_pairs(const attn_config *cfg, size_t row0, size_t rows)
+{
+    double pairs = 0;
+    for (size_t r = row0; r < row0 + rows; r++) {
+        size_t lo, hi;
+        attn_visible_keys(cfg, r, &lo, &hi);
+        pairs += (double)(hi - lo);
+    }
+    return pairs;
+}
+
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online)
 {
     size_t bytes = attn_scratch_flags(items, attn_kv_heads(&cfg->dims)) + attn_scratch_pad(cfg);

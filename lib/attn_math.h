@@ -217,6 +217,10 @@ size_t attn_task_rows(const attn_config *cfg, bool online);
 bool attn_tile_visible(const attn_config *cfg, size_t row0, size_t rows, size_t key0,
                        size_t keys);
 
+/* (query, key) pairs of rows [row0, row0 + rows) that the causal mask and
+ * the window leave visible: the rows' share of the attention work. */
+double attn_visible_pairs(const attn_config *cfg, size_t row0, size_t rows);
+
 /* Bytes of attn_slice.scratch for slices of up to `items` items, with the
  * online softmax's blocks when `online`, for the current attn_threads(). */
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online);

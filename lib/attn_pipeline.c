@@ -9,6 +9,7 @@
 #include "attn_ranks.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /*
@@ -113,28 +114,44 @@ static size_t slice_blocks(const run_state *st)
     return (n + block - 1) / block;
 }
 
-/* The step with index t of this rank's steps (the run's steps go slice by
- * slice, block by block; this rank has [step_first, step_first +
- * step_count) of them); past its last, a step of nothing. */
+/* The step with index t of this rank's steps: past its last, a step of
+ * nothing.  Without own_steps the run's steps go slice by slice, block by
+ * block, and this rank has [step_first, step_first + step_count) of them;
+ * with them, each is listed (share_steps). */
 static step step_at(run_state *st, size_t t)
 {
     const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
     const size_t blocks = slice_blocks(st), batch = st->report->layout.dims.batch;
+    const size_t items = st->report->slice_items;
     if (t >= st->step_count)
         return (step){.none = true, .parity = (int)(t % 2)};
-    const size_t g = st->step_first + t, end = st->step_first + st->step_count;
-    const size_t items = st->report->slice_items, slice = g / blocks, b = g % blocks;
-    /* this rank's blocks of the slice: [mine0, mine1) */
-    const size_t mine0 = slice * blocks > st->step_first ? 0 : st->step_first - slice * blocks;
-    const size_t mine1 = (slice + 1) * blocks < end ? blocks : end - slice * blocks;
+    size_t slice, row, rows, lo, hi;
+    if (st->own_steps == NULL) {
+        const size_t g = st->step_first + t, b = g % blocks;
+        slice = g / blocks;
+        row = b * block;
+        rows = n - row < block ? n - row : block;
+        lo = 0;
+        hi = n;
+    } else {
+        const run_step *own = st->own_steps;
+        size_t first = t, last = t;       /* this rank's steps of the slice */
+        while (first > 0 && own[first - 1].slice == own[t].slice)
+            first--;
+        while (last + 1 < st->step_count && own[last + 1].slice == own[t].slice)
+            last++;
+        slice = own[t].slice;
+        row = own[t].row;
+        rows = own[t].rows;
+        lo = own[first].row;
+        hi = own[last].row + own[last].rows;
+    }
     step s = {
-        .first = slice * items, .row = b * block, .starts = b == mine0, .ends = b + 1 == mine1,
-        .lo = mine0 * block, .hi = mine1 * block < n ? mine1 * block : n, .keys = mine0 == 0,
-        .slice = &st->slots[slice % 2],
+        .first = slice * items, .row = row, .rows = rows, .starts = row == lo,
+        .ends = row + rows == hi, .lo = lo, .hi = hi, .keys = lo == 0,
+        .slice = &st->slots[slice % 2], .parity = (int)(t % 2),
     };
     s.count = batch - s.first < items ? batch - s.first : items;
-    s.rows = n - s.row < block ? n - s.row : block;
-    s.parity = (int)(t % 2);
     s.maps[0] = st->maps[t % 2][0];
     s.maps[1] = st->maps[t % 2][1];
     return s;
@@ -269,7 +286,7 @@ static void block_step(run_state *st, const step *s, bool carve, size_t *bytes)
 static int allocate_blocks(run_state *st, attn_error *err)
 {
     size_t largest = 0;
-    for (size_t t = 0; t < st->step_count && t < slice_blocks(st); t++) {
+    for (size_t t = 0; t < st->step_count && (st->own_steps != NULL || t < slice_blocks(st)); t++) {
         step s = step_at(st, t);
         size_t bytes = 0;
         s.ends = true;
@@ -303,7 +320,7 @@ static int allocate_staging(run_state *st, attn_error *err)
             size_t chunk = attn_store_slot_bytes(&st->stored[i]);
             largest_chunk = chunk > largest_chunk ? chunk : largest_chunk;
         }
-    for (size_t t = 0; t < blocks && t < st->step_count; t++) {
+    for (size_t t = 0; t < st->step_count && (st->own_steps != NULL || t < blocks); t++) {
         step s = step_at(st, t);
         size_t bytes = 0, jobs = list_step(st, &s, 0, false, &bytes);
         st->staging_bytes = bytes > st->staging_bytes ? bytes : st->staging_bytes;
@@ -377,28 +394,124 @@ bool run_slice_memory_bytes(const run_state *st, size_t *total)
  * concat and output -- is shared: a step's results leave those buffers,
  * packed, before the next step starts.
  */
-/* This rank's steps (attn_ranks.h): whole slices when there are at least
- * as many slices as ranks, else blocks of rows, so that few long items
- * spread too.  Either way the shares start on chunk boundaries: slices
- * on the batch axis's, blocks on the maps' tiles. */
-static void share_steps(run_state *st)
+/* The work of `rows` query rows from row0 of one item, in (query, key)
+ * pairs: the visible keys of each row, plus the projections' share. */
+static double rows_cost(const run_state *st, size_t row0, size_t rows)
 {
-    const size_t items = st->report->slice_items, batch = st->report->layout.dims.batch;
-    const size_t slices = items == 0 ? 0 : (batch + items - 1) / items, blocks = slice_blocks(st);
-    if (slices >= attn_rank_count()) {
-        attn_ranks_share(slices, &st->step_first, &st->step_count);
-        st->step_first *= blocks;
-        st->step_count *= blocks;
-        st->step_rounds = (slices + attn_rank_count() - 1) / attn_rank_count() * blocks;
-    } else {
-        attn_ranks_share(slices * blocks, &st->step_first, &st->step_count);
-        st->step_rounds = (slices * blocks + attn_rank_count() - 1) / attn_rank_count();
+    const attn_dims *d = &st->report->layout.dims;
+    const double G = (double)attn_kv_heads(d), H = (double)d->heads;
+    const double per_row = (double)d->d_model * (H * (double)d->d_k + G * (double)(d->d_k + d->d_v) +
+                                                 H * (double)d->d_v) /
+                           (H * (double)(d->d_k + d->d_v));
+    return attn_visible_pairs(&st->cfg, row0, rows) + per_row * (double)rows;
+}
+
+/* Steps each rank cuts its share of the rows into, when the ranks split
+ * items' rows: their rounds are collective, so the steps of one round
+ * should cost the same on every rank. */
+#define STEPS_PER_RANK 4
+
+/* One rank's units [from, to) of tile rows (tiles per slice, `unit` rows
+ * each) as steps of about cost/STEPS_PER_RANK, never across a slice and
+ * never over st->sizes.rows rows; into own (when not NULL).  Returns the
+ * number of steps. */
+static size_t cut_steps(const run_state *st, const double *cost, size_t from, size_t to,
+                        size_t tiles, size_t unit, run_step *own)
+{
+    const size_t n = st->report->layout.dims.n;
+    double total = 0, done = 0;
+    for (size_t u = from; u < to; u++)
+        total += cost[u];
+    const double target = total / STEPS_PER_RANK;
+    size_t count = 0;
+    run_step current = {0};
+    for (size_t u = from; u < to; u++) {
+        const size_t slice = u / tiles, row = u % tiles * unit;
+        const size_t rows = n - row < unit ? n - row : unit;
+        const bool joins = current.rows != 0 && current.slice == slice &&
+                           current.rows + rows <= st->sizes.rows &&
+                           done + cost[u] / 2 <= target;
+        if (!joins) {
+            if (current.rows != 0 && own != NULL)
+                own[count - 1] = current;
+            current = (run_step){slice, row, 0};
+            done = 0;
+            count++;
+        }
+        current.rows += rows;
+        done += cost[u];
     }
+    if (current.rows != 0 && own != NULL)
+        own[count - 1] = current;
+    return count;
+}
+
+/*
+ * This rank's steps (attn_ranks.h): contiguous ranges of equal work, so
+ * that the ranks finish together.  With at least as many slices as ranks
+ * each rank has whole slices, run block by block; with fewer, the items'
+ * rows are shared out in whole tiles of the maps, and each rank cuts its
+ * rows into steps of equal work (causal rows cost more the later they
+ * come), listed in own_steps.  Either way the ranges start on chunk
+ * boundaries: slices on the batch axis's, rows on the maps' tiles.
+ */
+static int share_steps(run_state *st, attn_error *err)
+{
+    const size_t ranks = attn_rank_count(), rank = attn_rank();
+    const attn_layout *layout = &st->report->layout;
+    const size_t items = st->report->slice_items, batch = layout->dims.batch;
+    const size_t n = layout->dims.n;
+    const size_t slices = items == 0 ? 0 : (batch + items - 1) / items, blocks = slice_blocks(st);
+    if (ranks == 1) {
+        st->step_first = 0;
+        st->step_rounds = st->step_count = slices * blocks;
+        return ATTN_OK;
+    }
+    const bool whole = slices >= ranks;
+    size_t unit = n, chunk[4];
+    if (!whole) {                     /* rows of one tile of the maps */
+        attn_output_chunk(layout, ATTN_OUT_WEIGHTS, attn_store_size(st->report->store), items,
+                          chunk);
+        unit = chunk[layout->batched ? 2 : 1];
+    }
+    const size_t tiles = (n + unit - 1) / unit, units = whole ? slices : slices * tiles;
+    double *cost = run_alloc(st, units, sizeof *cost, "the division of the work", err);
+    size_t *starts = run_alloc(st, ranks + 1, sizeof *starts, "the division of the work", err);
+    int status = cost == NULL || starts == NULL ? ATTN_ENOMEM : ATTN_OK;
+    for (size_t u = 0; u < units && status == ATTN_OK; u++) {
+        const size_t slice = whole ? u : u / tiles, first = slice * items;
+        const size_t count = batch - first < items ? batch - first : items;
+        const size_t row = whole ? 0 : u % tiles * unit;
+        const size_t rows = whole ? n : n - row < unit ? n - row : unit;
+        cost[u] = (double)count * rows_cost(st, row, rows);
+    }
+    if (status == ATTN_OK)
+        attn_ranks_divide(cost, units, ranks, starts);
+    st->step_rounds = 0;
+    for (size_t r = 0; r < ranks && status == ATTN_OK; r++) {
+        const size_t count = whole ? (starts[r + 1] - starts[r]) * blocks
+                                   : cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, NULL);
+        st->step_rounds = count > st->step_rounds ? count : st->step_rounds;
+        if (r != rank)
+            continue;
+        st->step_first = whole ? starts[r] * blocks : 0;
+        st->step_count = count;
+        if (!whole && count > 0 &&
+            (st->own_steps = run_alloc(st, count, sizeof *st->own_steps, "the steps", err)) == NULL)
+            status = ATTN_ENOMEM;
+        else if (!whole)
+            cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, st->own_steps);
+    }
+    free(cost);
+    free(starts);
+    return status;
 }
 
 int run_allocate_slices(run_state *st, attn_error *err)
 {
-    share_steps(st);
+    int status = share_steps(st, err);
+    if (status != ATTN_OK)
+        return status;
     const size_t c = st->report->slice_items, elem = attn_precision_size(st->opt->precision);
     const attn_layout *layout = &st->report->layout;
     size_t total;

@@ -126,11 +126,27 @@ int attn_ranks_agree(int status, attn_error *err)
     return attn_ranks_agree_sum(status, NULL, err);
 }
 
-void attn_ranks_share(size_t units, size_t *first, size_t *count)
+void attn_ranks_divide(const double *cost, size_t units, size_t ranks, size_t *starts)
 {
-    /* units * rank / ranks without overflow: units = q ranks + r */
-    const size_t q = units / rank_count, r = units % rank_count;
-    const size_t begin = q * rank_index + (rank_index < r ? rank_index : r);
-    *first = begin;
-    *count = q + (rank_index < r ? 1 : 0);
+    double total = 0;
+    for (size_t i = 0; i < units; i++)
+        total += cost[i];
+    starts[0] = 0;
+    size_t k = 0;
+    double before = 0;                 /* cost of units [0, k) */
+    for (size_t r = 1; r < ranks; r++) {
+        const double target = total * (double)r / (double)ranks;
+        while (k < units && before + cost[k] <= target) {
+            before += cost[k];
+            k++;
+        }
+        /* k is now the last boundary at or below the target; the next one
+         * up is taken when it comes nearer */
+        if (k < units && before + cost[k] - target < target - before) {
+            before += cost[k];
+            k++;
+        }
+        starts[r] = k;
+    }
+    starts[ranks] = units;
 }

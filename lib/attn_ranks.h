@@ -59,9 +59,14 @@ int attn_ranks_agree_sum(int status, size_t *sum, attn_error *err);
 /* Collective: rank 0's `bytes` bytes at data, into every rank's data. */
 void attn_ranks_broadcast(void *data, size_t bytes);
 
-/* This rank's share of `units` units of work: the contiguous range
- * [*first, *first + *count), the ranks' shares in rank order, their sizes
- * differing by at most one. */
-void attn_ranks_share(size_t units, size_t *first, size_t *count);
+/*
+ * Divides `units` units of work, unit i costing cost[i] >= 0, among
+ * `ranks` ranks in contiguous ranges, in rank order: rank r has units
+ * [starts[r], starts[r + 1]), starts[0] = 0, starts[ranks] = units, each
+ * boundary where the cost before it comes nearest to r/ranks of the total
+ * (a range may be empty when units are few or uneven).  A pure function:
+ * every rank computes the same division.
+ */
+void attn_ranks_divide(const double *cost, size_t units, size_t ranks, size_t *starts);
 
 #endif

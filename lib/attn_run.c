@@ -250,6 +250,7 @@ static void release(run_state *st)
     free(st->fused);
     free(st->fused_bias);
     free(st->slice_memory);
+    free(st->own_steps);
     for (int i = 0; i < 2; i++) {
         free(st->staging[i]);
         free(st->jobs[i]);

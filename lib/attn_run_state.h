@@ -21,6 +21,12 @@
 
 #include <stdint.h>
 
+/* One step of a rank that shares items' rows with others: rows [row,
+ * row + rows) of slice `slice` (attn_pipeline.c, share_steps). */
+typedef struct run_step {
+    size_t slice, row, rows;
+} run_step;
+
 typedef struct run_state {
     const attn_run_options *opt;
     attn_run_report *report;
@@ -62,6 +68,9 @@ typedef struct run_state {
     size_t step_first, step_count;
     size_t step_rounds;           /* steps every rank runs: the most any
                                      rank has (step_count with one rank) */
+    run_step *own_steps;          /* (step_count) this rank's steps when the
+                                     ranks split items' rows; NULL: slice
+                                     by slice, block by block         */
     /* With a shared file (attn_ranks_shared_file), each step's outputs
      * are whole blocks in the stored type, carved from its staging: NULL
      * where this rank writes none of that output in the step. */
