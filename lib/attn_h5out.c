@@ -6,6 +6,8 @@
 #define _GNU_SOURCE     /* sync_file_range */
 #include "attn_h5.h"
 
+#include "attn_atomic.h"
+
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #define MAX_DATASETS 16
 #define MAX_SCALES 16
@@ -685,6 +688,15 @@ int attn_h5out_find_dataset(attn_h5out *out, const char *name, int *handle, attn
     return ATTN_OK;
 }
 
+/* Whether the file system of path's directory has no room left. */
+static bool device_full(const char *path)
+{
+    char dir[PATH_MAX], base[PATH_MAX];
+    struct statvfs fs;
+    attn_split_path(path, dir, base);
+    return statvfs(dir, &fs) == 0 && fs.f_bavail == 0;
+}
+
 int attn_h5out_write_shared(attn_h5out *out, int handle, const size_t *first,
                             const size_t *count, const void *buf, attn_error *err)
 {
@@ -710,11 +722,16 @@ int attn_h5out_write_shared(attn_h5out *out, int handle, const size_t *first,
     if (file_space >= 0 && mem_space >= 0 &&
         H5Dwrite(d->id, d->file_type, mem_space, file_space, out->shared_xfer, buf) < 0)
         result = -1;
+    /* the message before H5Sclose, which clears HDF5's error stack */
+    int status = result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
+    if (status != ATTN_OK && device_full(out->path))     /* MPI-IO does not say */
+        status = attn_fail(err, ATTN_EIO, "%s: cannot write %s: No space left on device",
+                           out->path, d->name);
     if (mem_space >= 0)
         H5Sclose(mem_space);
     if (file_space >= 0)
         H5Sclose(file_space);
-    return result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
+    return status;
 }
 
 bool attn_h5out_raw_chunks(const attn_h5out *out, int handle)
