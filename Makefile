@@ -264,6 +264,16 @@ $(BUILD)/attn.pc: lib/attn.pc.in lib/attn_common.h Makefile FORCE
 
 FORCE:
 
+ifeq ($(MPI),1)
+# make MPI=1 install: the MPI program only, beside attnrun (the library,
+# headers and man page are the default build's).
+install: $(BIN)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/attnrun-mpi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/attnrun-mpi
+else
 install: $(BIN) $(LIB) $(SHLIB) $(BUILD)/attn.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
 	    $(DESTDIR)$(INCLUDEDIR)/attn $(DESTDIR)$(MANDIR)/man1
@@ -284,6 +294,7 @@ uninstall:
 	    $(DESTDIR)$(MANDIR)/man1/attnrun.1 \
 	    $(addprefix $(DESTDIR)$(INCLUDEDIR)/attn/,$(notdir $(PUBLIC_HEADERS)))
 	[ ! -d $(DESTDIR)$(INCLUDEDIR)/attn ] || rmdir $(DESTDIR)$(INCLUDEDIR)/attn 2>/dev/null || true
+endif
 
 clean:
 	rm -rf build
