@@ -108,15 +108,6 @@ static int usage(const char *why, const char *arg)
     return 2;
 }
 
-/* A whole number in [1, max] or -1. */
-static int parse_count(const char *text, int max)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    return errno || end == text || *end || v < 1 || v > max ? -1 : (int)v;
-}
-
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "build/bench/work",

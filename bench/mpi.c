@@ -66,15 +66,6 @@ static int usage(const char *why, const char *arg)
     return 2;
 }
 
-/* A whole number in [1, max], or -1. */
-static int parse_count(const char *text, int max)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    return errno || end == text || *end || v < 1 || v > max ? -1 : (int)v;
-}
-
 /* "1,2,4" into o->ranks; false when malformed. */
 static int parse_ranks(struct options *o, const char *text)
 {

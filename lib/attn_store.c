@@ -212,6 +212,17 @@ size_t attn_store_scratch_bytes(size_t chunk_bytes)
     return 2 * ((chunk_bytes + 63) / 64 * 64);
 }
 
+/* The fill value of s in its stored type, at out (one element). */
+static void stored_fill(const attn_stored *s, const attn_block *b, unsigned char *out)
+{
+    const double fill_value = s->fill;
+    const float fill_f32 = (float)fill_value;
+    const int32_t fill_i32 = (int32_t)fill_value;
+    convert_run(b->integer ? (const void *)&fill_i32
+                : b->precision == ATTN_F64 ? (const void *)&fill_value : (const void *)&fill_f32,
+                b->precision, out, s->type, 1);
+}
+
 /* The chunk of job in the stored type at out: its runs from the block,
  * the fill past the dataset's end. */
 static void gather(const attn_chunk_job *job, char *out)
@@ -224,12 +235,7 @@ static void gather(const attn_chunk_job *job, char *out)
     const size_t last = s->dims[rank - 1] - job->offset[rank - 1];
     const size_t kept = last < width ? last : width;
     unsigned char fill[8];
-    const double fill_value = s->fill;
-    const float fill_f32 = (float)fill_value;
-    const int32_t fill_i32 = (int32_t)fill_value;
-    convert_run(b->integer ? (const void *)&fill_i32
-                : b->precision == ATTN_F64 ? (const void *)&fill_value : (const void *)&fill_f32,
-                b->precision, fill, s->type, 1);
+    stored_fill(s, b, fill);
     size_t at[4] = {0};                   /* the run's index in the chunk */
     for (size_t run = 0; run < runs; run++) {
         size_t from = 0;
@@ -336,17 +342,6 @@ void attn_store_pack(attn_chunk_job *jobs, size_t count, attn_packer *packer)
 }
 
 /* ---------------------------------------------------------- whole blocks */
-
-/* The fill value of s in its stored type, at out (one element). */
-static void stored_fill(const attn_stored *s, const attn_block *b, unsigned char *out)
-{
-    const double fill_value = s->fill;
-    const float fill_f32 = (float)fill_value;
-    const int32_t fill_i32 = (int32_t)fill_value;
-    convert_run(b->integer ? (const void *)&fill_i32
-                : b->precision == ATTN_F64 ? (const void *)&fill_value : (const void *)&fill_f32,
-                b->precision, out, s->type, 1);
-}
 
 size_t attn_store_block_bytes(const attn_stored *stored, const attn_block *block)
 {
