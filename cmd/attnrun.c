@@ -106,6 +106,7 @@ static const struct option long_options[] = {
 static const char *const usage_text[] = {
     "Usage: attnrun [OPTIONS] IN.h5 (-o OUT.h5 | --in-place)\n"
     "       attnrun plot OUT.h5 -o FILE.png|.svg|.pdf [OPTIONS]  (see attnrun plot --help)\n"
+    "       mpirun -n P attnrun-mpi [OPTIONS] IN.h5 -o OUT.h5  (the MPI build, make MPI=1)\n"
     "\n"
     "Multi-head scaled dot-product attention for every sequence of a batch stored\n"
     "in IN.h5; writes scores, weights, heads and output as HDF5 datasets.\n"
