@@ -841,6 +841,10 @@ int attn_h5out_attr_int(attn_h5out *out, const char *name, long long value, attn
 void attn_h5out_start_writeback(attn_h5out *out)
 {
     void *handle = NULL;
+    /* A shared file: MPI-IO's own; and asking for its access properties
+     * would duplicate its communicator, a collective call. */
+    if (out != NULL && out->shared_xfer >= 0)
+        return;
     hid_t fapl = out != NULL ? H5Fget_access_plist(out->file) : H5I_INVALID_HID;
     /* The handle is an int file descriptor for the default sec2 driver only. */
     bool sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
