@@ -163,7 +163,10 @@ int run_plan_stored(run_state *st, attn_error *err)
         s->rank = attn_output_shape(&report->layout, (attn_output)i, s->dims, labels);
         attn_output_chunk(&report->layout, (attn_output)i, attn_store_size(s->type),
                           report->slice_items, s->chunk);
-        int status = attn_output_stored_bytes(&report->layout, s->skip_hidden ? &st->cfg : NULL,
+        /* The ranks of a shared file write every tile: HDF5 allocates
+         * them all when they open it. */
+        const bool hidden_left_out = s->skip_hidden && !attn_ranks_shared_file();
+        int status = attn_output_stored_bytes(&report->layout, hidden_left_out ? &st->cfg : NULL,
                                               (attn_output)i,
                                               attn_store_size(s->type), s->chunk,
                                               &report->output_bytes[i], err);

@@ -4,14 +4,18 @@
  *
  * Legend: see attn_run_state.h.
  */
+#define _GNU_SOURCE     /* fallocate */
 #include "attn_run_state.h"
 
 #include "attn_guard.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /*
  * Every buffer the run will allocate, roughly (for attn_guard_memory): the
@@ -57,6 +61,32 @@ int run_check_free_space(run_state *st, attn_error *err)
     return attn_guard_free_space(opt->in_place ? opt->input : opt->output, need,
                                  opt->in_place ? "the copy of the input and the outputs"
                                                : "the outputs", err);
+}
+
+int run_reserve_space(const run_state *st, const char *path, attn_error *err)
+{
+    const attn_run_options *opt = st->opt;
+    const char *name = opt->in_place ? opt->input : opt->output;
+    struct stat now;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &now) != 0) {
+        int saved = errno;
+        if (fd >= 0)
+            close(fd);
+        return attn_fail(err, ATTN_EIO, "%s: cannot reserve room for the outputs: %s", name,
+                         strerror(saved));
+    }
+    /* the outputs uncompressed, and room for HDF5's own growth */
+    const size_t total = st->report->total_bytes;
+    const size_t slack = ((size_t)1 << 20) + total / 64;
+    const off_t want = (off_t)now.st_size + (off_t)(total + slack);
+    int status = ATTN_OK;
+    if (want > now.st_size && fallocate(fd, 0, 0, want) != 0 &&
+        errno != EOPNOTSUPP && errno != ENOSYS)      /* a file system that cannot: no reserve */
+        status = attn_fail(err, ATTN_EIO, "%s: cannot reserve %.1f MB for the outputs: %s", name,
+                           (double)(want - now.st_size) / 1e6, strerror(errno));
+    close(fd);
+    return status;
 }
 
 /* "/" or "/a/b": absolute, no empty, "." or ".." parts, no trailing "/". */

@@ -111,6 +111,14 @@ int run_read_rows(const run_state *st, attn_input which, size_t first, size_t ro
 int run_check_options(const attn_run_options *opt, attn_error *err);
 size_t run_planned_bytes(const run_state *st);
 int run_check_free_space(run_state *st, attn_error *err);
+/* Reserves on disk, for the file at path that the ranks of a shared file
+ * are about to write, the room the outputs take uncompressed (every tile)
+ * and some for HDF5 (the file shrinks back at its close): a disk too full
+ * for them then fails here, before any rank writes, instead of in a
+ * collective write or flush that some ranks would leave and others not.
+ * ATTN_EIO with the system's reason; nothing reserved (and ATTN_OK) where
+ * the file system cannot reserve. */
+int run_reserve_space(const run_state *st, const char *path, attn_error *err);
 
 /* attn_outfile.c */
 /* How each saved output is stored (st->stored): shape, chunks, type,
