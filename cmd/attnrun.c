@@ -106,7 +106,7 @@ static const struct option long_options[] = {
 static const char *const usage_text[] = {
     "Usage: attnrun [OPTIONS] IN.h5 (-o OUT.h5 | --in-place)\n"
     "       attnrun plot OUT.h5 -o FILE.png|.svg|.pdf [OPTIONS]  (see attnrun plot --help)\n"
-    "       mpirun -n P attnrun-mpi [OPTIONS] IN.h5 -o OUT.h5  (the MPI build, make MPI=1)\n"
+    "       mpirun ... attnrun-mpi [OPTIONS] IN.h5 -o OUT.h5  (the MPI build, make MPI=1)\n"
     "\n"
     "Multi-head scaled dot-product attention for every sequence of a batch stored\n"
     "in IN.h5; writes scores, weights, heads and output as HDF5 datasets.\n"
@@ -627,6 +627,10 @@ int main(int argc, char **argv)
     if (attn_rank() != 0)
         process_silence();
     int code = run_main(argc, argv);
+    if (attn_ranks_stranded()) {       /* the shared file cannot be closed */
+        fflush(NULL);
+        attn_ranks_abort(code);
+    }
     attn_ranks_finish();
     return code;
 }

@@ -1,5 +1,8 @@
 /* attn_ranks.c - the ranks of an MPI job (attn_ranks.h); one rank without MPI. */
+#define _GNU_SOURCE     /* sched_getaffinity, CPU_COUNT */
 #include "attn_ranks.h"
+
+#include <sched.h>
 
 #ifdef ATTN_MPI
 #include <mpi.h>
@@ -7,8 +10,10 @@
 
 #include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 static size_t rank_index, rank_count = 1, host_count = 1;
+static bool stranded;
 
 #ifdef ATTN_MPI
 
@@ -73,6 +78,14 @@ void attn_ranks_broadcast(void *data, size_t bytes)
         MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
+void attn_ranks_abort(int code)
+{
+    if (rank_index == 0)
+        MPI_Abort(MPI_COMM_WORLD, code);
+    for (;;)
+        pause();                     /* until rank 0's abort ends this rank */
+}
+
 #else
 
 bool attn_ranks_start(int *argc, char ***argv)
@@ -104,6 +117,11 @@ void attn_ranks_broadcast(void *data, size_t bytes)
     (void)bytes;
 }
 
+void attn_ranks_abort(int code)
+{
+    _exit(code);
+}
+
 #endif
 
 size_t attn_rank(void)
@@ -119,6 +137,25 @@ size_t attn_rank_count(void)
 size_t attn_ranks_on_host(void)
 {
     return host_count;
+}
+
+size_t attn_ranks_cores(size_t online)
+{
+    cpu_set_t cpus;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 0 &&
+        (size_t)CPU_COUNT(&cpus) < online)
+        return (size_t)CPU_COUNT(&cpus);
+    return online / host_count > 1 ? online / host_count : 1;
+}
+
+void attn_ranks_strand(void)
+{
+    stranded = true;
+}
+
+bool attn_ranks_stranded(void)
+{
+    return stranded;
 }
 
 int attn_ranks_agree(int status, attn_error *err)

@@ -45,6 +45,11 @@ bool attn_ranks_shared_file(void);
 /* Ranks of this job on this machine (they share its cores). */
 size_t attn_ranks_on_host(void);
 
+/* The cores this rank should use when nothing asks otherwise: those it is
+ * bound to, when mpirun bound it to fewer than `online`, else `online`
+ * shared among the ranks on this machine; at least one. */
+size_t attn_ranks_cores(size_t online);
+
 /*
  * Collective.  Every rank gets the same status: ATTN_OK when every rank
  * passed ATTN_OK, else the status and message of the lowest rank that
@@ -55,6 +60,21 @@ int attn_ranks_agree(int status, attn_error *err);
 /* Collective: attn_ranks_agree, and *sum becomes the sum over ranks of
  * each rank's *sum (one exchange when nothing failed). */
 int attn_ranks_agree_sum(int status, size_t *sum, attn_error *err);
+
+/*
+ * A write to the shared file failed on some rank (an agreed ATTN_EIO):
+ * HDF5's view of the file may now differ between the ranks, so closing
+ * it together -- H5Fclose, or MPI_Finalize and HDF5's own clean-up at exit,
+ * which close it too -- could leave them waiting for each other forever.
+ * attn_ranks_strand marks the job so; the caller, once its temporary is
+ * removed and its message printed, ends it with attn_ranks_abort.
+ */
+void attn_ranks_strand(void);
+bool attn_ranks_stranded(void);
+
+/* Ends a stranded job with exit status `code`: rank 0 aborts every rank
+ * (MPI_Abort), the others wait for that. */
+void attn_ranks_abort(int code) __attribute__((noreturn));
 
 /* Collective: rank 0's `bytes` bytes at data, into every rank's data. */
 void attn_ranks_broadcast(void *data, size_t bytes);

@@ -153,15 +153,15 @@ static size_t physical_memory(void)
 }
 
 /* Ranks of one job on one machine share its cores: without --threads or
- * OMP_NUM_THREADS, each runs its part of them (at least one). */
+ * OMP_NUM_THREADS, each runs its part of them, or the cores mpirun bound
+ * it to (attn_ranks_cores). */
 static void share_cores(void)
 {
-    const size_t ranks = attn_ranks_on_host();
     const char *asked = getenv("OMP_NUM_THREADS");
-    if (ranks <= 1 || (asked != NULL && asked[0] != '\0'))
+    if (attn_ranks_on_host() <= 1 || (asked != NULL && asked[0] != '\0'))
         return;
-    const size_t cores = (size_t)attn_thread_limit() / ATTN_THREADS_PER_CORE;
-    attn_set_threads(cores / ranks > 1 ? (int)(cores / ranks) : 1);
+    const size_t online = (size_t)attn_thread_limit() / ATTN_THREADS_PER_CORE;
+    attn_set_threads((int)attn_ranks_cores(online));
 }
 
 /* What the plan is made from beyond the input and the options, rank 0's
@@ -305,7 +305,7 @@ static void become_part(run_state *st, const attn_index_target *append, attn_run
  * each one's signal handler can remove it), then opened by all together
  * for their writes.
  */
-static int share_output(run_state *st, int status, attn_error *err)
+static int share_output(run_state *st, int status, bool *opened, attn_error *err)
 {
     attn_atomic *tx = st->opt->transaction, named;
     memset(&named, 0, sizeof named);
@@ -317,10 +317,13 @@ static int share_output(run_state *st, int status, attn_error *err)
             status = closed;
             *err = close_err;
         }
+        if (status == ATTN_OK)
+            status = run_reserve_space(st, tx->temp_path, err);
         named = *tx;
     }
     if ((status = attn_ranks_agree(status, err)) != ATTN_OK)
         return status;
+    *opened = true;                    /* on every rank, or on none */
     attn_ranks_broadcast(&named, sizeof named);
     if (attn_rank() != 0) {
         memcpy(tx->final_path, named.final_path, sizeof tx->final_path);
@@ -341,6 +344,11 @@ static int commit(run_state *st, const attn_index_target *append, attn_error *er
 {
     attn_atomic *tx = st->opt->transaction;
     int status = ATTN_OK;
+    /* From here rank 0 alone decides the temporary's fate: a signal the
+     * other ranks take leaves it to rank 0 (see attn_atomic.committing),
+     * which removes it unless it is already renaming it. */
+    if (attn_rank() != 0)
+        tx->committing = 1;
     if (attn_rank() == 0) {
         status = attn_atomic_flush(tx, err);
         if (status == ATTN_OK && (status = attn_h5in_check_unchanged(st->in, err)) != ATTN_OK)
@@ -361,6 +369,7 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     attn_run_options part;
     const attn_index_target *append = options->append ? &target : NULL;
     const bool shared = attn_ranks_shared_file();
+    bool opened = false;               /* the ranks opened the shared file */
     run_state st;
     memset(&st, 0, sizeof st);
     memset(report, 0, sizeof *report);
@@ -408,9 +417,15 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
     if ((status = attn_ranks_agree(status, err)) == ATTN_OK && attn_rank() == 0)
         status = run_open_output(&st, err);
     if (shared)
-        status = share_output(&st, status, err);
+        status = share_output(&st, status, &opened, err);
     if (status == ATTN_OK)
         status = run_steps(&st, err);
+    if (opened && status == ATTN_EIO) {      /* the ranks may not close it together */
+        attn_atomic_abort(st.opt->transaction);
+        attn_ranks_strand();
+        release(&st);
+        return status;
+    }
 
     /* Close the output whatever happened, then keep it only on success;
      * the input stays open (and locked) until the output is in place. */
