@@ -31,7 +31,10 @@
 #     serial run's apart from the plan;
 #   - all or nothing: a NaN in the last item only (rejected, exit 3),
 #     SIGTERM to mpirun mid-run (exit 1), a full file system (exit 1, with
-#     --force past the free-space precheck, and the precheck's refusal), a
+#     --force past the free-space precheck, whole items or one item's rows
+#     shared: the room is reserved first; and the precheck's refusal), a
+#     write failing on one rank only (ENOSPC injected with strace: the job
+#     is aborted, as the ranks cannot close the file together), a
 #     usage error (exit 2): each ends with the status, exactly one line
 #     starting "attnrun: ", no OUT, no temporary, no rank left running;
 #   - an existing OUT is left byte for byte as it was by a failing run.
@@ -168,6 +171,10 @@ same() {
     local name=$1 a=$2 b=$3 out ign=() x
     shift 3
     for x in "${IGNORE[@]}" "$@"; do ign+=(--ignore-attr "$x"); done
+    # Chunk shapes follow the slice size, which follows the threads a
+    # process plans with: all cores for the serial run, each rank's share
+    # under mpirun (CHUNKS=1: compared too, when both plan alike).
+    [ "${CHUNKS:-0}" = 1 ] || ign+=(--no-chunks)
     out=$("$PY" "$TESTS/mpi_compare.py" "$a" "$b" "${ign[@]}" 2>&1)
     x=$?
     if [ $x -ne 0 ]; then
@@ -399,6 +406,10 @@ check_identity() {
     identity "n=1100 --precision f64 --store f16 --group /layer/attn" "$LONG" --heads 4 --causal \
         --precision f64 --store f16 --group /layer/attn --save weights,heads,output,mean,result
     identity "n=1100 --save output (online softmax)" "$LONG" --heads 4 --causal --save output,q,k,v
+    # the same threads and memory cap on both sides: the same plan, so
+    # the same chunk shapes too
+    CHUNKS=1 identity "B=5 --threads 1 --memory 64M, chunk shapes too" "$B5" --heads 4 \
+        --threads 1 --memory 64M --save "$ALL" --compress 2
 }
 
 check_in_place() {
@@ -601,6 +612,16 @@ check_full() {
     mpi 3 "$BIG" -o "$d/out.h5" "${BIG_ARGS[@]}"
     failed "the free-space precheck (20 MiB tmpfs, ~800 MB of outputs), P=3: exit 1, one line, nothing written" \
         1 "free" "$d"
+    # Ranks sharing one item's rows: the room is reserved before any rank
+    # writes, so the full disk is found there.
+    local p
+    for p in 2 3; do
+        mpi "$p" "$LONG" -o "$d/out.h5" --heads 4 --causal --save weights,scores --force
+        failed "a full file system, one item's rows shared (n=1100), P=$p: exit 1, one line saying so, the tmpfs empty" \
+            1 "no space left on device" "$d"
+        [ -z "$(pgrep -f -- "$ATTNRUN_MPI .*$d/")" ] && ok "  ... and no rank left (P=$p)" \
+            || bad "  ... ranks left running after the full-disk abort (P=$p)"
+    done
     umount "$d" 2>/dev/null || umount -l "$d"
     MNT=""
 }
@@ -641,6 +662,36 @@ check_existing() {
     rm -rf "$d"
 }
 
+# A write failing on one rank only (strace makes rank 1's pwritev calls
+# fail with ENOSPC from its third on): the ranks agree on the failure, but
+# HDF5 may now see the file differently on each, so they do not close it
+# together -- the temporary goes and the job is aborted with the status.
+check_one_rank_write_fails() {
+    local d
+    d=$(workdir inject)
+    if ! command -v strace >/dev/null 2>&1; then
+        skip "a write failing on one rank: strace not found"
+        return
+    fi
+    cat >"$T/inject.sh" <<'EOF'
+#!/bin/sh
+if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+    exec strace -f -qq -o /dev/null -e trace=pwritev,pwrite64 \
+        -e inject=pwritev,pwrite64:error=ENOSPC:when=3+ "$@"
+fi
+exec "$@"
+EOF
+    chmod +x "$T/inject.sh"
+    timeout -s KILL "$TL" "${MPIRUN[@]}" -n 2 "$T/inject.sh" "$ATTNRUN_MPI" "$LONG" -o "$d/out.h5" \
+        --heads 4 --causal --save weights,scores </dev/null >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    [ $rc -eq 137 ] && reap
+    failed "a write failing on rank 1 only (ENOSPC injected), P=2: exit 1, one line, no OUT, no temporary" \
+        1 "cannot write" "$d"
+    [ -z "$(pgrep -f -- "$ATTNRUN_MPI .*$d/")" ] && ok "  ... and no rank left" \
+        || bad "  ... ranks left running after the one-rank write failure"
+}
+
 # ---------------------------------------------------------------- main
 
 check_comparison
@@ -652,6 +703,7 @@ check_dry_run
 check_nan
 check_sigterm
 check_full
+check_one_rank_write_fails
 check_usage
 check_existing
 finish
