@@ -688,52 +688,6 @@ int attn_h5out_find_dataset(attn_h5out *out, const char *name, int *handle, attn
     return ATTN_OK;
 }
 
-/* Whether the file system of path's directory has no room left. */
-static bool device_full(const char *path)
-{
-    char dir[PATH_MAX], base[PATH_MAX];
-    struct statvfs fs;
-    attn_split_path(path, dir, base);
-    return statvfs(dir, &fs) == 0 && fs.f_bavail == 0;
-}
-
-int attn_h5out_write_shared(attn_h5out *out, int handle, const size_t *first,
-                            const size_t *count, const void *buf, attn_error *err)
-{
-    assert(handle >= 0 && (size_t)handle < out->dataset_count && out->shared_xfer >= 0);
-    const output_dataset *d = &out->datasets[handle];
-    hsize_t start[4] = {0}, dims[4] = {0};
-    hid_t file_space = H5Dget_space(d->id), mem_space = H5I_INVALID_HID;
-    herr_t result = file_space < 0 ? -1 : 0;
-    for (size_t i = 0; count != NULL && i < d->rank; i++) {
-        start[i] = first[i];
-        dims[i] = count[i];
-    }
-    if (result >= 0 && count != NULL)
-        result = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL);
-    mem_space = count != NULL ? H5Screate_simple((int)d->rank, dims, NULL) : H5Scopy(file_space);
-    if (mem_space < 0)
-        result = -1;
-    /* Every rank takes part, with nothing to write when it failed, so
-     * that none is left waiting in the collective write. */
-    if ((count == NULL || result < 0) && file_space >= 0 && mem_space >= 0 &&
-        (H5Sselect_none(file_space) < 0 || H5Sselect_none(mem_space) < 0))
-        result = -1;
-    if (file_space >= 0 && mem_space >= 0 &&
-        H5Dwrite(d->id, d->file_type, mem_space, file_space, out->shared_xfer, buf) < 0)
-        result = -1;
-    /* the message before H5Sclose, which clears HDF5's error stack */
-    int status = result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
-    if (status != ATTN_OK && device_full(out->path))     /* MPI-IO does not say */
-        status = attn_fail(err, ATTN_EIO, "%s: cannot write %s: No space left on device",
-                           out->path, d->name);
-    if (mem_space >= 0)
-        H5Sclose(mem_space);
-    if (file_space >= 0)
-        H5Sclose(file_space);
-    return status;
-}
-
 bool attn_h5out_raw_chunks(const attn_h5out *out, int handle)
 {
     assert(handle >= 0 && (size_t)handle < out->dataset_count);
@@ -754,27 +708,59 @@ int attn_h5out_write_chunk(attn_h5out *out, int handle, const size_t *offset, co
     return result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
 }
 
-/* Writes buf, elements of mem_type (count[0], ...), at first[] of d. */
+/* Writes buf, elements of mem_type (count[0], ...), at first[] of d,
+ * transferred as xfer says; count NULL: nothing (a collective transfer
+ * that this rank takes part in).  On a failure before the transfer it
+ * still takes part, with nothing, so that no rank waits for it there. */
 static int write_region(attn_h5out *out, const output_dataset *d, hid_t mem_type,
-                        const size_t *first, const size_t *count, const void *buf,
+                        const size_t *first, const size_t *count, const void *buf, hid_t xfer,
                         attn_error *err)
 {
     hsize_t start[4] = {0}, dims[4] = {0};
     hid_t file_space = H5Dget_space(d->id), mem_space = H5I_INVALID_HID;
-    int status = ATTN_OK;
-    for (size_t i = 0; i < d->rank; i++) {
+    herr_t result = file_space < 0 ? -1 : 0;
+    for (size_t i = 0; count != NULL && i < d->rank; i++) {
         start[i] = first[i];
         dims[i] = count[i];
     }
-    if (file_space < 0 ||
-        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL) < 0 ||
-        (mem_space = H5Screate_simple((int)d->rank, dims, NULL)) < 0 ||
-        H5Dwrite(d->id, mem_type, mem_space, file_space, H5P_DEFAULT, buf) < 0)
-        status = h5_failure(out, err, "write", d->name);
+    if (result >= 0 && count != NULL)
+        result = H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL);
+    mem_space = count != NULL ? H5Screate_simple((int)d->rank, dims, NULL) : H5Scopy(file_space);
+    if (mem_space < 0)
+        result = -1;
+    if ((count == NULL || result < 0) && file_space >= 0 && mem_space >= 0 &&
+        (H5Sselect_none(file_space) < 0 || H5Sselect_none(mem_space) < 0))
+        result = -1;
+    if (file_space >= 0 && mem_space >= 0 &&
+        H5Dwrite(d->id, mem_type, mem_space, file_space, xfer, buf) < 0)
+        result = -1;
+    /* the message before H5Sclose, which clears HDF5's error stack */
+    int status = result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
     if (mem_space >= 0)
         H5Sclose(mem_space);
     if (file_space >= 0)
         H5Sclose(file_space);
+    return status;
+}
+
+/* Whether the file system of path's directory has no room left. */
+static bool device_full(const char *path)
+{
+    char dir[PATH_MAX], base[PATH_MAX];
+    struct statvfs fs;
+    attn_split_path(path, dir, base);
+    return statvfs(dir, &fs) == 0 && fs.f_bavail == 0;
+}
+
+int attn_h5out_write_shared(attn_h5out *out, int handle, const size_t *first,
+                            const size_t *count, const void *buf, attn_error *err)
+{
+    assert(handle >= 0 && (size_t)handle < out->dataset_count && out->shared_xfer >= 0);
+    const output_dataset *d = &out->datasets[handle];
+    int status = write_region(out, d, d->file_type, first, count, buf, out->shared_xfer, err);
+    if (status != ATTN_OK && device_full(out->path))     /* MPI-IO does not say */
+        status = attn_fail(err, ATTN_EIO, "%s: cannot write %s: No space left on device",
+                           out->path, d->name);
     return status;
 }
 
@@ -784,7 +770,7 @@ int attn_h5out_write_block(attn_h5out *out, int handle, const size_t *first,
     assert(handle >= 0 && (size_t)handle < out->dataset_count);
     const output_dataset *d = &out->datasets[handle];
     hid_t mem_type = d->precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
-    return write_region(out, d, mem_type, first, count, buf, err);
+    return write_region(out, d, mem_type, first, count, buf, H5P_DEFAULT, err);
 }
 
 int attn_h5out_write_strings(attn_h5out *out, int handle, const size_t *first,
@@ -792,7 +778,7 @@ int attn_h5out_write_strings(attn_h5out *out, int handle, const size_t *first,
 {
     assert(handle >= 0 && (size_t)handle < out->dataset_count);
     const output_dataset *d = &out->datasets[handle];
-    return write_region(out, d, d->file_type, first, count, strings, err);
+    return write_region(out, d, d->file_type, first, count, strings, H5P_DEFAULT, err);
 }
 
 int attn_h5out_dataset_attr_string(attn_h5out *out, int handle, const char *name,

@@ -377,13 +377,15 @@ void attn_store_gather_block(const attn_stored *stored, const attn_block *block,
             convert_run(in, b->precision, to, s->type, width);
             continue;
         }
-        /* Tile by tile along the keys: the hidden ones hold the fill. */
-        const size_t row = b->first[r] + at[r], row0 = row - row % s->chunk[r];
-        const size_t rows = s->dims[r] - row0 < s->chunk[r] ? s->dims[r] - row0 : s->chunk[r];
+        /* Tile by tile along the keys, by attn_store_list's rule: the
+         * hidden ones hold the fill. */
+        const size_t row = b->first[r] + at[r];
+        size_t tile[4] = {0};                 /* the tile's first element */
+        tile[r] = row - row % s->chunk[r];
         for (size_t key = 0; key < width; key += s->chunk[k]) {
-            const size_t key0 = b->first[k] + key;
             const size_t keys = width - key < s->chunk[k] ? width - key : s->chunk[k];
-            if (attn_tile_visible(cfg, row0, rows, key0, keys)) {
+            tile[k] = b->first[k] + key;
+            if (chunk_visible(s, cfg, tile)) {
                 convert_run(in + key * in_elem, b->precision, to + key * elem, s->type, keys);
                 continue;
             }
