@@ -43,7 +43,14 @@ else
 HDF5_PC   = $(SERIAL_HDF5_PC)
 endif
 
-CPPFLAGS += -D_POSIX_C_SOURCE=200809L -Ilib $(shell pkg-config --cflags $(HDF5_PC) 2>/dev/null) $(BLAS_CFLAGS)
+# Headers: the public ones (include/attn/, installed), then lib/'s own,
+# named by their layer's folder ("h5/h5.h"); cmd/ sees include/attn/ and cmd/.
+CPPFLAGS += -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(HDF5_PC) 2>/dev/null) $(BLAS_CFLAGS)
+LIB_CPPFLAGS = -Iinclude/attn -Ilib
+CMD_CPPFLAGS = -Iinclude/attn -Icmd -Ilib
+# Each object also writes its header dependencies (-MMD), with an empty
+# rule per header (-MP) so that a removed header breaks nothing.
+DEPFLAGS   = -MMD -MP
 ALL_CFLAGS = -std=c11 -fopenmp -fno-math-errno $(WARNINGS) $(CFLAGS)
 LDFLAGS  += -fopenmp
 LDLIBS   += -lhdf5_hl $(shell pkg-config --libs $(HDF5_PC) 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm
@@ -71,8 +78,8 @@ ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-p
 LDFLAGS   += -fsanitize=$(SANITIZE)
 endif
 
-LIB_SRC  = $(wildcard lib/*.c)
-LIB_OBJ  = $(LIB_SRC:lib/%.c=$(BUILD)/lib/%.o)
+LIB_SRC  = $(wildcard lib/*/*.c)
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIB      = $(BUILD)/libattn.a
 BIN      = $(BUILD)/attnrun
 ifeq ($(MPI)$(SANITIZE),1)
@@ -80,6 +87,8 @@ BIN      = build/attnrun-mpi
 else ifeq ($(MPI),1)
 BIN      = $(BUILD)/attnrun-mpi
 endif
+CMD_SRC  = $(wildcard cmd/*/*.c)
+CMD_OBJ  = $(CMD_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC = $(wildcard tests/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 
@@ -87,25 +96,28 @@ UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
 .PHONY: pictures
 all: $(BIN)
 
-$(BUILD)/lib/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/lib
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/lib/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	$(AR) rcs $@ $^
 
-CMD_SRC = cmd/attnrun.c cmd/process.c cmd/cli.c cmd/hints.c
-CMD_SRC += cmd/progress.c
-CMD_SRC += cmd/json.c cmd/plan_json.c
-CMD_SRC += cmd/plot.c cmd/plot_read.c cmd/plot_draw.c
+# attnrun plot draws with cairo (libcairo2-dev); only the command line uses it.
+CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null)
 
-$(BIN): $(CMD_SRC) cmd/*.h $(LIB) lib/*.h
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(CMD_SRC) $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+$(BUILD)/cmd/%.o: cmd/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CMD_CPPFLAGS) $(CAIRO_CFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/test_support.h $(LIB) lib/*.h | $(BUILD)/tests
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka -o $@
+$(BIN): $(CMD_OBJ) $(LIB)
+	$(CC) $(CMD_OBJ) $(LIB) $(LDFLAGS) $(LDLIBS) $(CAIRO_LIBS) -o $@
 
-$(BUILD)/lib $(BUILD)/tests:
-	mkdir -p $@
+$(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) -Itests $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDFLAGS) \
+	    $(LDLIBS) -lcmocka -o $@
 
 # Installs the Debian packages the build and the tests need (as root), or
 # prints the apt-get line to run.
@@ -122,18 +134,23 @@ pictures: $(BIN)
 
 # The allocation-failure build: the Nth allocation fails (ATTN_FAIL_ALLOC=N),
 # with ASan to catch leaks and bad accesses on every failure path.
-FAULT_DIR = build$(if $(MPI),/mpi)/fault
-FAULT_BIN = $(FAULT_DIR)/attnrun
+FAULT_DIR   = build$(if $(MPI),/mpi)/fault
+FAULT_BIN   = $(FAULT_DIR)/attnrun
+FAULT_FLAGS = -DATTN_FAULT_INJECTION -fsanitize=address,undefined -fno-sanitize-recover=all \
+              -fno-omit-frame-pointer
+FAULT_OBJ   = $(LIB_SRC:%.c=$(FAULT_DIR)/%.o) $(CMD_SRC:%.c=$(FAULT_DIR)/%.o)
 
-$(FAULT_BIN): $(CMD_SRC) cmd/*.h $(LIB_SRC) lib/*.h lib/*.inc
-	@mkdir -p $(FAULT_DIR)
-	$(CC) $(CPPFLAGS) -DATTN_FAULT_INJECTION $(ALL_CFLAGS) -fsanitize=address,undefined \
-	    -fno-sanitize-recover=all -fno-omit-frame-pointer $(CMD_SRC) $(LIB_SRC) \
-	    $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) -o $@
+$(FAULT_DIR)/lib/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) $(FAULT_FLAGS) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
-# attnrun plot draws with cairo (libcairo2-dev); only the command line links it.
-$(BIN) $(FAULT_BIN): CPPFLAGS += $(shell pkg-config --cflags cairo 2>/dev/null)
-$(BIN) $(FAULT_BIN): LDLIBS += $(shell pkg-config --libs cairo 2>/dev/null)
+$(FAULT_DIR)/cmd/%.o: cmd/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(CMD_CPPFLAGS) $(CAIRO_CFLAGS) $(FAULT_FLAGS) $(ALL_CFLAGS) $(DEPFLAGS) \
+	    -c $< -o $@
+
+$(FAULT_BIN): $(FAULT_OBJ)
+	$(CC) $(FAULT_OBJ) $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) $(CAIRO_LIBS) -o $@
 
 CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \
             tests/test_alloc.sh tests/test_h5files.sh tests/test_runtime.sh tests/test_models.sh
@@ -189,9 +206,9 @@ FUZZ_FLAGS    = -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitiz
 # one options byte (see fuzz_input.c) before each fixture's bytes
 FUZZ_SEEDS    = 000 044 011 003 140 240
 
-$(FUZZ_BIN): tests/fuzz/fuzz_input.c $(LIB_SRC) lib/*.h lib/*.inc
+$(FUZZ_BIN): tests/fuzz/fuzz_input.c $(LIB_SRC) $(wildcard include/attn/*.h lib/*/*.h lib/*/*.inc)
 	@mkdir -p $(FUZZ_DIR)
-	clang $(CPPFLAGS) $(FUZZ_FLAGS) tests/fuzz/fuzz_input.c $(LIB_SRC) \
+	clang $(CPPFLAGS) $(LIB_CPPFLAGS) $(FUZZ_FLAGS) tests/fuzz/fuzz_input.c $(LIB_SRC) \
 	    -lhdf5_hl $(shell pkg-config --libs $(HDF5_PC) 2>/dev/null) $(BLAS_LIBS) -ldeflate -lm -o $@
 
 fuzz:
@@ -230,16 +247,15 @@ memcheck:
 # carries its dependencies, the OpenMP OpenBLAS's rpath included, so that
 # `cc prog.c $(pkg-config --cflags --libs attn)` needs nothing else.
 # Its soname changes with the major version of ATTN_VERSION.
-VERSION       := $(shell sed -n 's/^.define ATTN_VERSION "\([0-9]*\.[0-9]*\.[0-9]*\)"$$/\1/p' lib/attn_common.h)
+VERSION       := $(shell sed -n 's/^.define ATTN_VERSION "\([0-9]*\.[0-9]*\.[0-9]*\)"$$/\1/p' include/attn/attn_common.h)
 ifneq ($(words $(subst ., ,$(VERSION))),3)
-$(error lib/attn_common.h: no ATTN_VERSION "MAJOR.MINOR.PATCH" found)
+$(error include/attn/attn_common.h: no ATTN_VERSION "MAJOR.MINOR.PATCH" found)
 endif
 VERSION_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SONAME         = libattn.so.$(VERSION_MAJOR)
 SHLIB          = $(BUILD)/libattn.so.$(VERSION)
 PIC_OBJ        = $(LIB_SRC:lib/%.c=$(BUILD)/pic/%.o)
-PUBLIC_HEADERS = lib/attn_common.h lib/attn_threads.h lib/attn_math.h lib/attn_plan.h \
-                 lib/attn_atomic.h lib/attn_run.h
+PUBLIC_HEADERS = $(wildcard include/attn/*.h)
 BINDIR        ?= $(PREFIX)/bin
 LIBDIR        ?= $(PREFIX)/lib
 INCLUDEDIR    ?= $(PREFIX)/include
@@ -249,11 +265,9 @@ PKGCONFIGDIR  ?= $(LIBDIR)/pkgconfig
 .PHONY: lib uninstall
 lib: $(LIB) $(SHLIB)
 
-$(BUILD)/pic/%.o: lib/%.c lib/*.h lib/*.inc | $(BUILD)/pic
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fPIC -c $< -o $@
-
-$(BUILD)/pic:
-	mkdir -p $@
+$(BUILD)/pic/%.o: lib/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) -fPIC -c $< -o $@
 
 $(SHLIB): $(PIC_OBJ) lib/libattn.map
 	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=lib/libattn.map -Wl,-z,defs \
@@ -265,7 +279,7 @@ $(SHLIB): $(PIC_OBJ) lib/libattn.map
 # link, by the very flags the build used: the OpenMP OpenBLAS's own .pc is
 # not on pkg-config's path, so Requires.private could not name it.
 under_prefix = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
-$(BUILD)/attn.pc: lib/attn.pc.in lib/attn_common.h Makefile FORCE
+$(BUILD)/attn.pc: lib/attn.pc.in include/attn/attn_common.h Makefile FORCE
 	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(call under_prefix,$(LIBDIR))|' \
 	    -e 's|@INCLUDEDIR@|$(call under_prefix,$(INCLUDEDIR))|' \
 	    -e 's|@VERSION@|$(VERSION)|; s|@LIBS_PRIVATE@|$(strip $(LDFLAGS) $(LDLIBS))|' \
@@ -307,6 +321,9 @@ endif
 
 clean:
 	rm -rf build
+
+# The header dependencies every object wrote (-MMD).
+-include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(PIC_OBJ:.o=.d) $(FAULT_OBJ:.o=.d) $(UNIT_BIN:=.d)
 
 # make bench: the benchmark of bench/ (see README.md, Performance).
 include bench/bench.mk

@@ -22,7 +22,7 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
-#include "attn_h5.h"
+#include "h5/h5.h"
 #include "test_support.h"
 
 /* A per-test temporary directory holding plain files only. */

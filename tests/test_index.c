@@ -20,8 +20,8 @@
 #include <cmocka.h>
 #include <hdf5.h>
 
-#include "attn_h5.h"
-#include "attn_index.h"
+#include "h5/h5.h"
+#include "h5/index.h"
 #include "test_support.h"
 
 /* ---- part names ----------------------------------------------------------- */

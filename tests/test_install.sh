@@ -39,13 +39,13 @@ for tool in pkg-config readelf nm man groff; do
 done
 
 # The version, read here from the one place it is defined.
-VERSION=$(sed -n 's/^#define ATTN_VERSION "\([0-9]*\.[0-9]*\.[0-9]*\)"$/\1/p' "$ROOT/lib/attn_common.h")
+VERSION=$(sed -n 's/^#define ATTN_VERSION "\([0-9]*\.[0-9]*\.[0-9]*\)"$/\1/p' "$ROOT/include/attn/attn_common.h")
 MAJOR=${VERSION%%.*}
-[ -n "$VERSION" ] || { bad "setup: no ATTN_VERSION in lib/attn_common.h"; finish; }
+[ -n "$VERSION" ] || { bad "setup: no ATTN_VERSION in include/attn/attn_common.h"; finish; }
 
 STAGE=$T/stage
 USR=$STAGE/usr
-HEADERS="attn_atomic.h attn_common.h attn_math.h attn_plan.h attn_run.h attn_threads.h"
+HEADERS=$(cd "$ROOT/include/attn" && echo *.h)   # include/attn/ is exactly what installs
 # The build must not reach into the source tree or the environment's paths.
 unset CPATH C_INCLUDE_PATH LIBRARY_PATH LD_LIBRARY_PATH PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 PC=(env PKG_CONFIG_PATH="$USR/lib/pkgconfig" PKG_CONFIG_LIBDIR=/nonexistent pkg-config)
@@ -299,7 +299,7 @@ fi
 # ---- the library speaks of its own settings, not of options -----------------
 # Every string literal of lib/ (adjacent ones joined, comments skipped):
 # none may name an option such as --force or -o.
-"$PY" - "$ROOT"/lib/*.c "$ROOT"/lib/*.h "$ROOT"/lib/*.inc >"$T/strings.log" 2>&1 <<'EOF'
+"$PY" - "$ROOT"/lib/*/*.c "$ROOT"/lib/*/*.h "$ROOT"/lib/*/*.inc "$ROOT"/include/attn/*.h >"$T/strings.log" 2>&1 <<'EOF'
 import re, sys
 FLAG = re.compile(r"--[a-z]|(?<![\w-])-[a-zA-Z](?=[ :'\"]|$)")
 def literals(text):
@@ -355,18 +355,18 @@ else
 fi
 
 # ... and attnrun names the option for every hint the library can give.
-hints=$(sed -n 's/^ *\(ATTN_HINT_[A-Z_]*\)[ ,=].*/\1/p' "$ROOT/lib/attn_common.h" |
+hints=$(sed -n 's/^ *\(ATTN_HINT_[A-Z_]*\)[ ,=].*/\1/p' "$ROOT/include/attn/attn_common.h" |
         grep -v -e '^ATTN_HINT_NONE$' -e '^ATTN_HINT_COUNT$')
 missing=""
 for hint in $hints; do
-    grep -q "^ *\[$hint\] = \"..*\"," "$ROOT/cmd/hints.c" || missing="$missing $hint"
+    grep -q "^ *\[$hint\] = \"..*\"," "$ROOT/cmd/cli/hints.c" || missing="$missing $hint"
 done
 if [ -z "$hints" ]; then
-    bad "no ATTN_HINT_ values found in lib/attn_common.h"
+    bad "no ATTN_HINT_ values found in include/attn/attn_common.h"
 elif [ -z "$missing" ]; then
     ok "attnrun turns each of the $(echo "$hints" | wc -w) library hints into its option"
 else
-    bad "cmd/hints.c has no option text for:$missing"
+    bad "cmd/cli/hints.c has no option text for:$missing"
 fi
 
 finish

@@ -20,7 +20,7 @@
 #include <math.h>
 
 #include "attn_math.h"
-#include "attn_store.h"
+#include "math/store.h"
 
 /* A 16-bit float format: exponent and mantissa bits. */
 typedef struct format {

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <hdf5.h>
 
-#include "attn_h5.h"
+#include "h5/h5.h"
 #include "attn_tokens.h"
 #include "test_support.h"
 

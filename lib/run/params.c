@@ -4,7 +4,7 @@
  *
  * Legend: see attn_run_state.h.
  */
-#include "attn_run_state.h"
+#include "run/run_state.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -14,10 +14,10 @@
 #ifndef ATTN_RUN_STATE_H
 #define ATTN_RUN_STATE_H
 
-#include "attn_h5.h"
+#include "h5/h5.h"
 #include "attn_math.h"
 #include "attn_run.h"
-#include "attn_store.h"
+#include "math/store.h"
 
 #include <stdint.h>
 

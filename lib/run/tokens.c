@@ -13,7 +13,7 @@
  */
 #include "attn_tokens.h"
 
-#include "attn_run_state.h"
+#include "run/run_state.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -24,7 +24,7 @@
  *             + i LEGEND_STEP
  */
 #define _GNU_SOURCE
-#include "plot.h"
+#include "plot/plot.h"
 
 #include <cairo.h>
 #include <cairo-pdf.h>

@@ -6,8 +6,8 @@
  *
  * Legend: B batch, H heads, G K/V heads, n queries, m keys, D d_model.
  */
-#include "plan_json.h"
-#include "json.h"
+#include "attnrun/plan_json.h"
+#include "cli/json.h"
 
 #include <string.h>
 

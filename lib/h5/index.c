@@ -5,9 +5,9 @@
  * Legend: G the appended group path, g a part's generation.
  */
 #define _GNU_SOURCE
-#include "attn_index.h"
+#include "h5/index.h"
 
-#include "attn_h5.h"
+#include "h5/h5.h"
 
 #include <hdf5.h>
 

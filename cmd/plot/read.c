@@ -8,9 +8,9 @@
  * for entropy; pooled it is (out_rows, out_cols).
  */
 #define _GNU_SOURCE
-#include "plot.h"
+#include "plot/plot.h"
 
-#include "attn_h5.h"
+#include "h5/h5.h"
 
 #include <hdf5.h>
 

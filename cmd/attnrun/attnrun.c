@@ -3,19 +3,19 @@
  *
  * This file is only the command line: parsing, messages and exit codes.
  * What the program does about its process (descriptors, signals) is
- * cmd/process.c, the progress line cmd/progress.c; everything else is
+ * cmd/cli/process.c, the progress line cmd/attnrun/progress.c; everything else is
  * libattn (lib/).
  */
 #define _GNU_SOURCE
 #include "attn_ranks.h"
 #include "attn_run.h"
-#include "plan_json.h"
+#include "attnrun/plan_json.h"
 #include "attn_tokens.h"
-#include "plot.h"
-#include "process.h"
-#include "progress.h"
-#include "cli.h"
-#include "hints.h"
+#include "plot/plot.h"
+#include "cli/process.h"
+#include "attnrun/progress.h"
+#include "cli/cli.h"
+#include "cli/hints.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -90,7 +90,7 @@ static size_t attn_online_rows(const attn_config *cfg)
 #define SUFFIX f32
 #define GEMM cblas_sgemm
 #define EXP expf
-#include "attn_kernels.inc"
+#include "kernels.inc"
 #undef REAL
 #undef SUFFIX
 #undef GEMM
@@ -100,7 +100,7 @@ static size_t attn_online_rows(const attn_config *cfg)
 #define SUFFIX f64
 #define GEMM cblas_dgemm
 #define EXP exp
-#include "attn_kernels.inc"
+#include "kernels.inc"
 #undef REAL
 #undef SUFFIX
 #undef GEMM

@@ -1,6 +1,6 @@
 /* attn_guard.c - checks made before a run writes or computes (attn_guard.h). */
 #define _GNU_SOURCE     /* pthread_getattr_default_np */
-#include "attn_guard.h"
+#include "core/guard.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /*
  * json.c - the JSON writer of json.h.
  */
-#include "json.h"
+#include "cli/json.h"
 
 #include <assert.h>
 #include <math.h>

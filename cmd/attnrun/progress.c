@@ -9,8 +9,8 @@
  * rows still to do; it is measured from the first report on, so that
  * reading the weights does not count as the rows' time.
  */
-#include "progress.h"
-#include "process.h"
+#include "attnrun/progress.h"
+#include "cli/process.h"
 
 #include <errno.h>
 #include <math.h>

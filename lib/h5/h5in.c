@@ -4,7 +4,7 @@
  * batch slice of X (B, n, D) is rows [first, first + c): (c, n, D).
  */
 #define _GNU_SOURCE     /* O_NOCTTY, struct stat's st_mtim */
-#include "attn_h5.h"
+#include "h5/h5.h"
 
 #include <hdf5.h>
 

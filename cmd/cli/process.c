@@ -4,10 +4,10 @@
  * the address space OpenBLAS takes before main.
  */
 #define _GNU_SOURCE
-#include "process.h"
+#include "cli/process.h"
 
-#include "attn_guard.h"
-#include "attn_h5.h"
+#include "core/guard.h"
+#include "h5/h5.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * Legend: a chunk is (chunk[0], ..., chunk[rank-1]) elements, row-major;
  * a "run" is its last axis, contiguous in both the block and the chunk.
  */
-#include "attn_store.h"
+#include "math/store.h"
 
 #include "attn_plan.h"
 #include "attn_threads.h"

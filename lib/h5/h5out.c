@@ -4,7 +4,7 @@
  * batch slice of X (B, n, D) is rows [first, first + c): (c, n, D).
  */
 #define _GNU_SOURCE     /* sync_file_range */
-#include "attn_h5.h"
+#include "h5/h5.h"
 
 #include "attn_atomic.h"
 

@@ -1,8 +1,8 @@
 /* cli.c - the command-line pieces every attnrun command shares (cli.h). */
-#include "cli.h"
+#include "cli/cli.h"
 
 #include "attn_common.h"
-#include "process.h"
+#include "cli/process.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -45,7 +45,7 @@ typedef struct attn_h5in attn_h5in;
  * Nonzero while an attn_h5in function runs (a count: they nest), or while
  * attn_h5out_open opens the --in-place copy: HDF5 is parsing the input.
  * HDF5 does not read damaged or hostile files safely; a fatal signal while
- * this is set is the input's doing (see cmd/attnrun.c).
+ * this is set is the input's doing (see cmd/cli/process.c).
  */
 extern volatile sig_atomic_t attn_h5_reading;
 

@@ -5,9 +5,9 @@
  * Legend: see attn_run_state.h.
  */
 #define _GNU_SOURCE     /* fallocate */
-#include "attn_run_state.h"
+#include "run/run_state.h"
 
-#include "attn_guard.h"
+#include "core/guard.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,10 +5,10 @@
  *
  * Legend: see attn_run_state.h.
  */
-#include "attn_run_state.h"
+#include "run/run_state.h"
 
-#include "attn_guard.h"
-#include "attn_index.h"
+#include "core/guard.h"
+#include "h5/index.h"
 #include "attn_ranks.h"
 
 #include <math.h>

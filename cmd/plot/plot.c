@@ -4,12 +4,12 @@
  * place (attn_atomic.h), so that OUT is never partly written.
  */
 #define _GNU_SOURCE
-#include "plot.h"
-#include "cli.h"
-#include "hints.h"
+#include "plot/plot.h"
+#include "cli/cli.h"
+#include "cli/hints.h"
 
 #include "attn_atomic.h"
-#include "process.h"
+#include "cli/process.h"
 
 #include <errno.h>
 #include <getopt.h>
