@@ -73,7 +73,7 @@ BUILD     = build$(if $(MPI),/mpi)/sanitize
 # the same library code is leak-checked in the serial build.
 export ASAN_OPTIONS ?= allocator_may_return_null=1$(if $(MPI),:detect_leaks=0)
 export ATTN_TEST_SANITIZED = 1
-export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0
+export LSAN_OPTIONS ?= suppressions=$(CURDIR)/tests/lib/lsan.supp:print_suppressions=0
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
 LDFLAGS   += -fsanitize=$(SANITIZE)
 endif
@@ -89,8 +89,8 @@ BIN      = $(BUILD)/attnrun-mpi
 endif
 CMD_SRC  = $(wildcard cmd/*/*.c)
 CMD_OBJ  = $(CMD_SRC:%.c=$(BUILD)/%.o)
-UNIT_SRC = $(wildcard tests/test_*.c)
-UNIT_BIN = $(UNIT_SRC:tests/%.c=$(BUILD)/tests/%)
+UNIT_SRC = $(wildcard tests/unit/test_*.c)
+UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps demo test check unit cli install clean bench fuzz memcheck
 .PHONY: pictures
@@ -114,9 +114,9 @@ $(BUILD)/cmd/%.o: cmd/%.c
 $(BIN): $(CMD_OBJ) $(LIB)
 	$(CC) $(CMD_OBJ) $(LIB) $(LDFLAGS) $(LDLIBS) $(CAIRO_LIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) -Itests $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDFLAGS) \
+	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) -Itests/unit $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDFLAGS) \
 	    $(LDLIBS) -lcmocka -o $@
 
 # Installs the Debian packages the build and the tests need (as root), or
@@ -152,17 +152,17 @@ $(FAULT_DIR)/cmd/%.o: cmd/%.c
 $(FAULT_BIN): $(FAULT_OBJ)
 	$(CC) $(FAULT_OBJ) $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) $(CAIRO_LIBS) -o $@
 
-CLI_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_cli.sh tests/test_fast.sh tests/test_bad.sh \
-            tests/test_alloc.sh tests/test_h5files.sh tests/test_runtime.sh tests/test_models.sh
-CLI_TESTS += tests/test_store.sh
-CLI_TESTS += tests/test_docs.sh
-CLI_TESTS += tests/test_progress.sh
-CLI_TESTS += tests/test_json.sh
-CLI_TESTS += tests/test_tokens.sh
-CLI_TESTS += tests/test_summaries.sh
-CLI_TESTS += tests/test_install.sh
-CLI_TESTS += tests/test_plot.sh
-CLI_TESTS += tests/test_append.sh
+CLI_TESTS = tests/cli/test_fixtures.sh tests/cli/test_errors.sh tests/cli/test_cli.sh tests/cli/test_fast.sh tests/cli/test_bad.sh \
+            tests/cli/test_alloc.sh tests/cli/test_h5files.sh tests/cli/test_runtime.sh tests/cli/test_models.sh
+CLI_TESTS += tests/cli/test_store.sh
+CLI_TESTS += tests/cli/test_docs.sh
+CLI_TESTS += tests/cli/test_progress.sh
+CLI_TESTS += tests/cli/test_json.sh
+CLI_TESTS += tests/cli/test_tokens.sh
+CLI_TESTS += tests/cli/test_summaries.sh
+CLI_TESTS += tests/cli/test_install.sh
+CLI_TESTS += tests/cli/test_plot.sh
+CLI_TESTS += tests/cli/test_append.sh
 
 # Each suite prints its own results; the last line counts the suites.
 ifeq ($(MPI),1)
@@ -171,25 +171,25 @@ unit cli:
 	@exit 2
 else
 unit: $(UNIT_BIN)
-	@sh tests/run_suites.sh $(UNIT_BIN)
+	@sh tests/lib/run_suites.sh $(UNIT_BIN)
 
 cli: $(BIN) $(FAULT_BIN)
-	@ATTNRUN=$(BIN) sh tests/run_suites.sh $(addprefix bash$(comma),$(CLI_TESTS))
+	@ATTNRUN=$(BIN) sh tests/lib/run_suites.sh $(addprefix bash$(comma),$(CLI_TESTS))
 endif
 
 ifeq ($(MPI),1)
 # The MPI suite: attnrun-mpi under mpirun against the serial build's files.
-MPI_TESTS = tests/test_mpi.sh
+MPI_TESTS = tests/cli/test_mpi.sh
 test: deps
 	@$(MAKE) --no-print-directory MPI= SANITIZE=$(SANITIZE) all
 	@$(MAKE) --no-print-directory $(BIN)
 	@ATTNRUN=build$(if $(SANITIZE),/sanitize)/attnrun ATTNRUN_MPI=$(BIN) \
-	    sh tests/run_suites.sh $(addprefix bash$(comma),$(MPI_TESTS))
+	    sh tests/lib/run_suites.sh $(addprefix bash$(comma),$(MPI_TESTS))
 else
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FAULT_BIN)
 	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) \
-	    sh tests/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
+	    sh tests/lib/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
 endif
 
 check: test
@@ -203,7 +203,7 @@ FUZZ_DIR      = build$(if $(MPI),/mpi)/fuzz
 FUZZ_BIN      = $(FUZZ_DIR)/fuzz_input
 FUZZ_FLAGS    = -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                 -Wno-source-uses-openmp
-# one options byte (see fuzz_input.c) before each fixture's bytes
+# one options byte (see tests/fuzz/fuzz_input.c) before each fixture's bytes
 FUZZ_SEEDS    = 000 044 011 003 140 240
 
 $(FUZZ_BIN): tests/fuzz/fuzz_input.c $(LIB_SRC) $(wildcard include/attn/*.h lib/*/*.h lib/*/*.inc)
@@ -224,21 +224,21 @@ fuzz:
 	    -rss_limit_mb=4096 -artifact_prefix=$(FUZZ_DIR)/findings/ -print_final_stats=1 \
 	    $(FUZZ_ARGS) $(FUZZ_DIR)/corpus
 
-# make memcheck: the command-line suites under valgrind (tests/valgrind-attnrun):
+# make memcheck: the command-line suites under valgrind (tests/lib/valgrind-attnrun):
 # no memory error and no definite leak in any run.  test_cli.sh and
 # test_runtime.sh are left out: their signal, lock and resource-limit checks
 # do not hold at valgrind's speed (or under its own memory); so are the
 # fuzz inputs on which HDF5 itself crashes (valgrind reports HDF5's invalid
 # access first; the other builds check that attnrun ends cleanly on them).
-MEMCHECK_TESTS = tests/test_fixtures.sh tests/test_errors.sh tests/test_fast.sh tests/test_bad.sh \
-                 tests/test_h5files.sh tests/test_store.sh
+MEMCHECK_TESTS = tests/cli/test_fixtures.sh tests/cli/test_errors.sh tests/cli/test_fast.sh tests/cli/test_bad.sh \
+                 tests/cli/test_h5files.sh tests/cli/test_store.sh
 
 memcheck:
 	@sh scripts/install-deps.sh memcheck
 	@$(MAKE) --no-print-directory all
-	@ATTNRUN=$(CURDIR)/tests/valgrind-attnrun ATTNRUN_BINARY=$(CURDIR)/$(BIN) TIME_LIMIT=120 \
+	@ATTNRUN=$(CURDIR)/tests/lib/valgrind-attnrun ATTNRUN_BINARY=$(CURDIR)/$(BIN) TIME_LIMIT=120 \
 	    SWEEP_EVERY=8 SKIP_HDF5_CRASHES=1 \
-	    sh tests/run_suites.sh $(addprefix bash$(comma),$(MEMCHECK_TESTS))
+	    sh tests/lib/run_suites.sh $(addprefix bash$(comma),$(MEMCHECK_TESTS))
 
 # make install PREFIX=/usr/local DESTDIR=: the program, both libraries, the
 # public headers (include/attn/), attn.pc and the man page.  The shared

@@ -7,7 +7,7 @@ set -eu
 
 packages="make gcc pkg-config libhdf5-dev hdf5-tools libcmocka-dev libopenblas-dev libopenblas-openmp-dev man-db
 zlib1g-dev libdeflate-dev python3-numpy python3-h5py python3-h5netcdf python3-xarray time strace"
-packages="$packages bsdutils"      # script(1): tests/test_progress.sh runs attnrun on a terminal
+packages="$packages bsdutils"      # script(1): tests/cli/test_progress.sh runs attnrun on a terminal
 # ncdump and xarray's default (netcdf4) engine: the tokens and append suites open outputs with them
 packages="$packages netcdf-bin python3-netcdf4"
 packages="$packages libcairo2-dev fonts-dejavu-core"   # attnrun plot: cairo and a font

@@ -17,7 +17,7 @@
  *
  * A crash, a sanitizer report or a hang is a finding; every clean return
  * of attn_run, whatever its status, is a pass.  Findings go to
- * tests/fuzz/regressions/ and tests/test_bad.sh runs attnrun on each.
+ * tests/corpus/fuzz/ and tests/cli/test_bad.sh runs attnrun on each.
  */
 #include "attn_run.h"
 

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# tests/cli/test_docs.sh - the documentation says what attnrun does, and the
+# repository stands alone:
+#   * no file of the repository points at files outside it (a contract or
+#     a source text kept elsewhere, machine paths); LICENSE is the MIT
+#     license of the attnrun authors and README names it;
+#   * every "§N" cites a section docs/contract.md has, and every relative
+#     link of README.md, tests/README.md and docs/*.md leads to a file (and
+#     heading) that exists;
+#   * the worked example (docs/contract.md §7, README "Worked example: the
+#     toy sentence"): every number printed agrees, to its printed digits,
+#     with float64 numpy computed from the example's definition, and so does
+#     attnrun's output on fixtures/toy.h5;
+#   * README "From a Hugging Face layer to a picture": the stand-in export of
+#     examples/hf-export.py has the names, shapes and types of GPT-2 small's
+#     layer that the gpt2 preset reads, and attnrun on it agrees with
+#     tests/ref/models_ref.py's gpt2() and with the export's /reference.
+# The checks of numbers are in tests/ref/docs_check.py.
+#
+#   ATTNRUN=build/attnrun bash tests/cli/test_docs.sh     # from the repository root
+#
+# Environment: ATTNRUN (default build/attnrun), PYTHON (a python with numpy
+# and h5py; default /usr/bin/python3), TIME_LIMIT (hang guard of one run in
+# seconds, default 60).  Each check prints "ok NAME" or "FAIL NAME: WHY";
+# the last line is "docs: N passed, M failed"; the exit status is 1 when
+# M > 0.
+set -u
+
+ATTNRUN=${ATTNRUN:-build/attnrun}
+PY=${PYTHON:-/usr/bin/python3}
+TIME_LIMIT=${TIME_LIMIT:-60}
+
+SUITE="docs"
+TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, docs_check.py, models_ref.py
+ROOT=$(dirname "$TESTS")
+. "$TESTS/lib/checks.sh"
+
+suite_setup docs numpy h5py
+
+# run_ok NAME LOG COMMAND...: runs COMMAND (stdout and stderr to LOG) under
+# the hang guard; a check that it ended with status 0.
+run_ok() {
+    local name=$1 log=$2 rc
+    shift 2
+    timeout -s KILL "$TIME_LIMIT" "$@" >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        ok "$name"
+    else
+        bad "$name: exit $rc: $(tail -n 3 "$log" | tr '\n' ' ' | head -c 300)"
+    fi
+    return "$rc"
+}
+
+# check_py NAME ARGS...: tests/ref/docs_check.py ARGS, its verdicts counted.
+check_py() {
+    local name=$1 rc
+    shift
+    PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/docs_check.py" "$@" >"$T/$name.log" 2>&1
+    rc=$?
+    report_verdicts "$T/$name.log" "$rc"
+}
+
+# ------------------------------------------------------- standing alone
+
+# Written so that this file does not match itself.
+outside='DESIG[N]|shared/(seed|DESIG[N]|STYL[E])|seed/0{3}_|(^|[^A-Za-z0-9_.-])/wor[k]/|/tmp/w[t]/'
+hits=$(cd "$ROOT" && find . \( -name .git -o -name build \) -prune -o -type f -print0 |
+       xargs -0 grep -IlE "$outside" 2>/dev/null)
+if [ -z "$hits" ]; then
+    ok "no file points outside the repository"
+else
+    bad "files that point outside the repository: $(echo $hits) ($(cd "$ROOT" && grep -nE "$outside" $hits | head -n 3 | tr '\n' ' '))"
+fi
+
+if [ -f "$ROOT/LICENSE" ] && head -n 1 "$ROOT/LICENSE" | grep -qx 'MIT License' &&
+   grep -qx 'Copyright (c) 2026 the attnrun authors' "$ROOT/LICENSE" &&
+   grep -q 'THE SOFTWARE IS PROVIDED "AS IS"' "$ROOT/LICENSE"; then
+    ok "LICENSE is the MIT license of the attnrun authors"
+else
+    bad "LICENSE is missing or not the MIT license of the attnrun authors"
+fi
+if grep -q '(LICENSE)' "$ROOT/README.md"; then
+    ok "README links LICENSE"
+else
+    bad "README does not link LICENSE"
+fi
+
+check_py links links "$ROOT"
+
+# ------------------------------------------------------- the worked example
+
+if run_ok "attnrun fixtures/toy.h5 --heads 1 (the worked example)" "$T/toy.log" \
+        "$ATTNRUN" "$ROOT/fixtures/toy.h5" -o "$T/toy.out.h5" --heads 1 -q; then
+    check_py toy toy "$ROOT" "$T/toy.out.h5"
+fi
+
+# ------------------------------------------------------- the walkthrough
+
+export_script=$ROOT/examples/hf-export.py
+if run_ok "examples/hf-export.py --stand-in --layer 3" "$T/export.log" \
+        "$PY" "$export_script" --stand-in --layer 3 "$T/layer3.h5"; then
+    check_py export export "$T/layer3.h5"
+    # The README's commands, as written there.
+    if run_ok "attnrun layer3.h5 --preset gpt2 --heads 12 --mask attention_mask --tokens tokens" \
+            "$T/run3.log" "$ATTNRUN" "$T/layer3.h5" -o "$T/out.h5" --preset gpt2 --heads 12 \
+            --mask attention_mask --tokens tokens --save weights,entropy,output -q; then
+        check_py walkthrough walkthrough "$T/layer3.h5" "$T/out.h5"
+        if "$PY" - "$T/layer3.h5" "$T/out.h5" <<'PYEOF2'
+import sys, h5py, numpy as np
+src, out = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+tokens = src["tokens"].asstr()[...]
+w = out["weights"][...].astype(np.float64)
+with np.errstate(divide="ignore", invalid="ignore"):
+    entropy = -np.where(w > 0, w * np.log(w), 0).sum(-1)
+ok = (out["query_token"].asstr()[...] == tokens).all() and \
+     (out["key_token"].asstr()[...] == tokens).all() and \
+     out["entropy"].shape == w.shape[:-1] and np.abs(out["entropy"][...] - entropy).max() < 1e-4
+sys.exit(0 if ok else 1)
+PYEOF2
+        then
+            ok "walkthrough: the tokens on both axes, entropy = -sum p log p of the weights"
+        else
+            bad "walkthrough: tokens or entropy differ from the export and the weights"
+        fi
+        if run_ok "attnrun plot out.h5 --heads 0-3 -o layer3.png" "$T/plot3.log" \
+                "$ATTNRUN" plot "$T/out.h5" --heads 0-3 -o "$T/layer3.png" &&
+           [ "$(head -c 8 "$T/layer3.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+            ok "walkthrough: attnrun plot writes a PNG"
+        else
+            bad "walkthrough: attnrun plot wrote no PNG"
+        fi
+    fi
+    # Two layers gathered with --append, then one of them drawn from the index.
+    appended=0
+    for L in 3 5; do
+        "$PY" "$export_script" --stand-in --layer "$L" "$T/layer$L.h5" >/dev/null 2>&1 &&
+        "$ATTNRUN" "$T/layer$L.h5" -o "$T/results.h5" --group "/layer$L" --append --preset gpt2 \
+            --heads 12 --mask attention_mask --tokens tokens --save weights,entropy,output -q &&
+        appended=$((appended + 1))
+    done
+    if [ "$appended" = 2 ] &&
+       "$ATTNRUN" plot "$T/results.h5" --group /layer5 --heads 0-3 -o "$T/layer5.png" &&
+       "$PY" -c 'import sys, h5py, numpy as np
+r, o = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+sys.exit(0 if np.array_equal(r["layer3/weights"][...], o["weights"][...]) else 1)' "$T/results.h5" "$T/out.h5"; then
+        ok "walkthrough: layers 3 and 5 appended to results.h5, layer 3 equal to out.h5, layer 5 drawn"
+    else
+        bad "walkthrough: the --append loop or its picture failed"
+    fi
+fi
+
+# Without torch and transformers the script says so and writes the stand-in.
+if PYTHONPATH= "$PY" -c 'import torch, transformers' 2>/dev/null; then
+    echo "skip export fallback: torch and transformers are importable here"
+elif run_ok "examples/hf-export.py without transformers" "$T/fallback.log" \
+        "$PY" "$export_script" "$T/fallback.h5"; then
+    if grep -q 'writing a stand-in' "$T/fallback.log" &&
+       "$PY" - "$T/layer3.h5" "$T/fallback.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a.visit(names.append)
+sys.exit(0 if all(isinstance(a[n], h5py.Group) or np.array_equal(a[n][...], b[n][...])
+                  for n in names) else 1)
+PYEOF
+    then
+        ok "without transformers: a message, and the stand-in of layer 3"
+    else
+        bad "without transformers: no message, or not the same file as --stand-in"
+    fi
+fi
+
+timeout -s KILL "$TIME_LIMIT" "$PY" "$export_script" --stand-in --layer 12 "$T/bad.h5" >"$T/bad.log" 2>&1
+rc=$?
+if [ "$rc" -eq 2 ] && [ ! -e "$T/bad.h5" ]; then
+    ok "examples/hf-export.py --layer 12 is a usage error"
+else
+    bad "examples/hf-export.py --layer 12: exit $rc"
+fi
+
+finish

@@ -1,0 +1,384 @@
+#!/usr/bin/env bash
+# Command-line error tests for attnrun (docs/contract.md §4 and §5).
+#
+#   bash tests/cli/test_errors.sh            # from the repository root
+#
+# Environment:
+#   ATTNRUN   the binary under test (default: build/attnrun)
+#   PYTHON    a python with numpy and h5py (default: /usr/bin/python3, the
+#             Debian one with python3-numpy and python3-h5py)
+#
+# Every input file is made at test time in a temporary directory that is
+# removed on exit. For each failing run the script checks: the exact exit
+# status, that stderr is exactly one line starting with "attnrun: ", that no
+# signal ended the process, that it finished within 10 s, and that no file
+# under the work directory was created, removed or changed (so no OUT, no
+# ".OUT.attnrun-tmp-XXXXXX" leftover, and the input byte-identical).
+#
+# Output: "ok N NAME", "FAIL N NAME: WHY", "skip N NAME: WHY" per case, then
+# "errors: P passed, F failed[, S skipped]". Exit status 1 if any case failed.
+
+set -u
+
+ATTNRUN=${ATTNRUN:-build/attnrun}
+PYTHON=${PYTHON:-/usr/bin/python3}
+TIME_LIMIT=10
+
+# A relative path to the binary is taken from the directory we started in.
+case $ATTNRUN in
+    /*) ;;
+    */*) ATTNRUN=$PWD/$ATTNRUN ;;
+esac
+
+n_case=0 n_pass=0 n_fail=0 n_skip=0
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/attnrun-errors.XXXXXX") || exit 1
+W=$T/work       # everything attnrun gets to see; snapshotted around each run
+I=$W/in         # input files
+O=$W/out        # output directory
+RO=$W/ro        # unwritable output directory (case 11)
+C=$T/capture    # stdout/stderr of the run under test
+RO_MOUNTED=0
+
+# shellcheck disable=SC2317  # called through the trap
+cleanup() {
+    if [ "$RO_MOUNTED" = 1 ]; then
+        umount "$RO" 2>/dev/null || umount -l "$RO" 2>/dev/null
+    fi
+    chmod -R u+rwx "$T" 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p "$I" "$O" "$RO" "$C"
+
+# ---------------------------------------------------------------- helpers
+
+finish() {
+    local line="errors: $n_pass passed, $n_fail failed"
+    [ "$n_skip" -gt 0 ] && line="$line, $n_skip skipped"
+    echo "$line"
+    [ "$n_fail" -eq 0 ]
+    exit $?
+}
+
+setup_failed() {
+    echo "FAIL 0 setup: $*"
+    n_fail=$((n_fail + 1))
+    finish
+}
+
+# One line per entry under $W: path, type and, for a regular file, the start
+# of its sha256. Any created, removed or modified file changes the snapshot.
+snapshot() {
+    (
+        cd "$W" || exit 1
+        find . -mindepth 1 -printf '%p\t%y\n' | LC_ALL=C sort |
+            while IFS=$'\t' read -r path type; do
+                if [ "$type" = f ]; then
+                    printf '%s\t%s\t%s\n' "$path" "$type" "$(sha256sum <"$path" | cut -c 1-16)"
+                else
+                    printf '%s\t%s\n' "$path" "$type"
+                fi
+            done
+    )
+}
+
+# Describes how snapshot $2 differs from snapshot $1 on one line, e.g.
+# "new ./out/.c01.h5.attnrun-tmp-Ab12Cd; changed ./in/good.h5". Empty when
+# they are the same.
+snapshot_diff() {
+    awk -F '\t' '
+        NR == FNR { before[$1] = $0; next }
+        { after[$1] = $0 }
+        END {
+            for (p in before)
+                if (!(p in after)) out = out "; removed " p
+                else if (after[p] != before[p]) out = out "; changed " p
+            for (p in after)
+                if (!(p in before)) out = out "; new " p
+            print substr(out, 3)
+        }' <(printf '%s\n' "$1") <(printf '%s\n' "$2")
+}
+
+# Runs the binary with a time limit, no stdin and $W as working directory (so
+# a stray file written to the current directory is noticed too); sets RC.
+# The outer redirection keeps bash's own "Segmentation fault" notice out of
+# the report.
+run_attnrun() {
+    {
+        (cd "$W" && exec timeout -k 2 "$TIME_LIMIT" "$ATTNRUN" "$@") \
+            </dev/null >"$C/stdout" 2>"$C/stderr"
+        RC=$?
+    } 2>/dev/null
+}
+
+# The captured stderr, newlines shown as \n, cut to a readable length.
+stderr_text() {
+    head -c 600 "$C/stderr" | sed ':a;N;$!ba;s/\n/\\n/g'
+}
+
+# Appends to WHY when the status says the process did not exit by itself.
+check_termination() {
+    case $RC in
+        124) WHY+=("did not finish within ${TIME_LIMIT} s") ;;
+        126 | 127) WHY+=("could not run $ATTNRUN (status $RC)") ;;
+        *) [ "$RC" -ge 128 ] && WHY+=("killed by signal $((RC - 128)) (status $RC)") ;;
+    esac
+}
+
+# Appends to WHY unless stderr is exactly one line starting with "attnrun: ".
+check_error_line() {
+    local lines
+    if [ ! -s "$C/stderr" ]; then
+        WHY+=("stderr is empty")
+        return
+    fi
+    lines=$(wc -l <"$C/stderr")
+    if [ "$(tail -c 1 "$C/stderr" | od -An -c | tr -d ' ')" != '\n' ]; then
+        WHY+=("stderr does not end with a newline")
+    elif [ "$lines" -ne 1 ]; then
+        WHY+=("stderr has $lines lines, expected 1")
+    fi
+    if [ "$(head -c 9 "$C/stderr")" != "attnrun: " ]; then
+        WHY+=("stderr does not start with 'attnrun: '")
+    fi
+}
+
+# Prints the verdict for the current case from WHY.
+report() {
+    local name=$1 why
+    if [ "${#WHY[@]}" -eq 0 ]; then
+        echo "ok $n_case $name"
+        n_pass=$((n_pass + 1))
+    else
+        why=$(printf '%s; ' "${WHY[@]}")
+        echo "FAIL $n_case $name: ${why%; }; stderr: '$(stderr_text)'"
+        n_fail=$((n_fail + 1))
+    fi
+}
+
+skip_case() {
+    n_case=$((n_case + 1))
+    n_skip=$((n_skip + 1))
+    echo "skip $n_case $1: $2"
+}
+
+# expect_failure CODE NAME [--stderr-has TEXT] -- ARGS...
+#   Runs attnrun ARGS and expects exit status CODE, one "attnrun: " line on
+#   stderr (containing TEXT if given), and no change to any file.
+expect_failure() {
+    local code=$1 name=$2 must_have="" before after
+    shift 2
+    while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
+        case $1 in
+            --stderr-has) must_have=$2; shift 2 ;;
+            *) echo "expect_failure: unknown option $1" >&2; exit 2 ;;
+        esac
+    done
+    [ "${1:-}" = "--" ] && shift
+    n_case=$((n_case + 1))
+    WHY=()
+
+    before=$(snapshot)
+    run_attnrun "$@"
+    after=$(snapshot)
+
+    check_termination
+    [ "$RC" -eq "$code" ] || WHY+=("exit status $RC, expected $code")
+    check_error_line
+    if [ -n "$must_have" ] && ! grep -qF -- "$must_have" "$C/stderr"; then
+        WHY+=("stderr does not mention '$must_have'")
+    fi
+    [ "$before" = "$after" ] || WHY+=("files: $(snapshot_diff "$before" "$after")")
+    report "$name"
+}
+
+# expect_info NAME PATTERN -- ARGS...
+#   For --help and --version: exit 0, stdout matching PATTERN (grep -Ei),
+#   nothing on stderr, no change to any file.
+expect_info() {
+    local name=$1 pattern=$2 before after
+    shift 2
+    [ "${1:-}" = "--" ] && shift
+    n_case=$((n_case + 1))
+    WHY=()
+
+    before=$(snapshot)
+    run_attnrun "$@"
+    after=$(snapshot)
+
+    check_termination
+    [ "$RC" -eq 0 ] || WHY+=("exit status $RC, expected 0")
+    if [ ! -s "$C/stdout" ]; then
+        WHY+=("nothing on stdout")
+    elif ! grep -qEi -- "$pattern" "$C/stdout"; then
+        WHY+=("stdout does not match /$pattern/")
+    fi
+    [ -s "$C/stderr" ] && WHY+=("stderr is not empty")
+    [ "$before" = "$after" ] || WHY+=("files: $(snapshot_diff "$before" "$after")")
+    report "$name"
+}
+
+# expect_success NAME OUT -- ARGS...
+#   Exit 0, nothing on stderr, OUT is the only change under the work
+#   directory (so no temporary file is left and the input is unchanged), and
+#   OUT is an HDF5 file whose "output" and "weights" look like attention.
+expect_success() {
+    local name=$1 out=$2 before after changes
+    shift 2
+    [ "${1:-}" = "--" ] && shift
+    n_case=$((n_case + 1))
+    WHY=()
+
+    before=$(snapshot)
+    run_attnrun "$@"
+    after=$(snapshot)
+
+    check_termination
+    [ "$RC" -eq 0 ] || WHY+=("exit status $RC, expected 0")
+    [ -s "$C/stderr" ] && WHY+=("stderr is not empty")
+    changes=$(snapshot_diff "$before" "$after")
+    [ "$changes" = "new ./${out#"$W"/}" ] ||
+        WHY+=("files: expected only 'new ./${out#"$W"/}', got '$changes'")
+    if [ -f "$out" ] && ! "$PYTHON" - "$out" >"$C/check" 2>&1 <<'EOF'
+import sys
+import h5py
+import numpy as np
+
+with h5py.File(sys.argv[1], "r") as f:
+    out = f["output"][...]
+    w = f["weights"][...]
+assert out.shape == (2, 4, 8), "output shape %s" % (out.shape,)
+assert w.shape == (2, 2, 4, 4), "weights shape %s" % (w.shape,)
+assert np.all(np.isfinite(out)), "output has non-finite values"
+assert np.allclose(w.sum(axis=-1), 1.0, atol=1e-5), "weights rows do not sum to 1"
+EOF
+    then
+        WHY+=("reading OUT: $(tail -n 1 "$C/check")")
+    fi
+    report "$name"
+}
+
+# ---------------------------------------------------------------- setup
+
+if ! command -v "$ATTNRUN" >/dev/null 2>&1; then
+    setup_failed "binary '$ATTNRUN' not found (build it, or set ATTNRUN)"
+fi
+if ! "$PYTHON" -c 'import numpy, h5py' 2>/dev/null; then
+    setup_failed "'$PYTHON' cannot import numpy and h5py (apt-get install python3-numpy python3-h5py, or set PYTHON)"
+fi
+
+# good.h5 is a valid input for --heads 2; every bad file differs from it in
+# one respect only.
+if ! "$PYTHON" - "$I" >"$C/make" 2>&1 <<'EOF'
+import os
+import sys
+import h5py
+import numpy as np
+
+d = sys.argv[1]
+rng = np.random.default_rng(7)
+B, n, dm = 2, 4, 8
+
+
+def f32(*shape):
+    return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+
+good = {"X": f32(B, n, dm), "W_Q": f32(dm, 8), "W_K": f32(dm, 8),
+        "W_V": f32(dm, 8), "W_O": f32(8, dm)}
+
+
+def write(name, **changes):
+    data = dict(good)
+    data.update(changes)
+    with h5py.File(os.path.join(d, name), "w") as f:
+        for key, value in data.items():
+            if value is not None:
+                f[key] = value
+
+
+write("good.h5")
+write("no_wv.h5", W_V=None)
+write("x_rank4.h5", X=f32(1, B, n, dm))
+write("wq_7x8.h5", W_Q=f32(7, 8))
+# per head: 2 heads of d_k = d_v = 4
+write("per_head.h5", W_Q=f32(2, dm, 4), W_K=f32(2, dm, 4),
+      W_V=f32(2, dm, 4), W_O=f32(2, 4, dm))
+write("x_int32.h5", X=rng.integers(-3, 4, size=(B, n, dm)).astype(np.int32))
+wk = good["W_K"].copy()
+wk[3, 5] = np.nan
+write("nan_wk.h5", W_K=wk)
+
+with open(os.path.join(d, "text.h5"), "w") as f:
+    f.write("this is a text file, not HDF5\n")
+EOF
+then
+    setup_failed "making input files: $(tail -n 1 "$C/make")"
+fi
+
+GOOD=$I/good.h5
+printf 'an existing output that must survive\n' >"$O/existing.h5"
+
+# ---------------------------------------------------------------- cases
+
+# Input rejected: exit 3.
+expect_failure 3 "missing input file" -- "$I/no_such_file.h5" -o "$O/c01.h5" --heads 2
+expect_failure 3 "input is not HDF5" -- "$I/text.h5" -o "$O/c02.h5" --heads 2
+expect_failure 3 "missing dataset W_V" -- "$I/no_wv.h5" -o "$O/c03.h5" --heads 2
+expect_failure 3 "X of rank 4" -- "$I/x_rank4.h5" -o "$O/c04.h5" --heads 2
+expect_failure 3 "d_model of X and W_Q disagree" -- "$I/wq_7x8.h5" -o "$O/c05.h5" --heads 2
+expect_failure 3 "columns not divisible by --heads" -- "$GOOD" -o "$O/c06.h5" --heads 3
+expect_failure 3 "--heads disagrees with 3-D weights" -- "$I/per_head.h5" -o "$O/c07.h5" --heads 4
+expect_failure 3 "integer X" -- "$I/x_int32.h5" -o "$O/c08.h5" --heads 2
+expect_failure 3 "NaN in W_K" --stderr-has W_K -- "$I/nan_wk.h5" -o "$O/c09.h5" --heads 2
+
+# Existing OUT without --force: usage error, OUT untouched (the snapshot
+# compares its checksum).
+expect_failure 2 "existing OUT without --force" -- "$GOOD" -o "$O/existing.h5" --heads 2
+
+# Unwritable output directory: runtime failure. Root ignores permission bits,
+# so as root the directory is a read-only tmpfs instead.
+if [ "$(id -u)" -eq 0 ]; then
+    if mount -t tmpfs -o ro tmpfs "$RO" 2>"$C/mount"; then
+        RO_MOUNTED=1
+    fi
+else
+    chmod 555 "$RO"
+fi
+if touch "$RO/.probe" 2>/dev/null; then
+    rm -f "$RO/.probe"
+    skip_case "unwritable output directory" "cannot make an unwritable directory here ($(head -n 1 "$C/mount" 2>/dev/null))"
+else
+    expect_failure 1 "unwritable output directory" -- "$GOOD" -o "$RO/c11.h5" --heads 2
+fi
+if [ "$RO_MOUNTED" = 1 ]; then
+    umount "$RO" && RO_MOUNTED=0
+else
+    chmod 755 "$RO"
+fi
+
+# Usage errors: exit 2.
+expect_failure 2 "--heads abc" -- "$GOOD" -o "$O/c12.h5" --heads abc
+# --force must not override the OUT == IN rule.
+expect_failure 2 "OUT equal to IN" -- "$GOOD" -o "$GOOD" --heads 2 --force
+expect_failure 2 "no -o and no --in-place" -- "$GOOD" --heads 2
+expect_failure 2 "unknown option" -- "$GOOD" -o "$O/c15.h5" --heads 2 --no-such-option
+
+# Informational options.
+expect_info "--help" 'usage' -- --help
+expect_info "--version" 'attnrun' -- --version
+
+# Sanity: a valid run succeeds, so the harness can tell success from failure.
+expect_success "valid run" "$O/c18.h5" -- "$GOOD" -o "$O/c18.h5" --heads 2
+
+# Extras.
+# OUT naming IN through another spelling of the same path.
+expect_failure 2 "OUT is IN by another path" -- "$GOOD" -o "$I/../in/./good.h5" --heads 2 --force
+# Control for case 7: the same 3-D weights with the matching --heads work.
+expect_success "3-D weights with matching --heads" "$O/c20.h5" -- "$I/per_head.h5" -o "$O/c20.h5" --heads 2
+
+finish

@@ -1,0 +1,261 @@
+#!/usr/bin/env bash
+# tests/cli/test_plot.sh - attnrun plot (README, Pictures):
+#   * the pictures, decoded by tests/ref/plot_check.py's own PNG reader: the
+#     size the layout formulas give, the colour of every (pooled) cell
+#     from the README's colour map and scale, cells as blocks of equal
+#     pixels, the colour bar, the legend of -inf, +inf and NaN, heads and
+#     items chosen, rank-3 maps, f16 / bf16 / f64 stored maps, entropy,
+#     a group behind an external link (a results index);
+#   * max-pooling: 2000 x 1100 by 4 x 3 (one high cell survives, -inf only
+#     where a whole cell is), 16384 x 16384 by 32 x 32 under a 600 MiB
+#     address-space limit (the map alone is 1 GiB);
+#   * labels: item b's tokens, every k-th when they do not fit, indices
+#     without tokens (tick marks counted in the pixels);
+#   * SVG parsed as XML and PDF checked for its frame, from the same data;
+#   * errors: the exit status of README's table, one `attnrun: ` line, no
+#     file left behind (no picture, no temporary); --force replaces a file
+#     or a symbolic link but never a directory; a failed write (ulimit -f)
+#     leaves nothing; --help;
+#   * with FAULT_ATTNRUN (make test): each allocation of attnrun's own
+#     failing in turn ends with exit 1 and one line, and no file;
+#   * README's picture (docs/images/toy-weights.png) shows the toy's weights.
+# About 45 runs, ~15 s on two cores.  Expected colours are computed from
+# the README's control points in tests/ref/plot_check.py, never read from
+# attnrun's output.
+#
+#   ATTNRUN=build/attnrun bash tests/cli/test_plot.sh     # from the repository root
+#
+# Environment:
+#   ATTNRUN        the binary under test (default: build/attnrun)
+#   FAULT_ATTNRUN  the fault-injection build (optional: its sweep is skipped without)
+#   PYTHON         a python with numpy and h5py (default /usr/bin/python3)
+#   TIME_LIMIT     hang guard of one run in seconds (default 60)
+# Each check prints "ok NAME" or "FAIL NAME: WHY"; the last line is
+# "plot: N passed, M failed"; the exit status is 1 when M > 0.
+set -u
+
+ATTNRUN=${ATTNRUN:-build/attnrun}
+PY=${PYTHON:-/usr/bin/python3}
+TIME_LIMIT=${TIME_LIMIT:-60}
+
+SUITE="plot"
+TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, plot_check.py
+TOP=$(dirname "$TESTS")
+. "$TESTS/lib/checks.sh"
+
+suite_setup plot numpy h5py
+self_check plot_check.py
+if ! "$PY" "$TESTS/ref/plot_check.py" make "$T" >"$T/make.log" 2>&1; then
+    bad "setup: cannot write the fixtures: $(tail -n 2 "$T/make.log" | tr '\n' ' ')"
+    finish
+fi
+
+# run ARGS...: attnrun with ARGS; rc and $T/stdout, $T/stderr.
+run() {
+    timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+}
+
+# expect NAME STATUS ARGS...: one run ends with STATUS (and one line when
+# it fails).
+expect() {
+    local name=$1 status=$2 why
+    shift 2
+    run "$@"
+    why=$(run_problem "$rc" "$status" "$T/stderr")
+    if [ -z "$why" ]; then ok "$name"; else bad "$name: $why"; fi
+}
+
+# ------------------------------------------------------------- pictures
+
+K=$T/known.h5
+expect "weights, item 1" 0 plot "$K" --item 1 -o "$T/known_w1.png"
+expect "weights, item 0, head 1" 0 plot "$K" --heads 1 -o "$T/known_w0h1.png"
+expect "scores, heads 2,0" 0 plot "$K" --what scores --heads 2,0 -o "$T/known_s.png"
+expect "entropy, item 1, heads 0,2" 0 plot "$K" --what entropy --item 1 --heads 0,2-2 -o "$T/known_e.png"
+expect "a group behind an external link" 0 plot "$T/index.h5" --group /layer0 --what scores --heads 0,2 \
+    -o "$T/index_s.png"
+expect "entropy, 600 heads" 0 plot "$T/wide.h5" --what entropy --item 1 -o "$T/wide_e.png"
+expect "SVG" 0 plot "$K" -o "$T/known.svg"
+expect "PDF (extension in capitals)" 0 plot "$K" -o "$T/known.PDF"
+mv "$T/known.PDF" "$T/known.pdf" 2>/dev/null
+expect "scores all 1e20" 0 plot "$T/constant.h5" --what scores -o "$T/constant_s.png"
+expect "rank-3 weights" 0 plot "$T/rank3.h5" --item 0 -o "$T/rank3_w.png"
+expect "rank-3 f64 scores" 0 plot "$T/rank3.h5" --what scores -o "$T/rank3_s.png"
+expect "rank-3 f16 entropy" 0 plot "$T/rank3.h5" --what entropy -o "$T/rank3_e.png"
+for store in f16 bf16; do
+    expect "toy with --store $store" 0 "$TOP/fixtures/toy.h5" -o "$T/toy_$store.h5" --heads 1 \
+        --causal --store "$store" -q
+    expect "plot --store $store scores" 0 plot "$T/toy_$store.h5" --what scores -o "$T/toy_$store.png"
+done
+expect "2000 x 1100 weights" 0 plot "$T/big.h5" -o "$T/big_w.png"
+expect "2000 x 1100 scores" 0 plot "$T/big.h5" --what scores -o "$T/big_s.png"
+if [ -n "${ATTN_TEST_SANITIZED:-}" ]; then         # ASan reserves terabytes of address space
+    expect "16384 x 16384 weights" 0 plot "$T/huge.h5" -o "$T/huge.png"
+else
+    (
+        ulimit -v $((600 * 1024))
+        export OPENBLAS_NUM_THREADS=1
+        timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" plot "$T/huge.h5" -o "$T/huge.png" </dev/null \
+            >"$T/stdout" 2>"$T/stderr"
+    )
+    rc=$?
+    why=$(run_problem "$rc" 0 "$T/stderr")
+    if [ -z "$why" ]; then ok "16384 x 16384 weights (1 GiB) within 600 MiB of address space"
+    else bad "16384 x 16384 weights within 600 MiB: $why"; fi
+fi
+expect "tokens, item 0" 0 plot "$T/tokens.h5" -o "$T/tok0.png"
+expect "tokens, item 1" 0 plot "$T/tokens.h5" --item 1 -o "$T/tok1.png"
+expect "the same tokens, item 0" 0 plot "$T/tokens.h5" --group /same -o "$T/tok_same0.png"
+expect "the same tokens, item 1" 0 plot "$T/tokens.h5" --group /same --item 1 -o "$T/tok_same1.png"
+expect "100 tokens" 0 plot "$T/many.h5" -o "$T/many.png"
+expect "100 indices" 0 plot "$T/many.h5" --group /plain/ -o "$T/many_plain.png"
+
+"$PY" "$TESTS/ref/plot_check.py" verify "$T" >"$T/verify.log" 2>&1
+report_verdicts "$T/verify.log" $?
+
+# ---------------------------------------------------------------- errors
+
+E=$T/errors
+mkdir "$E"
+mkdir "$E/dir.png"
+printf 'not HDF5\n' >"$E/text.h5"
+# refuse NAME STATUS WORDS ARGS...: fails with STATUS, one line holding
+# WORDS, and leaves $E as it was (no picture, no temporary).
+refuse() {
+    local name=$1 status=$2 words=$3 why
+    shift 3
+    local before
+    before=$(ls -A "$E" | tr '\n' ' ')
+    run "$@"
+    why=$(run_problem "$rc" "$status" "$T/stderr")
+    if [ -z "$why" ] && ! grep -qF -- "$words" "$T/stderr"; then
+        why="the message lacks '$words': $(head -c 300 "$T/stderr")"
+    fi
+    if [ -z "$why" ] && [ "$(ls -A "$E" | tr '\n' ' ')" != "$before" ]; then
+        why="left $(ls -A "$E" | tr '\n' ' ')"
+    fi
+    if [ -z "$why" ]; then ok "$name: exit $status"; else bad "$name: $why"; fi
+}
+O=$E/out.png
+refuse "missing file" 3 "missing.h5" plot "$E/missing.h5" -o "$O"
+refuse "not an HDF5 file" 3 "not an HDF5 file" plot "$E/text.h5" -o "$O"
+refuse "a directory as the results" 3 "not a regular file" plot "$E" -o "$O"
+refuse "missing group" 3 "/nope" plot "$K" --group /nope -o "$O"
+refuse "no weights (an input file)" 3 "--save weights" plot "$TOP/fixtures/toy.h5" -o "$O"
+refuse "weights kept in another file (external storage)" 3 "external storage" \
+    plot "$T/external.h5" -o "$O"
+refuse "a damaged chunk (unreadable results)" 3 "cannot read weights" plot "$T/damaged.h5" -o "$O"
+refuse "no entropy" 3 "--save entropy" plot "$T/big.h5" --what entropy -o "$O"
+refuse "item beyond B" 3 "item 2" plot "$K" --item 2 -o "$O"
+refuse "an item of a rank-3 map" 3 "no batch axis" plot "$T/rank3.h5" --item 1 -o "$O"
+refuse "head beyond H" 3 "head 3" plot "$K" --heads 0,3 -o "$O"
+refuse "integer map" 3 "floating-point" plot "$K" --group /intmap -o "$O"
+refuse "rank-2 map" 3 "shape (5, 7)" plot "$K" --group /flatmap -o "$O"
+refuse "tokens of another length" 3 "query_token" plot "$K" --group /badtok -o "$O"
+refuse "tokens that are not strings" 3 "not a dataset of strings" plot "$K" --group /numtok -o "$O"
+refuse "unknown extension" 2 ".png, .svg or .pdf" plot "$K" -o "$E/out.gif"
+refuse "no extension" 2 ".png, .svg or .pdf" plot "$K" -o "$E/png"
+refuse "-o ''" 2 ".png, .svg or .pdf" plot "$K" -o ''
+refuse "no -o" 2 "-o FILE" plot "$K"
+refuse "no results file" 2 "no results file" plot -o "$O"
+refuse "two results files" 2 "one results file" plot "$K" "$K" -o "$O"
+for heads in '' a 1- -1 3-1 1,,2 1, ,1 1.5 0x1 ' 1' 99999999999999999999; do
+    refuse "--heads '$heads'" 2 "--heads" plot "$K" --heads "$heads" -o "$O"
+done
+for item in '' -1 1.5 x 1e3 ' 1'; do
+    refuse "--item '$item'" 2 "--item" plot "$K" --item "$item" -o "$O"
+done
+refuse "--what bogus" 2 "weights, scores or entropy" plot "$K" --what bogus -o "$O"
+refuse "--group relative" 2 "absolute" plot "$K" --group results -o "$O"
+refuse "unknown option" 2 "--bogus" plot "$K" --bogus -o "$O"
+refuse "a directory's name without --force" 2 "exists" plot "$K" -o "$E/dir.png"
+refuse "a directory's name with --force" 2 "not a regular file" plot "$K" -o "$E/dir.png" --force
+refuse "a missing directory" 1 "$E/none" plot "$K" -o "$E/none/out.png"
+if command -v flock >/dev/null 2>&1; then
+    flock -x "$K" -c "$(printf '%q ' "$ATTNRUN" plot "$K" -o "$O") >'$T/stdout' 2>'$T/stderr'" </dev/null
+    rc=$?
+    why=$(run_problem "$rc" 1 "$T/stderr")
+    [ -z "$why" ] && ! grep -q 'holds its lock' "$T/stderr" && why="$(cat "$T/stderr")"
+    [ -z "$why" ] && [ -e "$O" ] && why="left $O"
+    if [ -z "$why" ]; then ok "results locked by a writer: exit 1"; else bad "results locked by a writer: $why"; fi
+fi
+
+# A write that fails part way (the file size limit) leaves nothing.
+before=$(ls -A "$E" | tr '\n' ' ')
+(
+    ulimit -f 1
+    timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" plot "$T/big.h5" -o "$O" </dev/null >"$T/stdout" 2>"$T/stderr"
+)
+rc=$?
+why=$(run_problem "$rc" 1 "$T/stderr")
+[ -z "$why" ] && [ "$(ls -A "$E" | tr '\n' ' ')" != "$before" ] && why="left $(ls -A "$E" | tr '\n' ' ')"
+if [ -z "$why" ]; then ok "a failed write (ulimit -f 1): exit 1, nothing left"; else bad "a failed write: $why"; fi
+
+# --force: a file is replaced; without it the file stays as it was.
+printf 'old\n' >"$E/old.png"
+refuse "an existing file without --force" 2 "use --force" plot "$K" -o "$E/old.png"
+if [ "$(cat "$E/old.png")" = "old" ]; then ok "the existing file is unchanged"; else bad "the existing file changed"; fi
+expect "--force replaces a file" 0 plot "$K" -o "$E/old.png" --force
+if head -c 8 "$E/old.png" | grep -q PNG; then ok "the replaced file is the picture"; else bad "the replaced file is not a PNG"; fi
+printf 'target\n' >"$E/target"
+ln -s target "$E/link.png"
+expect "--force on a symbolic link" 0 plot "$K" -o "$E/link.png" --force
+if [ ! -L "$E/link.png" ] && [ "$(cat "$E/target")" = "target" ]; then
+    ok "the link itself is replaced, not the file it names"
+else
+    bad "--force followed the symbolic link"
+fi
+if [ -d "$E/dir.png" ] && [ -z "$(ls -A "$E/dir.png")" ]; then ok "the directory is untouched"; else bad "the directory changed"; fi
+if [ -z "$(find "$T" -name '*attnrun-tmp*')" ]; then ok "no temporary anywhere"; else bad "temporaries left: $(find "$T" -name '*attnrun-tmp*')"; fi
+
+# --help
+run plot --help
+if [ "$rc" -eq 0 ] && grep -q '^Usage: attnrun plot' "$T/stdout" && [ ! -s "$T/stderr" ]; then
+    ok "plot --help: usage on stdout, exit 0"
+else
+    bad "plot --help: exit $rc, $(head -c 200 "$T/stdout")"
+fi
+run --help
+if [ "$rc" -eq 0 ] && grep -q 'attnrun plot' "$T/stdout"; then ok "attnrun --help names plot"; else bad "attnrun --help does not name plot"; fi
+if "$ATTNRUN" plot --help >/dev/full 2>"$T/stderr"; then
+    bad "plot --help into a full device succeeded"
+else
+    ok "plot --help into a full device: exit $?"
+fi
+
+# ------------------------------------------------------ allocation failures
+
+if [ -n "${FAULT_ATTNRUN:-}" ] && [ -x "$FAULT_ATTNRUN" ]; then
+    # fontconfig keeps a few bytes to the end (tests/lib/lsan.supp)
+    export ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1
+    export LSAN_OPTIONS=suppressions=$TESTS/lib/lsan.supp:print_suppressions=0
+    export UBSAN_OPTIONS=exitcode=87
+    problems=0
+    for ((n = 1; n <= 200; n++)); do
+        rm -rf "$T/fault"
+        mkdir "$T/fault"
+        ATTN_FAIL_ALLOC=$n "$FAULT_ATTNRUN" plot "$K" --item 1 --heads 0-2 -o "$T/fault/x.png" </dev/null \
+            >/dev/null 2>"$T/stderr"
+        rc=$?
+        [ "$rc" -eq 0 ] && break
+        why=$(run_problem "$rc" 1 "$T/stderr")
+        [ -z "$why" ] && [ -n "$(ls -A "$T/fault")" ] && why="left $(ls -A "$T/fault")"
+        if [ -n "$why" ]; then
+            bad "allocation $n failing: $why"
+            problems=$((problems + 1))
+            [ "$problems" -ge 3 ] && break
+        fi
+    done
+    if [ "$rc" -ne 0 ]; then
+        bad "allocation failures: still failing after $n"
+    elif [ "$problems" -eq 0 ] && [ "$n" -gt 1 ]; then
+        ok "each of plot's $((n - 1)) allocations failing: exit 1, one line, no file"
+    elif [ "$n" -eq 1 ]; then
+        bad "allocation failures: the first failing allocation went unnoticed"
+    fi
+else
+    echo "    (no FAULT_ATTNRUN: the allocation-failure sweep is skipped)"
+fi
+
+finish

@@ -1,0 +1,1293 @@
+#!/usr/bin/env bash
+# tests/cli/test_runtime.sh - attnrun and its process environment:
+# closed standard descriptors, an input changed while it is read, locks and
+# --wait, FIFO and device inputs, `ulimit -v`, signals and EPIPE, a signal
+# during the final fsync, thread caps and `ulimit -u`, bad -o values, long
+# output names, umasks, --in-place onto a small tmpfs, a fake clock.
+#
+#   ATTNRUN=build/attnrun bash tests/cli/test_runtime.sh     # from the repository root
+#
+# Environment: ATTNRUN (default build/attnrun), PYTHON (a python with numpy
+# and h5py, default /usr/bin/python3), TIME_LIMIT (the hang guard of one
+# run, default 10 s), RUNTIME_CHECKS (e.g. "signals locks": only those
+# check_* groups).  Each check prints "ok NAME", "FAIL NAME: WHY" or
+# "skip NAME: WHY" (checks that need root, strace or a C compiler); NAME
+# starts with the number of the guarantee it checks in tests/README.md's
+# table "Hostile surroundings".  Expected numbers come from a float64
+# numpy reference written below, never from attnrun.  Mid-run events are
+# ordered by polling (a temporary of some size, a stopped process, a
+# blocked system call), never by sleeping; helpers (Python, a C shim) are
+# written into the suite's temporary directory.
+set -u
+
+ATTNRUN=${ATTNRUN:-build/attnrun}
+PY=${PYTHON:-/usr/bin/python3}
+TL=${TIME_LIMIT:-10}
+FIX=$PWD/fixtures
+
+case $ATTNRUN in
+    /*) ;;
+    */*) ATTNRUN=$PWD/$ATTNRUN ;;
+esac
+export ATTNRUN TIME_LIMIT=$TL
+
+SUITE="runtime"
+TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, reference.py
+. "$TESTS/lib/checks.sh"
+skip() { echo "skip $*"; }
+
+ulimit -c 0 2>/dev/null     # SIGQUIT/SIGXCPU against an old binary would dump core
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/attnrun-runtime.XXXXXX") || exit 1
+MOUNTS=()
+cleanup() {
+    local m
+    for m in "${MOUNTS[@]}"; do umount "$m" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ALL=scores,weights,heads,output,q,k,v
+
+# ---------------------------------------------------------------- python
+
+cat >"$T/h.py" <<'EOF'
+"""Helpers for tests/cli/test_runtime.sh: inputs, the float64 reference,
+comparisons, and running attnrun with mid-run events ordered by polling."""
+import os, sys, time, signal, subprocess
+import numpy as np
+import h5py
+import reference as attention_reference
+
+TL = float(os.environ.get("TIME_LIMIT") or 10)
+ATTNRUN = os.environ.get("ATTNRUN", "")
+OUTPUTS = attention_reference.OUTPUTS
+# The long run, on $T/long.h5: 16384 items of n=4, one per slice, on one
+# thread (about 0.8 s on 2 cores), so there is time to act mid-run; its
+# reference is cheap.
+LONG = ["--heads", "2", "--save", "output", "--batch-slice", "1", "--threads", "1"]
+
+
+def fail(msg):
+    print(msg)
+    sys.exit(1)
+
+
+def gen(path, B, n, d, seed=0):
+    """X (B, n, d) and packed (d, d) weights, float32."""
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        f["X"] = rng.standard_normal((B, n, d)).astype(np.float32)
+        for w in ("W_Q", "W_K", "W_V", "W_O"):
+            f[w] = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+
+
+# ---- the reference: float64, straight from the formulas (tests/ref/reference.py)
+
+def reference(path, H, x="X"):
+    return attention_reference.from_file(path, H, x=x)
+
+
+def check_values(out, group, inp, H, names=None):
+    """'' when OUT's group holds the reference values (within 1e-4 of the
+    dataset's largest magnitude) for names (default: every output present)."""
+    ref = reference(inp, H)
+    try:
+        f = h5py.File(out, "r")
+    except OSError as e:
+        return "OUT is not an HDF5 file: %s" % e
+    with f:
+        if group not in f:
+            return "no group %s in %s" % (group, os.path.basename(out))
+        g = f[group]
+        present = [k for k in OUTPUTS if k in g]
+        want = list(names) if names else present
+        if not want or set(want) - set(present):
+            return "%s holds %s, expected %s" % (group, present, want)
+        for k in want:
+            got = g[k][...].astype(np.float64)
+            if got.shape != ref[k].shape:
+                return "%s%s has shape %s, expected %s" % (group.rstrip("/") + "/", k, got.shape, ref[k].shape)
+            top = float(np.max(np.abs(ref[k])))
+            err = float(np.max(np.abs(got - ref[k]))) if got.size else 0.0
+            if not np.isfinite(got).all() or err > 1e-4 * max(top, 1e-30):
+                return "%s off by %.3g (largest |reference| %.3g)" % (k, err, top)
+    return ""
+
+
+def datasets(path):
+    found = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                found[name] = obj[...]
+        f.visititems(visit)
+    return found
+
+
+def same_datasets(a, b):
+    """'' when both files hold the same datasets with bitwise equal values."""
+    try:
+        da, db = datasets(a), datasets(b)
+    except OSError as e:
+        return "cannot read: %s" % e
+    if sorted(da) != sorted(db):
+        return "datasets %s vs %s" % (sorted(da), sorted(db))
+    for k in da:
+        x, y = da[k], db[k]
+        if x.dtype != y.dtype or x.shape != y.shape or not np.array_equal(x, y):
+            return "%s differs" % k
+    return ""
+
+
+# ---- processes ------------------------------------------------------------
+
+class Early(Exception):
+    pass
+
+
+STARTED = []
+
+
+def rc_of(code):
+    return 128 - code if code < 0 else code
+
+
+def start(args, err=None, prog=None, **kw):
+    """attnrun (or prog) with args; stdin, stdout /dev/null; stderr to the
+    file named err (or the descriptor/object given, or /dev/null)."""
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    kw.setdefault("stdout", subprocess.DEVNULL)
+    argv = ([prog] if prog else [ATTNRUN]) + [str(a) for a in args]
+    if isinstance(err, str):
+        with open(err, "wb") as f:
+            p = subprocess.Popen(argv, stderr=f, **kw)
+    else:
+        p = subprocess.Popen(argv, stderr=subprocess.DEVNULL if err is None else err, **kw)
+    STARTED.append(p)
+    return p
+
+
+def wait_until(cond, p=None, what="", timeout=None):
+    end = time.monotonic() + (TL if timeout is None else timeout)
+    while True:
+        if cond():
+            return
+        if p is not None and p.poll() is not None:
+            raise Early("attnrun ended (exit %d) before %s" % (rc_of(p.returncode), what))
+        if time.monotonic() > end:
+            raise Early("no %s within %g s" % (what, TL if timeout is None else timeout))
+        time.sleep(0.002)
+
+
+def temps(d):
+    return [n for n in os.listdir(d) if ".attnrun-tmp-" in n]
+
+
+def temp_at_least(d, size):
+    def cond():
+        for n in temps(d):
+            try:
+                if os.stat(os.path.join(d, n)).st_size >= size:
+                    return True
+            except OSError:
+                pass
+        return False
+    return cond
+
+
+def state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return None
+    return s[s.rindex(")") + 2]
+
+
+def stop(p):
+    os.kill(p.pid, signal.SIGSTOP)
+    wait_until(lambda: state(p.pid) in ("T", "t", "Z", None), None, "stop")
+
+
+def cont(p):
+    os.kill(p.pid, signal.SIGCONT)
+
+
+def finish(p, seconds=None):
+    """The exit status as a shell gives it; 137 when it outlives seconds."""
+    try:
+        return rc_of(p.wait(TL if seconds is None else seconds))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return 137
+
+
+NR = {"x86_64": {"fsync": 74, "flock": 73, "nanosleep": 35, "clock_nanosleep": 230},
+      "aarch64": {"fsync": 82, "flock": 32, "nanosleep": 101, "clock_nanosleep": 115},
+      }.get(os.uname().machine)
+
+
+def syscall(pid):
+    """The system call pid's main thread is in (a number), or None."""
+    try:
+        with open("/proc/%d/syscall" % pid) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def has_open(pid, path):
+    real = os.path.realpath(path)
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == real:
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def wait_blocked(p, path, seconds=3.0):
+    """Until p holds path open and sleeps in flock (or a sleep between
+    tries); True when seen, False when not within seconds (p still running)."""
+    wait_until(lambda: has_open(p.pid, path), p, "opening IN")
+    if NR is None:
+        return False
+    want = {NR["flock"], NR["nanosleep"], NR["clock_nanosleep"]}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if p.poll() is not None:
+            raise Early("attnrun ended (exit %d) instead of waiting" % rc_of(p.returncode))
+        if syscall(p.pid) in want:
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    s = f.read()
+            except OSError:
+                continue
+            if int(s[s.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def argv0(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return None
+
+
+def sha(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def main(fn):
+    """Runs a driver; Early (the run ended before its event) prints 'early: why'.
+    Whatever it started and left running (stopped or waiting) is killed."""
+    try:
+        fn()
+    except Early as e:
+        print("early: %s" % e)
+    finally:
+        for p in STARTED:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+EOF
+
+# Runs the Python driver on stdin (h importable); its stdout in $drv.
+drive() {
+    drv=$(PYTHONPATH=$T:$TESTS/ref timeout -s KILL $((TL * 6 + 30)) "$PY" - "$@" 2>"$T/driver.err")
+    [ -n "$drv" ] || drv="driver failed: $(tail -n 1 "$T/driver.err")"
+}
+
+# Records NAME ok when the Python check on stdin prints nothing and exits 0.
+expect_py() {
+    local name=$1 out
+    shift
+    if out=$(PYTHONPATH=$T:$TESTS/ref "$PY" - "$@" 2>&1) && [ -z "$out" ]; then
+        ok "$name"
+    else
+        bad "$name: $(printf '%s\n' "$out" | tail -n 1)"
+    fi
+}
+
+# values_ok NAME OUT GROUP IN HEADS [NAMES]: OUT's group against the reference.
+values_ok() {
+    expect_py "$1" "${@:2}" <<'EOF'
+import sys, h
+why = h.check_values(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]),
+                     sys.argv[5].split(",") if len(sys.argv) > 5 else None)
+if why:
+    h.fail(why)
+EOF
+}
+
+ERR=$T/stderr
+# Runs attnrun under the hang guard; stdout in $T/stdout, stderr in $ERR; sets $rc.
+# (The braces keep bash's "Killed" notice for a run the guard ended out of the log.)
+run() {
+    { timeout -s KILL "$TL" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$ERR"; rc=$?; } 2>/dev/null
+}
+
+err1() { head -c 300 "$ERR" | head -n 2 | tr '\n' ' '; }
+sha() { if [ -f "$1" ]; then sha256sum <"$1" | cut -d ' ' -f 1; else echo -; fi; }
+temps_in() { [ -d "$1" ] && find "$1" -maxdepth 1 -name '*.attnrun-tmp-*' -printf '%f\n'; }
+is_int() { [[ $1 =~ ^[0-9]+$ ]]; }
+
+workdir() {
+    local d=$T/$1
+    rm -rf "$d"
+    mkdir -p "$d"
+    echo "$d"
+}
+
+# verdict NAME WANT TEXT DIR OUT [IN SUM]: the last run ($rc, $ERR) exited
+# WANT, not by a signal nor the hang guard; on failure stderr is one line
+# starting "attnrun: " that matches each extended regex of TEXT (several
+# joined by "&&") and OUT (when given) does not exist; on success OUT does;
+# DIR holds no temporary; IN's sha256 is SUM (when given).  Prints FAIL and
+# returns 1, or returns 0 (the caller says ok or checks more).  Temporaries
+# it found are removed, so that the next check starts clean.
+verdict() {
+    _verdict "$@"
+    local status=$?
+    [ -d "$4" ] && find "$4" -maxdepth 1 -name '*.attnrun-tmp-*' -delete
+    return $status
+}
+_verdict() {
+    local name=$1 want=$2 text=$3 dir=$4 out=$5 in=${6:-} sum=${7:-} pat missing= problem
+    local rest=$text
+    while [ "$want" -ne 0 ] && [ -n "$rest" ]; do
+        pat=${rest%%&&*}
+        if [ "$pat" = "$rest" ]; then rest=; else rest=${rest#*&&}; fi
+        grep -qE -- "$pat" "$ERR" || missing="$missing '$pat'"
+    done
+    problem=$(run_problem "$rc" "$want" "$ERR")
+    if [ -n "$problem" ]; then
+        bad "$name: $problem"
+    elif [ -n "$missing" ]; then
+        bad "$name: the message lacks$missing: $(err1)"
+    elif [ "$want" -ne 0 ] && [ -n "$out" ] && [ -e "$out" ]; then
+        bad "$name: exit $rc but OUT exists"
+    elif [ "$want" -eq 0 ] && [ -n "$out" ] && [ ! -f "$out" ]; then
+        bad "$name: exit 0 but no OUT"
+    elif [ -n "$(temps_in "$dir")" ]; then
+        bad "$name: left $(temps_in "$dir" | tr '\n' ' ')"
+    elif [ -n "$in" ] && [ "$(sha "$in")" != "$sum" ]; then
+        bad "$name: the input changed"
+    else
+        return 0
+    fi
+    return 1
+}
+
+# The driver's answer "RC [more]" into rc and drv_rest; FAIL NAME when it is
+# not a status (the run ended before its event, or the driver failed).
+take_rc() {
+    read -r rc drv_rest <<<"$drv"
+    if ! is_int "${rc:-x}"; then
+        bad "$1: $drv"
+        rc=
+        return 1
+    fi
+}
+
+# Runs as the unprivileged user 65534 (nobody): as_nobody CMD ARGS...
+as_nobody() {
+    setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
+}
+
+# A copy of attnrun in a 0755 directory and a 0777 work directory under a
+# traversable $T, for the non-root checks; sets PUB_BIN and PUB_WORK.
+public_dirs() {
+    chmod 755 "$T"
+    mkdir -p "$T/pub/bin"
+    chmod 755 "$T/pub" "$T/pub/bin"
+    cp "$ATTNRUN" "$T/pub/bin/attnrun" && chmod 755 "$T/pub/bin/attnrun"
+    PUB_BIN=$T/pub/bin/attnrun
+    PUB_WORK=$(workdir "pub/${1:-work}")
+    chmod 777 "$PUB_WORK"
+}
+
+can_switch_user() {
+    [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && as_nobody true 2>/dev/null
+}
+
+# ------------------------------------------- 1. closed standard descriptors
+
+check_closed_descriptors() {
+    local d mode name
+    d=$(workdir fds)
+    run "$FIX/batch_bias.h5" -o "$d/open.h5" --heads 4 --save $ALL
+    if ! verdict "1 baseline" 0 "" "$d" "$d/open.h5"; then
+        return
+    fi
+    values_ok "1 baseline run with open descriptors matches the reference" \
+        "$d/open.h5" / "$FIX/batch_bias.h5" 4
+    for mode in stdout stderr stdin all; do
+        name="1 $mode closed: exit 0 and the same datasets, bitwise"
+        : >"$ERR"
+        case $mode in
+            stdout) timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" -o "$d/$mode.h5" --heads 4 \
+                        --save $ALL </dev/null >&- 2>"$ERR" ;;
+            stderr) timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" -o "$d/$mode.h5" --heads 4 \
+                        --save $ALL </dev/null >/dev/null 2>&- ;;
+            stdin)  timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" -o "$d/$mode.h5" --heads 4 \
+                        --save $ALL <&- >/dev/null 2>"$ERR" ;;
+            all)    timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" -o "$d/$mode.h5" --heads 4 \
+                        --save $ALL <&- >&- 2>&- ;;
+        esac
+        rc=$?
+        verdict "$name" 0 "" "$d" "$d/$mode.h5" || continue
+        expect_py "$name" "$d/open.h5" "$d/$mode.h5" <<'EOF'
+import sys, h
+why = h.same_datasets(sys.argv[1], sys.argv[2])
+if why:
+    h.fail(why)
+EOF
+    done
+
+    timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" --heads 4 --dry-run </dev/null >&- 2>"$ERR"
+    rc=$?
+    verdict "1 --dry-run with stdout closed: exit 1, 'standard output'" 1 "standard output" "$d" "" &&
+        ok "1 --dry-run with stdout closed: exit 1, 'standard output'"
+
+    mkdir "$d/err"
+    : >"$ERR"
+    timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" -o "$d/err/out.h5" --heads 4 --x missing \
+        </dev/null >/dev/null 2>&-
+    rc=$?
+    name="1 an error with stderr closed: exit 3, nothing left"
+    if [ "$rc" -ne 3 ]; then
+        bad "$name: exit $rc"
+    elif [ -n "$(ls -A "$d/err")" ]; then
+        bad "$name: left $(ls -A "$d/err" | tr '\n' ' ')"
+    else
+        ok "$name"
+    fi
+}
+
+# ------------------------------------------- 2. IN changed while it is read
+
+check_input_changed() {
+    local d how name
+    d=$(workdir changed)
+    for how in h5py-w same-size truncate in-place; do
+        cp "$T/long.h5" "$d/in.h5"
+        rm -f "$d/out.h5" "$d"/.*.attnrun-tmp-*
+        case $how in
+            h5py-w)    name="2 h5py File(IN, 'w') mid-run: exit 1, 'changed while it was read', nothing left" ;;
+            same-size) name="2 IN overwritten with the same size mid-run: exit 1, 'changed while it was read', nothing left" ;;
+            truncate)  name="2 IN overwritten and truncated mid-run: exit 1, 'changed while it was read', nothing left" ;;
+            in-place)  name="2 --in-place, IN overwritten mid-run: exit 1, IN keeps the producer's bytes" ;;
+        esac
+        drive "$d" "$how" "$ERR" <<'EOF'
+import os, sys, h5py, h
+d, how, err = sys.argv[1:4]
+IN, OUT = os.path.join(d, "in.h5"), os.path.join(d, "out.h5")
+size = os.path.getsize(IN)
+known = (b"attnrun test: IN was rewritten while attnrun read it\n" * (size // 40 + 1))[:size]
+def drive():
+    if how == "in-place":
+        p = h.start([IN, "--in-place", "--group", "/r"] + h.LONG, err)
+        h.wait_until(h.temp_at_least(d, size + 65536), p, "its temporary grew past IN's size")
+    else:
+        p = h.start([IN, "-o", OUT] + h.LONG, err)
+        h.wait_until(h.temp_at_least(d, 65536), p, "its temporary reached 64 KiB")
+    h.stop(p)
+    if how == "h5py-w":
+        try:
+            h5py.File(IN, "w").close()
+        except Exception:
+            pass
+    else:
+        with open(IN, "r+b") as f:
+            f.write(known if how != "truncate" else known[: size // 2])
+            f.truncate()
+    h.cont(p)
+    rc = h.finish(p)
+    if how == "in-place":
+        with open(IN, "rb") as f:
+            print(rc, "same" if f.read() == known else "replaced")
+    else:
+        print(rc)
+h.main(drive)
+EOF
+        take_rc "$name" || continue
+        if [ "$how" = in-place ]; then
+            verdict "$name" 1 "changed while it was read" "$d" "" || continue
+            if [ "$drv_rest" != same ]; then
+                bad "$name: IN no longer holds the bytes written into it (attnrun renamed its copy over them)"
+                continue
+            fi
+        else
+            verdict "$name" 1 "changed while it was read" "$d" "$d/out.h5" || continue
+        fi
+        ok "$name"
+    done
+}
+
+# ------------------------------------------- 3. locks and --wait
+
+check_locks() {
+    local d name
+
+    # Two --in-place runs: the first is stopped mid-run (its copy made,
+    # holding its lock) while the second starts.
+    cat >"$T/two_runs.py" <<'EOF'
+import os, sys, h
+d, mode, err1, err2 = sys.argv[1:5]
+IN = os.path.join(d, "in.h5")
+size = os.path.getsize(IN)
+def drive():
+    p1 = h.start([IN, "--in-place", "--group", "/g1"] + h.LONG, err1)
+    h.wait_until(h.temp_at_least(d, size), p1, "the first run's copy of IN")
+    h.stop(p1)
+    extra = ["--wait"] if mode == "wait" else []
+    p2 = h.start([IN, "--in-place", "--group", "/g2"] + h.LONG + extra, err2)
+    waited = "-"
+    if mode == "wait":
+        try:
+            waited = "blocked" if h.wait_blocked(p2, IN) else "unseen"
+            if p2.poll() is not None:
+                raise h.Early("the --wait run ended (exit %d) while the lock was held" % h.rc_of(p2.returncode))
+        except h.Early:
+            h.cont(p1)
+            h.finish(p1)
+            raise
+        rc2 = None
+    else:
+        rc2 = h.finish(p2)
+    h.cont(p1)
+    rc1 = h.finish(p1)
+    if rc2 is None:
+        rc2 = h.finish(p2)
+    print(rc2, rc1, waited)
+h.main(drive)
+EOF
+    d=$(workdir locks/nowait)
+    cp "$T/long.h5" "$d/in.h5"
+    drive "$d" nowait "$T/err1" "$ERR" <"$T/two_runs.py"
+    name="3 second --in-place without --wait while the first runs: exit 1 naming the lock and --wait"
+    if take_rc "$name"; then
+        local rc1 rest
+        read -r rc1 rest <<<"$drv_rest"
+        verdict "$name" 1 "lock&&--wait" "$d" "" && ok "$name"
+        name="3 the first --in-place run then finishes: its group holds the reference values"
+        if [ "$rc1" != 0 ]; then
+            bad "$name: exit $rc1: $(head -c 300 "$T/err1")"
+        elif [ -n "$(temps_in "$d")" ]; then
+            bad "$name: left $(temps_in "$d")"
+        else
+            expect_py "$name" "$d/in.h5" "$T/long.h5" <<'EOF'
+import sys, h5py, h
+with h5py.File(sys.argv[1], "r") as f:
+    if "g2" in f:
+        h.fail("the refused run's group /g2 is in IN")
+why = h.check_values(sys.argv[1], "/g1", sys.argv[2], 2, ["output"])
+if why:
+    h.fail(why)
+EOF
+        fi
+    fi
+
+    d=$(workdir locks/wait)
+    cp "$T/long.h5" "$d/in.h5"
+    drive "$d" wait "$T/err1" "$ERR" <"$T/two_runs.py"
+    name="3 --wait: the second --in-place waits, both exit 0, IN holds both groups with reference values"
+    if take_rc "$name"; then
+        local rc1 waited
+        read -r rc1 waited <<<"$drv_rest"
+        [ "$waited" = blocked ] && name="$name (seen waiting in flock)"
+        if [ "$rc" -ne 0 ]; then
+            bad "$name: the --wait run exited $rc: $(err1)"
+        elif [ "$rc1" != 0 ]; then
+            bad "$name: the first run exited $rc1: $(head -c 300 "$T/err1")"
+        elif [ -n "$(temps_in "$d")" ]; then
+            bad "$name: left $(temps_in "$d")"
+        else
+            expect_py "$name" "$d/in.h5" "$T/long.h5" <<'EOF'
+import sys, h
+for g in ("/g1", "/g2"):
+    why = h.check_values(sys.argv[1], g, sys.argv[2], 2, ["output"])
+    if why:
+        h.fail(why)
+EOF
+        fi
+    fi
+
+    # An h5py program holding IN open for writing.
+    d=$(workdir locks/sigterm)
+    cp "$FIX/batch_bias.h5" "$d/bb.h5"
+    drive "$d" "$ERR" <<'EOF'
+import os, sys, signal, h5py, h
+d, err = sys.argv[1:3]
+IN = os.path.join(d, "bb.h5")
+def drive():
+    holder = h5py.File(IN, "a")
+    before = h.sha(IN)
+    p = h.start([IN, "--in-place", "--group", "/g", "--heads", "4", "--wait"], err)
+    try:
+        blocked = h.wait_blocked(p, IN)
+    except h.Early:
+        holder.close()
+        raise
+    os.kill(p.pid, signal.SIGTERM)
+    rc = h.finish(p, 5)
+    same = h.sha(IN) == before
+    holder.close()
+    print(rc, "same" if same else "changed", "blocked" if blocked else "unseen")
+h.main(drive)
+EOF
+    name="3 a --wait run sent SIGTERM while waiting: exit 1 'interrupted' within 5 s, IN unchanged"
+    if take_rc "$name"; then
+        if [ "$rc" -eq 137 ]; then
+            bad "$name: still running 5 s after SIGTERM"
+        elif verdict "$name" 1 "interrupted" "$d" ""; then
+            case $drv_rest in
+                same*) ok "$name" ;;
+                *) bad "$name: IN changed" ;;
+            esac
+        fi
+    fi
+
+    d=$(workdir locks/held)
+    cp "$FIX/batch_bias.h5" "$d/bb.h5"
+    drive "$d" "$ERR" <<'EOF'
+import os, sys, h5py, h
+d, err = sys.argv[1:3]
+IN, OUT = os.path.join(d, "bb.h5"), os.path.join(d, "out.h5")
+def drive():
+    holder = h5py.File(IN, "a")
+    before = h.sha(IN)
+    rc = h.finish(h.start([IN, "-o", OUT, "--heads", "4"], err))
+    same = h.sha(IN) == before
+    holder.close()
+    print(rc, "same" if same else "changed")
+h.main(drive)
+EOF
+    name="3 -o while h5py holds IN open for writing: exit 1 (not 3) naming the lock"
+    if take_rc "$name"; then
+        verdict "$name" 1 "lock" "$d" "$d/out.h5" &&
+            { [ "$drv_rest" = same ] && ok "$name" || bad "$name: IN changed"; }
+    fi
+
+    d=$(workdir locks/held_wait)
+    cp "$FIX/batch_bias.h5" "$d/bb.h5"
+    drive "$d" "$ERR" <<'EOF'
+import os, sys, h5py, h
+d, err = sys.argv[1:3]
+IN, OUT = os.path.join(d, "bb.h5"), os.path.join(d, "out.h5")
+def drive():
+    holder = h5py.File(IN, "a")
+    p = h.start([IN, "-o", OUT, "--heads", "4", "--wait"], err)
+    try:
+        blocked = h.wait_blocked(p, IN)
+    finally:
+        holder.close()
+    if os.path.exists(OUT):
+        raise h.Early("OUT was written while the h5py writer held IN")
+    print(h.finish(p), "blocked" if blocked else "unseen")
+h.main(drive)
+EOF
+    name="3 -o --wait waits for the h5py writer, then exit 0 with the reference values"
+    if take_rc "$name"; then
+        verdict "$name" 0 "" "$d" "$d/out.h5" &&
+            values_ok "$name" "$d/out.h5" / "$FIX/batch_bias.h5" 4
+    fi
+
+    # The kinds of lock: probed with flock(2) while a run is stopped mid-run.
+    d=$(workdir locks/kinds)
+    cp "$T/long.h5" "$d/in.h5"
+    drive "$d" <<'EOF'
+import os, sys, fcntl, h
+d = sys.argv[1]
+IN, OUT = os.path.join(d, "in.h5"), os.path.join(d, "out.h5")
+size = os.path.getsize(IN)
+def probe(kind):
+    with open(IN, "rb") as f:
+        try:
+            fcntl.flock(f, kind | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return "held"
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return "free"
+def drive():
+    answers = []
+    for mode in ("-o", "--in-place"):
+        args = [IN, "-o", OUT] if mode == "-o" else [IN, "--in-place", "--group", "/g"]
+        p = h.start(args + h.LONG)
+        h.wait_until(h.temp_at_least(d, size if mode != "-o" else 16384), p, "a temporary")
+        h.stop(p)
+        answers += [probe(fcntl.LOCK_SH), probe(fcntl.LOCK_EX)]
+        p.kill()
+        p.wait()
+        for t in h.temps(d):
+            os.unlink(os.path.join(d, t))
+    print(0, *answers)
+h.main(drive)
+EOF
+    if take_rc "3 flock kinds"; then
+        local o_sh o_ex i_sh i_ex
+        read -r o_sh o_ex i_sh i_ex <<<"$drv_rest"
+        name="3 an -o run holds a shared flock on IN"
+        [ "$o_sh $o_ex" = "free held" ] && ok "$name" ||
+            bad "$name: LOCK_SH $o_sh, LOCK_EX $o_ex (expected free, held)"
+        name="3 an --in-place run holds an exclusive flock on IN"
+        [ "$i_sh $i_ex" = "held held" ] && ok "$name" ||
+            bad "$name: LOCK_SH $i_sh, LOCK_EX $i_ex (expected held, held)"
+    fi
+}
+
+# ------------------------------------------- 8. FIFO and device inputs
+
+check_special_inputs() {
+    local d
+    d=$(workdir special)
+    mkfifo "$d/fifo.h5"
+    mkdir "$d/out"
+    run "$d/fifo.h5" -o "$d/out/out.h5" --heads 1
+    verdict "8 IN a FIFO without a writer: exit 3 'not a regular file'" 3 "not a regular file" \
+        "$d/out" "$d/out/out.h5" && [ -z "$(ls -A "$d/out")" ] &&
+        ok "8 IN a FIFO without a writer: exit 3 'not a regular file'"
+    run /dev/zero -o "$d/out/out.h5" --heads 1
+    verdict "8 IN /dev/zero: exit 3" 3 "" "$d/out" "$d/out/out.h5" && [ -z "$(ls -A "$d/out")" ] &&
+        ok "8 IN /dev/zero: exit 3"
+}
+
+# ------------------------------------------- 9. ulimit -v
+
+check_address_limit() {
+    local d v name
+    if [ -n "${ATTN_TEST_SANITIZED:-}" ]; then
+        skip "9 ulimit -v: the sanitizer build reserves terabytes of shadow memory"
+        return
+    fi
+    for v in 100000 200000 400000; do
+        d=$(workdir "ulimit_v/$v")
+        name="9 ulimit -v $v: exit 1 'out of memory'"
+        [ "$v" -ne 100000 ] && name="9 ulimit -v $v: exit 1 'out of memory' or exit 0 with the reference values"
+        { (ulimit -v "$v" && exec timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" -o "$d/out.h5" \
+            --heads 4 </dev/null >/dev/null 2>"$ERR"); rc=$?; } 2>/dev/null
+        if [ "$rc" -eq 0 ] && [ "$v" -ne 100000 ]; then
+            verdict "$name" 0 "" "$d" "$d/out.h5" && values_ok "$name" "$d/out.h5" / "$FIX/batch_bias.h5" 4
+        else
+            verdict "$name" 1 "out of memory" "$d" "$d/out.h5" && ok "$name"
+        fi
+    done
+
+    # The fixture under 200000 kB (refused at once, before the temporary
+    # exists, instead of hanging), and the long run under
+    # 1000000 kB (enough: the signal lands mid-run).  SIGTERM goes once the
+    # temporary has 16 KiB, or after 2 s.
+    for v in 200000 1000000; do
+        d=$(workdir "ulimit_v/sigterm_$v")
+        drive "$d" "$ERR" "$v" "$FIX/batch_bias.h5" "$T/long.h5" <<'EOF'
+import os, sys, resource, signal, time, h
+d, err, kb, fixture, long_input = sys.argv[1:6]
+def limit():
+    resource.setrlimit(resource.RLIMIT_AS, (int(kb) * 1024, int(kb) * 1024))
+def drive():
+    out = os.path.join(d, "out.h5")
+    args = [fixture, "-o", out, "--heads", "4"] if kb == "200000" else [long_input, "-o", out] + h.LONG
+    p = h.start(args, err, preexec_fn=limit)
+    cond = h.temp_at_least(d, 16384)
+    end = time.monotonic() + 2
+    while p.poll() is None and not cond() and time.monotonic() < end:
+        time.sleep(0.002)
+    if p.poll() is not None:
+        print(h.rc_of(p.returncode), "ended before the signal")
+        return
+    p.send_signal(signal.SIGTERM)
+    print(h.finish(p, 5), "signalled")
+h.main(drive)
+EOF
+        name="9 SIGTERM ends a run under ulimit -v $v within 5 s, nothing left"
+        take_rc "$name" || continue
+        if [ "$rc" -eq 137 ]; then
+            bad "$name: still running 5 s after SIGTERM"
+        elif [ "$rc" -eq 0 ]; then
+            verdict "$name" 0 "" "$d" "$d/out.h5" && ok "$name (it finished first)"
+        else
+            verdict "$name" 1 "" "$d" "$d/out.h5" && ok "$name ($drv_rest: $(err1))"
+        fi
+    done
+}
+
+# ------------------------------------------- 11. signals, SIGPIPE, EPIPE
+
+check_signals() {
+    local d sig line sum
+    d=$(workdir signals)
+    cp "$T/long.h5" "$d/in.h5"
+    sum=$(sha "$d/in.h5")
+    drive "$d" <<'EOF'
+import os, sys, signal, h
+d = sys.argv[1]
+IN = os.path.join(d, "in.h5")
+SIGNALS = ["INT", "TERM", "HUP", "QUIT", "USR1", "USR2", "ALRM", "XCPU", "VTALRM", "PROF",
+           "IO", "PWR", "RTMIN", "RTMAX"]
+for name in SIGNALS:
+    od = os.path.join(d, "sig", name)
+    os.makedirs(od)
+    try:
+        p = h.start([IN, "-o", os.path.join(od, "out.h5")] + h.LONG, os.path.join(d, "err_%s" % name))
+        h.wait_until(h.temp_at_least(od, 16384), p, "its temporary reached 16 KiB")
+        os.kill(p.pid, getattr(signal, "SIG" + name))
+        print(name, h.finish(p, 5))
+    except h.Early as e:
+        print(name, "early: %s" % e)
+        h.finish(p, 0.001)
+EOF
+    for sig in INT TERM HUP QUIT USR1 USR2 ALRM XCPU VTALRM PROF IO PWR RTMIN RTMAX; do
+        local name="11 SIG$sig mid-run: exit 1 'interrupted' within 5 s, nothing left, IN unchanged"
+        line=$(grep "^$sig " <<<"$drv")
+        rc=${line#"$sig "}
+        if [ -z "$line" ]; then
+            bad "$name: ${drv:0:300}"
+            continue
+        elif ! is_int "$rc"; then
+            bad "$name: $rc"
+            continue
+        fi
+        ERR=$d/err_$sig
+        verdict "$name" 1 "interrupted" "$d/sig/$sig" "$d/sig/$sig/out.h5" "$d/in.h5" "$sum" &&
+            { [ -z "$(ls -A "$d/sig/$sig")" ] && ok "$name" || bad "$name: left $(ls -A "$d/sig/$sig")"; }
+        ERR=$T/stderr
+    done
+
+    rm -rf "$d/sig" "$d"/err_*
+    drive "$d" "$ERR" <<'EOF'
+import os, sys, signal, h
+d, err = sys.argv[1:3]
+def drive():
+    p = h.start([os.path.join(d, "in.h5"), "-o", os.path.join(d, "out.h5")] + h.LONG, err)
+    h.wait_until(h.temp_at_least(d, 16384), p, "its temporary reached 16 KiB")
+    os.kill(p.pid, signal.SIGPIPE)
+    print(h.finish(p))
+h.main(drive)
+EOF
+    local name="11 SIGPIPE mid-run is ignored: exit 0 with the reference values"
+    if take_rc "$name"; then
+        verdict "$name" 0 "" "$d" "$d/out.h5" "$d/in.h5" "$sum" &&
+            values_ok "$name" "$d/out.h5" / "$T/long.h5" 2 output
+    fi
+
+    rm -f "$d/out.h5"
+    drive "$d" <<'EOF'
+import os, sys, select, h
+d = sys.argv[1]
+def drive():
+    r, w = os.pipe()
+    p = h.start([os.path.join(d, "in.h5"), "-o", os.path.join(d, "out.h5"), "--progress"] + h.LONG, w)
+    os.close(w)
+    if not select.select([r], [], [], h.TL)[0] or not os.read(r, 1):
+        os.close(r)
+        raise h.Early("no progress on stderr within %g s" % h.TL)
+    h.stop(p)
+    os.close(r)
+    h.cont(p)
+    print(h.finish(p))
+h.main(drive)
+EOF
+    name="11 --progress into a pipe closed early: exit 1 (EPIPE), no OUT, no temporary"
+    if take_rc "$name"; then
+        if [ "$rc" -eq 137 ]; then
+            bad "$name: no answer within the time limit"
+        elif [ "$rc" -gt 128 ]; then
+            bad "$name: killed by signal $((rc - 128))"
+        elif [ "$rc" -ne 1 ]; then
+            bad "$name: exit $rc, expected 1"
+        elif [ -e "$d/out.h5" ] || [ -n "$(temps_in "$d")" ]; then
+            bad "$name: left $(find "$d" -mindepth 1 -maxdepth 1 ! -name in.h5 -printf '%f ')"
+        elif [ "$(sha "$d/in.h5")" != "$sum" ]; then
+            bad "$name: the input changed"
+        else
+            ok "$name"
+        fi
+    fi
+}
+
+# ------------------------------------------- 12. a signal during the final fsync
+
+check_signal_in_fsync() {
+    local d mode name sum
+    if ! command -v strace >/dev/null; then
+        skip "12 SIGINT during the final fsync: strace is not installed (Debian package strace)"
+        return
+    fi
+    if ! strace -f -qq -o /dev/null -e trace=fsync -e inject=fsync:delay_exit=1000 true 2>/dev/null; then
+        skip "12 SIGINT during the final fsync: strace cannot trace or inject here"
+        return
+    fi
+    d=$(workdir fsync)
+    for mode in -o --in-place; do
+        name="12 SIGINT during the final fsync ($mode): exit 1 'interrupted', nothing left"
+        cp "$FIX/toy.h5" "$d/in.h5"
+        rm -f "$d/out.h5" "$d"/.*.attnrun-tmp-*
+        sum=$(sha "$d/in.h5")
+        [ "$mode" = --in-place ] && name="12 SIGINT during the final fsync (--in-place): exit 1 'interrupted', IN unchanged"
+        drive "$d" "$mode" "$ERR" <<'EOF'
+import os, sys, signal, time, h
+d, mode, err = sys.argv[1:4]
+IN, OUT = os.path.join(d, "in.h5"), os.path.join(d, "out.h5")
+def drive():
+    args = [IN, "-o", OUT] if mode == "-o" else [IN, "--in-place", "--group", "/r"]
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    p = h.start(["-f", "-qq", "-o", "/dev/null", "-e", "trace=fsync",
+                 "-e", "inject=fsync:delay_exit=3000000", h.ATTNRUN] + args + ["--heads", "1"],
+                err, prog="strace", env=env)
+    kids = []
+    def child():         # strace forks test processes first: the one running attnrun
+        kids[:] = [k for k in h.children(p.pid) if h.argv0(k) == h.ATTNRUN]
+        return bool(kids)
+    h.wait_until(child, p, "strace started attnrun")
+    pid = kids[0]
+    if h.NR is None:     # unknown system call numbers: a plain 1 s
+        time.sleep(1)
+    else:
+        h.wait_until(lambda: h.syscall(pid) == h.NR["fsync"] and h.temps(d), p, "the fsync")
+    os.kill(pid, signal.SIGINT)
+    print(h.finish(p, h.TL + 5))
+h.main(drive)
+EOF
+        take_rc "$name" || continue
+        if [ "$mode" = -o ]; then
+            verdict "$name" 1 "interrupted" "$d" "$d/out.h5" "$d/in.h5" "$sum" && ok "$name"
+        else
+            verdict "$name" 1 "interrupted" "$d" "" "$d/in.h5" "$sum" && ok "$name"
+        fi
+    done
+}
+
+# ------------------------------------------- 13. threads
+
+check_threads() {
+    local d name n cap threads sum
+    d=$(workdir threads)
+    run "$FIX/toy.h5" -o "$d/out.h5" --heads 1 --threads 100000
+    name="13 --threads 100000: exit 2 'at most'"
+    verdict "$name" 2 "at most" "$d" "$d/out.h5" && ok "$name"
+
+    name="13 OMP_NUM_THREADS=100000: exit 0 with the reference values"
+    OMP_NUM_THREADS=100000 run "$FIX/batch_bias.h5" -o "$d/out.h5" --heads 4
+    verdict "$name" 0 "" "$d" "$d/out.h5" && values_ok "$name" "$d/out.h5" / "$FIX/batch_bias.h5" 4
+
+    name="13 OMP_NUM_THREADS=100000 --dry-run: a threads line of at most 4 x nproc"
+    # nproc itself obeys OMP_NUM_THREADS; the larger of the usable and installed counts
+    n=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+    cap=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc --all)
+    [ "$cap" -gt "$n" ] 2>/dev/null && n=$cap
+    OMP_NUM_THREADS=100000 run "$FIX/batch_bias.h5" --heads 4 --dry-run
+    threads=$(awk '$1 == "threads" { print $2 }' "$T/stdout")
+    if [ "$rc" -ne 0 ]; then
+        bad "$name: exit $rc: $(err1)"
+    elif ! is_int "${threads:-x}"; then
+        bad "$name: no threads line: $(head -c 200 "$T/stdout")"
+    elif [ "$threads" -lt 1 ] || [ "$threads" -gt $((4 * n)) ]; then
+        bad "$name: threads $threads, nproc $n"
+    else
+        ok "$name (threads $threads, nproc $n)"
+    fi
+
+    name="13 ulimit -u too small for threads (non-root) with --threads 8: exit 1 'cannot start', nothing left"
+    if ! can_switch_user; then
+        skip "$name: needs root and setpriv to run as user 65534"
+        return
+    fi
+    public_dirs threads
+    cp "$FIX/batch_bias.h5" "$PUB_WORK/in.h5"
+    chmod 644 "$PUB_WORK/in.h5"
+    sum=$(sha "$PUB_WORK/in.h5")
+    # tasks (threads included) whose real user is 65534, which RLIMIT_NPROC counts
+    n=$(cat /proc/[0-9]*/task/[0-9]*/status 2>/dev/null | awk '$1 == "Uid:" && $2 == 65534' | wc -l)
+    : >"$ERR"
+    timeout -s KILL "$TL" setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+        env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        bash -c 'ulimit -u "$1" && shift && exec "$@"' - $((n + 1)) \
+        "$PUB_BIN" "$PUB_WORK/in.h5" -o "$PUB_WORK/out.h5" --heads 4 --threads 8 \
+        </dev/null >/dev/null 2>"$ERR"
+    rc=$?
+    verdict "$name" 1 "cannot start" "$PUB_WORK" "$PUB_WORK/out.h5" "$PUB_WORK/in.h5" "$sum" &&
+        ok "$name"
+}
+
+# ------------------------------------------- 14. bad -o values
+
+check_bad_outputs() {
+    local d o force name before after
+    d=$(workdir bad_o)
+    mkdir "$d/dir" "$d/existing_dir"
+    cp "$FIX/toy.h5" "$d/in.h5"
+    for o in '' dir/out.h5/ - existing_dir; do
+        for force in "" --force; do
+            name="14 -o '$o'${force:+ $force}: exit 2, one line, nothing created"
+            before=$(cd "$d" && find . | sort | tr '\n' ' ')
+            (cd "$d" && timeout -s KILL "$TL" "$ATTNRUN" in.h5 --heads 1 -o "$o" $force \
+                </dev/null >/dev/null 2>"$ERR")
+            rc=$?
+            after=$(cd "$d" && find . | sort | tr '\n' ' ')
+            if verdict "$name" 2 "" "$d" "" && verdict "$name" 2 "" "$d/dir" "" &&
+                verdict "$name" 2 "" "$d/existing_dir" ""; then
+                if [ "$before" != "$after" ]; then
+                    bad "$name: created or removed something: before: $before after: $after"
+                else
+                    ok "$name"
+                fi
+            fi
+            rm -rf "$d/-"
+        done
+    done
+}
+
+# ------------------------------------------- 15. long output names
+
+check_long_names() {
+    local d len base name left
+    d=$(workdir names)
+    mkdir "$d/in"
+    cp "$T/long.h5" "$d/in/long.h5"
+    for len in 240 255; do
+        base=$(printf 'n%.0s' $(seq $((len - 3)))).h5
+        name="15 a $len-byte output name: exit 0, the reference values, no temporary"
+        run "$FIX/toy.h5" -o "$d/$base" --heads 1
+        verdict "$name" 0 "" "$d" "$d/$base" && values_ok "$name" "$d/$base" / "$FIX/toy.h5" 1
+        rm -f "$d/$base"
+    done
+
+    mkdir "$d/kill"
+    base=$(printf 'k%.0s' $(seq 247)).h5
+    drive "$d/kill" "$d/in/long.h5" "$base" "$ERR" <<'EOF'
+import os, sys, signal, h
+d, IN, base, err = sys.argv[1:5]
+def drive():
+    p = h.start([IN, "-o", os.path.join(d, base)] + h.LONG, err)
+    def grown():
+        for n in os.listdir(d):
+            try:
+                if os.stat(os.path.join(d, n)).st_size >= 16384:
+                    return True
+            except OSError:
+                pass
+        return False
+    h.wait_until(grown, p, "a file of 16 KiB in OUT's directory")
+    p.send_signal(signal.SIGKILL)
+    print(h.finish(p))
+h.main(drive)
+EOF
+    name="15 SIGKILL mid-run with a 250-byte name: only a temporary .*.attnrun-tmp-?????? of <= 255 bytes remains"
+    if take_rc "$name"; then
+        left=$(ls -A "$d/kill")
+        if [ "$rc" -ne 137 ]; then
+            bad "$name: exit $rc, expected 137 (killed)"
+        elif [ -e "$d/kill/$base" ]; then
+            bad "$name: OUT exists after SIGKILL"
+        elif [ -n "$left" ] && grep -Evq '^\..*\.attnrun-tmp-.{6}$' <<<"$left"; then
+            bad "$name: left something not named as a temporary: ${left:0:300}"
+        elif [ -n "$left" ] && [ "$(awk '{ print length($0) }' <<<"$left" | sort -n | tail -n 1)" -gt 255 ]; then
+            bad "$name: a name longer than 255 bytes"
+        else
+            ok "$name (${#left}-byte name)"
+        fi
+    fi
+}
+
+# ------------------------------------------- 16. umask as a non-root user
+
+check_umask() {
+    local m want name mode
+    if ! can_switch_user; then
+        skip "16 umask 222 and 277 as a non-root user: needs root and setpriv to run as user 65534"
+        return
+    fi
+    public_dirs umask
+    cp "$FIX/batch_bias.h5" "$PUB_WORK/in.h5"
+    chmod 644 "$PUB_WORK/in.h5"
+    for m in 222 277; do
+        want=$([ "$m" = 222 ] && echo 444 || echo 400)
+        name="16 umask $m as a non-root user: exit 0, the reference values, OUT mode 0$want"
+        : >"$ERR"
+        timeout -s KILL "$TL" setpriv --reuid=65534 --regid=65534 --clear-groups -- \
+            bash -c 'umask "$1" && shift && exec "$@"' - "$m" \
+            "$PUB_BIN" "$PUB_WORK/in.h5" -o "$PUB_WORK/out_$m.h5" --heads 4 \
+            </dev/null >/dev/null 2>"$ERR"
+        rc=$?
+        verdict "$name" 0 "" "$PUB_WORK" "$PUB_WORK/out_$m.h5" || continue
+        mode=$(stat -c %a "$PUB_WORK/out_$m.h5")
+        if [ "$mode" != "$want" ]; then
+            bad "$name: mode $mode"
+        else
+            values_ok "$name" "$PUB_WORK/out_$m.h5" / "$FIX/batch_bias.h5" 4
+        fi
+    done
+}
+
+# ------------------------------------------- 17. --in-place onto a small tmpfs
+
+check_in_place_tmpfs() {
+    local d small name sum real
+    name="17 --in-place through a symlink onto a 1 MiB tmpfs: exit 1 naming 'free' and the tmpfs, IN unchanged"
+    if [ "$(id -u)" -ne 0 ]; then
+        skip "$name: needs root to mount a tmpfs"
+        return
+    fi
+    d=$(workdir tmpfs)
+    small=$d/small
+    mkdir "$small" "$d/big"
+    if ! mount -t tmpfs -o size=1m tmpfs "$small" 2>/dev/null; then
+        skip "$name: cannot mount a tmpfs here"
+        return
+    fi
+    MOUNTS+=("$small")
+    # 544 KB: fits the tmpfs once, not twice
+    PYTHONPATH=$T:$TESTS/ref "$PY" -c 'import sys, h; h.gen(sys.argv[1], 64, 64, 32)' "$small/in.h5"
+    ln -s "$small/in.h5" "$d/big/link.h5"
+    sum=$(sha "$small/in.h5")
+    real=$(realpath "$small")
+    run "$d/big/link.h5" --in-place --heads 2
+    if verdict "$name" 1 "free" "$small" "" "$small/in.h5" "$sum" &&
+        verdict "$name" 1 "" "$d/big" "" "$small/in.h5" "$sum"; then
+        if ! grep -qF -- "$small" "$ERR" && ! grep -qF -- "$real" "$ERR"; then
+            bad "$name: the message does not name $small: $(err1)"
+        elif [ ! -L "$d/big/link.h5" ]; then
+            bad "$name: the symbolic link was replaced"
+        else
+            ok "$name"
+        fi
+    fi
+    umount "$small" && unset 'MOUNTS[-1]'
+}
+
+# ------------------------------------------- 18. a fake clock
+
+check_fake_clock() {
+    local d t expected name
+    if ! command -v cc >/dev/null; then
+        skip "18 fake clock: no C compiler (cc) to build the LD_PRELOAD shim"
+        return
+    fi
+    d=$(workdir clock)
+    cat >"$d/fake_time.c" <<'EOF'
+/* LD_PRELOAD shim: the wall clock reads FAKE_TIME seconds. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+
+static time_t fake_now(void)
+{
+    const char *s = getenv("FAKE_TIME");
+    return s != NULL ? (time_t)strtoll(s, NULL, 10) : 0;
+}
+
+time_t time(time_t *t)
+{
+    time_t now = fake_now();
+    if (t != NULL)
+        *t = now;
+    return now;
+}
+
+int clock_gettime(clockid_t clock, struct timespec *ts)
+{
+    static int (*real)(clockid_t, struct timespec *);
+    if (clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE) {
+        ts->tv_sec = fake_now();
+        ts->tv_nsec = 0;
+        return 0;
+    }
+    if (real == NULL)
+        real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    return real(clock, ts);
+}
+
+int gettimeofday(struct timeval *tv, void *tz)
+{
+    (void)tz;
+    if (tv != NULL) {
+        tv->tv_sec = fake_now();
+        tv->tv_usec = 0;
+    }
+    return 0;
+}
+
+int timespec_get(struct timespec *ts, int base)
+{
+    if (base != TIME_UTC)
+        return 0;
+    ts->tv_sec = fake_now();
+    ts->tv_nsec = 0;
+    return base;
+}
+EOF
+    if ! cc -shared -fPIC -O1 -o "$d/fake_time.so" "$d/fake_time.c" -ldl 2>"$d/cc.log"; then
+        skip "18 fake clock: the shim does not build: $(tail -n 1 "$d/cc.log")"
+        return
+    fi
+    while read -r t expected; do
+        name="18 FAKE_TIME=$t: exit 0, created_utc $expected"
+        rm -f "$d/out.h5"
+        FAKE_TIME=$t LD_PRELOAD=$d/fake_time.so \
+            ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+            run "$FIX/toy.h5" -o "$d/out.h5" --heads 1
+        verdict "$name" 0 "" "$d" "$d/out.h5" || continue
+        expect_py "$name" "$d/out.h5" "$expected" <<'EOF'
+import sys, h5py, h
+with h5py.File(sys.argv[1], "r") as f:
+    got = f.attrs.get("created_utc")
+got = got.decode() if isinstance(got, bytes) else got
+if got != sys.argv[2]:
+    h.fail("created_utc %r" % (got,))
+EOF
+    done <<'EOF'
+86400 1970-01-02T00:00:00Z
+0 1970-01-01T00:00:00Z
+1000000000 2001-09-09T01:46:40Z
+253402300799 9999-12-31T23:59:59Z
+253402300800 @253402300800
+-62135596800 0001-01-01T00:00:00Z
+-62135596801 @-62135596801
+100000000000000 @100000000000000
+-100000000000000 @-100000000000000
+9223372036854775807 @9223372036854775807
+-9223372036854775808 @-9223372036854775808
+EOF
+}
+
+# ---------------------------------------------------------------- main
+
+if [ ! -x "$ATTNRUN" ]; then
+    bad "setup: $ATTNRUN is not an executable (run make first)"
+elif ! "$PY" -c 'import numpy, h5py' 2>/dev/null; then
+    bad "setup: $PY lacks numpy or h5py (set PYTHON)"
+elif ! PYTHONPATH=$T:$TESTS/ref "$PY" -c 'import sys, h; h.gen(sys.argv[1], 16384, 4, 8, seed=1)' "$T/long.h5"; then
+    bad "setup: cannot write the inputs"
+else
+    for check in ${RUNTIME_CHECKS:-closed_descriptors input_changed locks special_inputs address_limit \
+                 signals signal_in_fsync threads bad_outputs long_names umask in_place_tmpfs fake_clock}; do
+        "check_$check"
+    done
+fi
+finish
