@@ -47,7 +47,7 @@ endif
 # named by their layer's folder ("h5/h5.h"); cmd/ sees include/attn/ and cmd/.
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(HDF5_PC) 2>/dev/null) $(BLAS_CFLAGS)
 LIB_CPPFLAGS = -Iinclude/attn -Ilib
-CMD_CPPFLAGS = -Iinclude/attn -Icmd -Ilib
+CMD_CPPFLAGS = -Iinclude/attn -Icmd
 # Each object also writes its header dependencies (-MMD), with an empty
 # rule per header (-MP) so that a removed header breaks nothing.
 DEPFLAGS   = -MMD -MP
@@ -87,7 +87,7 @@ BIN      = build/attnrun-mpi
 else ifeq ($(MPI),1)
 BIN      = $(BUILD)/attnrun-mpi
 endif
-CMD_SRC  = $(wildcard cmd/*/*.c)
+CMD_SRC  = cmd/main.c $(wildcard cmd/*/*.c)
 CMD_OBJ  = $(CMD_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -100,7 +100,9 @@ $(BUILD)/lib/%.o: lib/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
+# Made afresh, so that the objects of removed sources do not linger in it.
 $(LIB): $(LIB_OBJ)
+	rm -f $@
 	$(AR) rcs $@ $^
 
 # attnrun plot draws with cairo (libcairo2-dev); only the command line uses it.
@@ -164,6 +166,10 @@ CLI_TESTS += tests/cli/test_install.sh
 CLI_TESTS += tests/cli/test_plot.sh
 CLI_TESTS += tests/cli/test_append.sh
 
+# The source tree's layers (tests/lib/layers.py): no file includes a header
+# of a higher layer, and the command line only public ones.
+SOURCE_TESTS = python$(comma)tests/lib/layers.py
+
 # Each suite prints its own results; the last line counts the suites.
 ifeq ($(MPI),1)
 unit cli:
@@ -188,8 +194,8 @@ test: deps
 else
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FAULT_BIN)
-	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) \
-	    sh tests/lib/run_suites.sh $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
+	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) PYTHON=$(PYTHON) \
+	    sh tests/lib/run_suites.sh $(SOURCE_TESTS) $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
 endif
 
 check: test

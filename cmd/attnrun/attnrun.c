@@ -9,9 +9,9 @@
 #define _GNU_SOURCE
 #include "attn_ranks.h"
 #include "attn_run.h"
+#include "attnrun/attnrun.h"
 #include "attnrun/plan_json.h"
 #include "attn_tokens.h"
-#include "plot/plot.h"
 #include "cli/process.h"
 #include "attnrun/progress.h"
 #include "cli/cli.h"
@@ -613,11 +613,8 @@ static int run_main(int argc, char **argv)
     return cli_finish_stdout(EXIT_OK);
 }
 
-int main(int argc, char **argv)
+int attnrun_main(int argc, char **argv)
 {
-    process_open_standard_descriptors();
-    if (argc > 1 && strcmp(argv[1], "plot") == 0)
-        return plot_main(argc - 1, argv + 1);
     /* Under MPI (attnrun-mpi) every rank runs this; rank 0 alone speaks,
      * for all (the others agree with it on how the run went). */
     if (!attn_ranks_start(&argc, &argv)) {

@@ -6,8 +6,8 @@
 #define _GNU_SOURCE
 #include "cli/process.h"
 
-#include "core/guard.h"
-#include "h5/h5.h"
+#include "attn_common.h"
+#include "attn_threads.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -178,7 +178,7 @@ static void on_fatal(int signo)
     char message[1400];
     size_t len = 0;
     const char *abbreviation = sigabbrev_np(signo);
-    bool input = attn_h5_reading != 0;
+    bool input = attn_parsing_file();
     if (transaction.temp_path[0] != '\0')
         unlink(transaction.temp_path);
     append(message, sizeof message, &len, "attnrun: ");

@@ -1,29 +1,20 @@
 /*
- * plot_read.c - the results file for a picture (plot.h): one item's maps
- * of the chosen heads, read in blocks and max-pooled as they come, so
- * memory stays bounded whatever n and m are; their range; the tokens.
+ * read.c - the results file for a picture (plot.h): one item's maps of
+ * the chosen heads, read in blocks and max-pooled as they come, so memory
+ * stays bounded whatever n and m are; their range; the tokens.
  *
  * Legend: B items, H heads, n queries, m keys, k heads drawn.  A source
  * map (rows, cols) is (n, m) of one head for scores and weights, (k, n)
  * for entropy; pooled it is (out_rows, out_cols).
  */
-#define _GNU_SOURCE
 #include "plot/plot.h"
 
-#include "h5/h5.h"
+#include "attn_results.h"
 
-#include <hdf5.h>
-
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* Values read at once: a block of a source map is at most this many
  * floats (16 MiB), unless one pooled cell alone is larger. */
@@ -33,10 +24,10 @@
 #define QUERY_TOKENS "query_token"
 #define KEY_TOKENS "key_token"
 
-/* The open file and what every read needs. */
+/* The open results and what every read needs. */
 typedef struct source {
     const plot_request *rq;
-    hid_t file, group, dataset;
+    attn_results *results;
     size_t rank;
     size_t dims[4];
 } source;
@@ -47,118 +38,31 @@ typedef struct value_range {
     bool any;
 } value_range;
 
-static int fail_h5(attn_error *err, int status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* attn_fail with HDF5's innermost reason after the message. */
-static int fail_h5(attn_error *err, int status, const char *fmt, ...)
-{
-    char detail[512], what[768];
-    va_list ap;
-    attn_h5_error_detail(detail, sizeof detail);
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return attn_fail(err, status, "%s: %s", what, detail);
-}
-
-/* Whether another program holds an exclusive lock on path (an HDF5
- * writer, attnrun --in-place): HDF5's open fails then. */
-static bool locked_by_writer(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return false;
-    bool locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd);
-    return locked;
-}
-
-static int open_file(source *src, attn_error *err)
-{
-    const char *path = src->rq->input;
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return attn_fail(err, ATTN_EINPUT, "%s: not a regular file", path);
-    if (access(path, R_OK) != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read: %s", path, strerror(errno));
-    if (H5Fis_hdf5(path) <= 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
-    src->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (src->file < 0 && locked_by_writer(path))
-        return attn_fail(err, ATTN_EIO, "%s: a program writing it holds its lock; try again when "
-                         "it has finished", path);
-    if (src->file < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot open", path);
-    src->group = H5Gopen2(src->file, src->rq->group, H5P_DEFAULT);
-    if (src->group < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: no group %s", path, src->rq->group);
-    return ATTN_OK;
-}
-
-/* Opens the map dataset and checks its type and rank. */
+/* Finds the map dataset and checks its rank. */
 static int open_map(source *src, attn_error *err)
 {
     const plot_request *rq = src->rq;
     const plot_what_spec *w = plot_what_of(rq->what);
-    int status = ATTN_OK;
-    htri_t exists = H5Lexists(src->group, w->name, H5P_DEFAULT);
-    if (exists <= 0) {
+    attn_tensor_info map = {.name = w->name};
+    int status = attn_results_describe(src->results, &map, err);
+    if (status != ATTN_OK)
+        return status;
+    if (!map.present) {
         if (rq->what == PLOT_ENTROPY)
             return attn_fail(err, ATTN_EINPUT, "%s: no dataset entropy in group %s; "
                              "run attnrun with --save entropy to have one", rq->input, rq->group);
         return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; attnrun saves it by "
                          "default or with --save %s", rq->input, w->name, rq->group, w->name);
     }
-    src->dataset = H5Dopen2(src->group, w->name, H5P_DEFAULT);
-    if (src->dataset < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot open dataset %s", rq->input, w->name);
-    /* Values kept in other files (external raw storage, a virtual
-     * dataset) would draw whatever those files hold: not followed, as
-     * attnrun does not follow them in its inputs. */
-    hid_t dcpl = H5Dget_create_plist(src->dataset);
-    const H5D_layout_t layout = dcpl < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(dcpl);
-    const int external = dcpl < 0 ? -1 : H5Pget_external_count(dcpl);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (layout == H5D_LAYOUT_ERROR || external < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot read how %s is stored", rq->input, w->name);
-    if (layout == H5D_VIRTUAL || external > 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s keeps its values in other files (%s); not "
-                         "followed", rq->input, w->name,
-                         layout == H5D_VIRTUAL ? "a virtual dataset" : "external storage");
-    hid_t type = H5Dget_type(src->dataset), space = H5Dget_space(src->dataset);
-    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
-    hsize_t dims[ATTN_MAX_RANK];
-    if (type < 0 || rank < 0 || H5Sget_simple_extent_dims(space, dims, NULL) < 0) {
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read the shape of %s", rq->input, w->name);
-        goto out;
-    }
-    if (H5Tget_class(type) != H5T_FLOAT) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s is not a floating-point dataset", rq->input,
-                           w->name);
-        goto out;
-    }
-    size_t shape[ATTN_MAX_RANK];
-    for (int i = 0; i < rank; i++)
-        shape[i] = (size_t)dims[i];
-    if ((size_t)rank != w->batched_rank && (size_t)rank != w->batched_rank - 1) {
+    if (map.rank != w->batched_rank && map.rank != w->batched_rank - 1) {
         char text[256];
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; expected %s", rq->input,
-                           w->name, attn_format_shape(text, sizeof text, shape, (size_t)rank),
-                           w->shapes);
-        goto out;
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; expected %s", rq->input,
+                         w->name, attn_format_shape(text, sizeof text, map.dims, map.rank),
+                         w->shapes);
     }
-    src->rank = (size_t)rank;
-    memcpy(src->dims, shape, (size_t)rank * sizeof shape[0]);
-out:
-    if (type >= 0)
-        H5Tclose(type);
-    if (space >= 0)
-        H5Sclose(space);
-    return status;
+    src->rank = map.rank;
+    memcpy(src->dims, map.dims, map.rank * sizeof map.dims[0]);
+    return ATTN_OK;
 }
 
 static int compare_sizes(const void *a, const void *b)
@@ -272,8 +176,7 @@ static int plan(const source *src, plot_data *d, attn_error *err)
 static int read_block(const source *src, const plot_data *d, size_t p, size_t r0, size_t nr,
                       size_t c0, size_t nc, float *block, attn_error *err)
 {
-    hsize_t start[4], count[4];
-    size_t a = 0;
+    size_t start[4], count[4], a = 0;
     if (d->batched) {
         start[a] = d->item;
         count[a++] = 1;
@@ -289,19 +192,7 @@ static int read_block(const source *src, const plot_data *d, size_t p, size_t r0
     }
     start[a] = c0;
     count[a++] = nc;
-    hsize_t block_dims[2] = {nr, nc};
-    hid_t file_space = H5Dget_space(src->dataset), memory = H5Screate_simple(2, block_dims, NULL);
-    int status = ATTN_OK;
-    if (file_space < 0 || memory < 0 ||
-        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-        H5Dread(src->dataset, H5T_NATIVE_FLOAT, memory, file_space, H5P_DEFAULT, block) < 0)
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read %s", src->rq->input,
-                         plot_what_of(d->what)->name);
-    if (file_space >= 0)
-        H5Sclose(file_space);
-    if (memory >= 0)
-        H5Sclose(memory);
-    return status;
+    return attn_results_read(src->results, plot_what_of(d->what)->name, start, count, block, err);
 }
 
 /* Folds block (nr, nc), at rows r0 and columns c0 of a source map, into
@@ -380,154 +271,24 @@ static void finish_range(plot_data *d, const value_range *range)
         d->specials |= plot_special(d->values[i]);
 }
 
-static void free_labels(char **labels, size_t count)
-{
-    if (labels == NULL)
-        return;
-    for (size_t i = 0; i < count; i++)
-        free(labels[i]);
-    free(labels);
-}
-
-/* The `count` strings the selection of `space` picks, from a dataset of
- * variable-length strings, into labels[] (count): ATTN_OK, ATTN_ENOMEM, or
- * ATTN_EINPUT when HDF5 cannot read them. */
-static int read_variable(hid_t dataset, hid_t type, hid_t memory, hid_t space, size_t count,
-                         char **labels)
-{
-    hid_t memory_type = H5Tcopy(H5T_C_S1);
-    char **strings = attn_calloc(count, sizeof *strings);       /* (count) HDF5's */
-    int status = ATTN_OK;
-    if (strings == NULL) {
-        status = ATTN_ENOMEM;
-    } else if (memory_type < 0 || H5Tset_size(memory_type, H5T_VARIABLE) < 0 ||
-               H5Tset_cset(memory_type, H5Tget_cset(type)) < 0 ||
-               H5Dread(dataset, memory_type, memory, space, H5P_DEFAULT, strings) < 0) {
-        status = ATTN_EINPUT;
-    } else {
-        for (size_t i = 0; i < count && status == ATTN_OK; i++)
-            if ((labels[i] = attn_strdup(strings[i] != NULL ? strings[i] : "")) == NULL)
-                status = ATTN_ENOMEM;
-        H5Dvlen_reclaim(memory_type, memory, H5P_DEFAULT, strings);
-    }
-    free(strings);
-    if (memory_type >= 0)
-        H5Tclose(memory_type);
-    return status;
-}
-
-/* The same for fixed-length strings, each read NUL-terminated. */
-static int read_fixed(hid_t dataset, hid_t type, hid_t memory, hid_t space, size_t count,
-                      char **labels)
-{
-    size_t size = H5Tget_size(type), each, bytes;
-    hid_t memory_type = H5Tcopy(H5T_C_S1);
-    char *fixed = NULL;                                          /* (count, size + 1) */
-    int status = ATTN_OK;
-    if (size == 0 || !attn_size_add(&each, size, 1) || !attn_size_mul(&bytes, each, count))
-        status = ATTN_EINPUT;
-    else if ((fixed = attn_malloc(bytes)) == NULL)
-        status = ATTN_ENOMEM;
-    else if (memory_type < 0 || H5Tset_size(memory_type, each) < 0 ||
-             H5Tset_strpad(memory_type, H5T_STR_NULLTERM) < 0 ||
-             H5Tset_cset(memory_type, H5Tget_cset(type)) < 0 ||
-             H5Dread(dataset, memory_type, memory, space, H5P_DEFAULT, fixed) < 0)
-        status = ATTN_EINPUT;
-    for (size_t i = 0; i < count && status == ATTN_OK; i++)
-        if ((labels[i] = attn_strdup(fixed + i * each)) == NULL)
-            status = ATTN_ENOMEM;
-    free(fixed);
-    if (memory_type >= 0)
-        H5Tclose(memory_type);
-    return status;
-}
-
-/*
- * Reads the token dataset `name`, (length) -- the same for every item --
- * or (B, length) -- row `item` -- of variable- or fixed-length strings,
- * into *labels (length); *labels stays NULL when the group has no such
- * dataset.
- */
-static int read_labels(const source *src, const char *name, size_t item, size_t length,
-                       char ***labels, attn_error *err)
-{
-    const char *path = src->rq->input;
-    *labels = NULL;
-    if (H5Lexists(src->group, name, H5P_DEFAULT) <= 0)
-        return ATTN_OK;
-    int status = ATTN_OK;
-    hid_t dataset = H5Dopen2(src->group, name, H5P_DEFAULT);
-    hid_t type = dataset < 0 ? -1 : H5Dget_type(dataset);
-    hid_t space = dataset < 0 ? -1 : H5Dget_space(dataset);
-    hid_t memory = -1;
-    char **out = NULL;                                           /* (length) */
-    hsize_t dims[2] = {0, 0};
-    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
-    htri_t variable = type < 0 ? -1 : H5Tis_variable_str(type);
-    if (type < 0 || rank < 1 || rank > 2 || H5Sget_simple_extent_dims(space, dims, NULL) < 0 ||
-        H5Tget_class(type) != H5T_STRING || variable < 0) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s is not a dataset of strings (n) or (B, n)",
-                           path, name);
-        goto out;
-    }
-    hsize_t have = dims[rank - 1];
-    if (have != length) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s has %llu tokens%s for an axis of %zu", path,
-                           name, (unsigned long long)have, rank == 2 ? " per item" : "", length);
-        goto out;
-    }
-    if (rank == 2 && item >= dims[0]) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s has tokens for %llu items, none for item %zu",
-                           path, name, (unsigned long long)dims[0], item);
-        goto out;
-    }
-    hsize_t start[2] = {item, 0}, count[2] = {1, have}, row[1] = {have};
-    if ((memory = H5Screate_simple(1, row, NULL)) < 0 ||
-        H5Sselect_hyperslab(space, H5S_SELECT_SET, rank == 2 ? start : start + 1, NULL,
-                            rank == 2 ? count : count + 1, NULL) < 0) {
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read %s", path, name);
-        goto out;
-    }
-    if ((out = attn_calloc(length, sizeof *out)) == NULL) {
-        status = attn_fail(err, ATTN_ENOMEM, "out of memory");
-        goto out;
-    }
-    status = (variable ? read_variable : read_fixed)(dataset, type, memory, space, length, out);
-    if (status == ATTN_ENOMEM)
-        attn_fail(err, status, "out of memory");
-    else if (status != ATTN_OK)
-        fail_h5(err, status, "%s: cannot read the strings of %s", path, name);
-out:
-    if (status == ATTN_OK)
-        *labels = out;
-    else
-        free_labels(out, length);
-    if (memory >= 0)
-        H5Sclose(memory);
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
-    if (dataset >= 0)
-        H5Dclose(dataset);
-    return status;
-}
-
 /* The picture's axes: tokens where the group holds them. */
 static int read_tokens(const source *src, plot_data *d, attn_error *err)
 {
     if (d->what == PLOT_ENTROPY)                 /* rows are heads */
-        return read_labels(src, QUERY_TOKENS, d->item, d->cols, &d->col_labels, err);
-    int status = read_labels(src, QUERY_TOKENS, d->item, d->rows, &d->row_labels, err);
+        return attn_results_labels(src->results, QUERY_TOKENS, d->item, d->cols,
+                                   &d->col_labels, err);
+    int status = attn_results_labels(src->results, QUERY_TOKENS, d->item, d->rows,
+                                     &d->row_labels, err);
     if (status == ATTN_OK)
-        status = read_labels(src, KEY_TOKENS, d->item, d->cols, &d->col_labels, err);
+        status = attn_results_labels(src->results, KEY_TOKENS, d->item, d->cols,
+                                     &d->col_labels, err);
     return status;
 }
 
 static int read_all(source *src, plot_data *d, attn_error *err)
 {
     value_range range = {0, 0, false};
-    int status = open_file(src, err);
+    int status = attn_results_open(src->rq->input, src->rq->group, &src->results, err);
     if (status == ATTN_OK)
         status = open_map(src, err);
     if (status == ATTN_OK)
@@ -547,17 +308,9 @@ int plot_read(const plot_request *rq, plot_data *data, attn_error *err)
     data->what = rq->what;
     data->input = rq->input;
     data->group = rq->group;
-    source src = {.rq = rq, .file = -1, .group = -1, .dataset = -1};
-    attn_h5_prepare();
-    attn_h5_reading++;          /* a crash in HDF5 from here is the file's */
+    source src = {.rq = rq, .results = NULL};
     int status = read_all(&src, data, err);
-    if (src.dataset >= 0)
-        H5Dclose(src.dataset);
-    if (src.group >= 0)
-        H5Gclose(src.group);
-    if (src.file >= 0)
-        H5Fclose(src.file);
-    attn_h5_reading--;
+    attn_results_close(src.results);
     if (status != ATTN_OK)
         plot_data_free(data);
     return status;
@@ -567,8 +320,8 @@ void plot_data_free(plot_data *data)
 {
     free(data->heads);
     free(data->values);
-    free_labels(data->row_labels, data->rows);
-    free_labels(data->col_labels, data->cols);
+    attn_labels_free(data->row_labels, data->rows);
+    attn_labels_free(data->col_labels, data->cols);
     data->heads = NULL;
     data->values = NULL;
     data->row_labels = data->col_labels = NULL;

@@ -138,8 +138,25 @@ bool attn_size_add(size_t *out, size_t a, size_t b);
 /* *out = dims[0] * ... * dims[count - 1] (1 when count is 0), or false. */
 bool attn_size_product(size_t *out, const size_t *dims, size_t count);
 
+/* Turns a flat row-major index into per-axis indices idx (rank) of dims (rank). */
+void attn_unravel_index(size_t flat, const size_t *dims, size_t rank, size_t *idx);
+
+/* *out = the most `bytes` can take deflated, in `chunks` chunks
+ * (libdeflate's zlib bound: 5 bytes per block of at least 5000 bytes, and
+ * per chunk the header, the trailer and padding); false on overflow. */
+bool attn_deflate_bound(size_t *out, size_t bytes, size_t chunks);
+
 /* Formats dims as "(4, 6)" into buf; returns buf.  Rank 0 gives "()". */
 char *attn_format_shape(char *buf, size_t buflen, const size_t *dims, size_t rank);
+
+/*
+ * Whether HDF5 is, right now, parsing a file libattn reads and did not
+ * make (an input, a results file).  HDF5 does not read damaged or
+ * hostile files safely: a fatal signal while this holds is that file's
+ * doing, which a program's signal handler may say.  Safe to call from a
+ * signal handler.
+ */
+bool attn_parsing_file(void);
 
 /*
  * Every allocation of attnrun's own goes through these (free() releases

@@ -264,11 +264,6 @@ size_t attn_plan_step_blocks(const attn_layout *layout, const attn_slice_sizes *
 /* Target bytes of one chunk of an output dataset. */
 #define ATTN_CHUNK_BYTES ((size_t)1 << 20)
 
-/* *out = the most `bytes` can take deflated, in `chunks` chunks
- * (libdeflate's zlib bound: 5 bytes per block of at least 5000 bytes, and
- * per chunk the header, the trailer and padding); false on overflow. */
-bool attn_deflate_bound(size_t *out, size_t bytes, size_t chunks);
-
 /* The side of the square tiles the maps are chunked in, along (query, key). */
 #define ATTN_MAP_TILE ((size_t)256)
 
@@ -302,8 +297,5 @@ void attn_output_chunk(const attn_layout *layout, attn_output which, size_t elem
 int attn_output_stored_bytes(const attn_layout *layout, const attn_config *cfg,
                              attn_output which, size_t elem_size, const size_t chunk[4],
                              size_t *bytes, attn_error *err);
-
-/* Turns a flat row-major index into per-axis indices idx[rank]. */
-void attn_unravel_index(size_t flat, const size_t *dims, size_t rank, size_t *idx);
 
 #endif

@@ -13,6 +13,14 @@
 #define ATTN_THREADS_PER_CORE 4
 #define ATTN_MAX_THREADS 4096
 
+/*
+ * Address space OpenBLAS takes in each thread that calls it: its work
+ * buffer (BUFFER_SIZE, 32 << 22 bytes on x86-64 in OpenBLAS 0.3).  It
+ * retries a failed allocation of it forever, so that one must not fail:
+ * a program checks the room for it first.
+ */
+#define ATTN_BLAS_BUFFER_BYTES ((size_t)128 << 20)
+
 /* ATTN_THREADS_PER_CORE x the online cores (at most ATTN_MAX_THREADS). */
 int attn_thread_limit(void);
 

@@ -1,6 +1,10 @@
-/* attn_common.c - status messages and checked size arithmetic. */
+/* common.c - status messages, checked size arithmetic, allocation, and
+ * whether HDF5 is parsing a file libattn reads (attn_common.h). */
 #include "attn_common.h"
 
+#include "core/core.h"
+
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +48,24 @@ char *attn_strdup(const char *text)
     if (copy != NULL)
         memcpy(copy, text, len);
     return copy;
+}
+
+/* Calls into HDF5 that parse a file libattn reads, nested: a count. */
+static volatile sig_atomic_t parsing;
+
+void attn_parsing_enter(void)
+{
+    parsing++;
+}
+
+void attn_parsing_leave(void)
+{
+    parsing--;
+}
+
+bool attn_parsing_file(void)
+{
+    return parsing != 0;
 }
 
 size_t attn_precision_size(attn_precision precision)
@@ -117,6 +139,22 @@ bool attn_size_add(size_t *out, size_t a, size_t b)
         return false;
     *out = a + b;
     return true;
+}
+
+bool attn_deflate_bound(size_t *out, size_t bytes, size_t chunks)
+{
+    size_t blocks, framing;
+    return attn_size_add(&blocks, bytes / 5000, chunks) && attn_size_mul(&blocks, blocks, 5) &&
+           attn_size_add(out, bytes, blocks) && attn_size_mul(&framing, chunks, 32) &&
+           attn_size_add(out, *out, framing);
+}
+
+void attn_unravel_index(size_t flat, const size_t *dims, size_t rank, size_t *idx)
+{
+    for (size_t i = rank; i-- > 0;) {
+        idx[i] = dims[i] ? flat % dims[i] : 0;
+        flat = dims[i] ? flat / dims[i] : 0;
+    }
 }
 
 bool attn_size_product(size_t *out, const size_t *dims, size_t count)

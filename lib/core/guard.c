@@ -2,6 +2,8 @@
 #define _GNU_SOURCE     /* pthread_getattr_default_np */
 #include "core/guard.h"
 
+#include "attn_threads.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>

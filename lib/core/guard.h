@@ -23,13 +23,6 @@
 #include <sys/resource.h>
 
 /*
- * Address space OpenBLAS takes in each thread that calls it: its work
- * buffer (BUFFER_SIZE, 32 << 22 bytes on x86-64 in OpenBLAS 0.3).  It
- * retries a failed allocation of it forever, so that one must not fail.
- */
-#define ATTN_BLAS_BUFFER_BYTES ((size_t)128 << 20)
-
-/*
  * Caps the address space at its current size plus 1 GiB while HDF5
  * parses the input's metadata: a damaged file can make HDF5 allocate
  * gigabytes for one piece of it, and with the cap that allocation fails

@@ -41,13 +41,9 @@ typedef enum attn_data_kind {
 
 typedef struct attn_h5in attn_h5in;
 
-/*
- * Nonzero while an attn_h5in function runs (a count: they nest), or while
- * attn_h5out_open opens the --in-place copy: HDF5 is parsing the input.
- * HDF5 does not read damaged or hostile files safely; a fatal signal while
- * this is set is the input's doing (see cmd/cli/process.c).
- */
-extern volatile sig_atomic_t attn_h5_reading;
+/* Every attn_h5in function, and attn_h5out_open of the --in-place copy,
+ * runs marked as HDF5 parsing a file libattn reads (attn_parsing_file):
+ * HDF5 does not read damaged or hostile files safely. */
 
 /* The lock attn_h5in_open_with holds on the input until attn_h5in_close:
  * flock, the kind HDF5's own readers (shared) and writers (exclusive)
@@ -349,6 +345,9 @@ void attn_h5_prepare(void);
  * as it does HDF5's own; *best_effort when it says "BEST_EFFORT" (a file
  * system that cannot lock is then no failure). */
 bool attn_h5_locking_disabled(bool *best_effort);
+
+/* Whether filter plugins may load (attn_h5_allow_plugins). */
+bool h5_plugins_allowed(void);
 
 /*
  * Copies the most specific message on HDF5's error stack into buf (empty

@@ -6,6 +6,8 @@
 #define _GNU_SOURCE     /* sync_file_range */
 #include "h5/h5.h"
 
+#include "core/core.h"
+
 #include "attn_atomic.h"
 
 #include <hdf5.h>
@@ -173,7 +175,7 @@ static int start(const char *path, const char *label, const char *group, open_mo
     out->shared_xfer = H5I_INVALID_HID;
     out->group_name = group;
     /* With --in-place HDF5 parses a copy of the input: its crash is the
-     * input's (see attn_h5_reading). */
+     * input's (see attn_parsing_file). */
     hid_t fapl = H5P_DEFAULT;
     if (mode == OPEN_SHARED && ((fapl = shared_access()) < 0 ||
                                 (out->shared_xfer = shared_transfer()) < 0)) {
@@ -183,7 +185,8 @@ static int start(const char *path, const char *label, const char *group, open_mo
         attn_h5out_close(out, NULL);
         return attn_fail(err, ATTN_EIO, "%s: cannot set up MPI-IO (a build without MPI)", label);
     }
-    attn_h5_reading += mode == OPEN;
+    if (mode == OPEN)
+        attn_parsing_enter();
     out->file = create ? H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)
                        : H5Fopen(path, H5F_ACC_RDWR, fapl);
     if (fapl != H5P_DEFAULT)
@@ -191,7 +194,8 @@ static int start(const char *path, const char *label, const char *group, open_mo
     int status = out->file < 0 ? h5_failure(out, err, create ? "create" : "open",
                                             "the HDF5 file for writing")
                                : open_group(out, group, err);
-    attn_h5_reading -= mode == OPEN;
+    if (mode == OPEN)
+        attn_parsing_leave();
     if (status == ATTN_OK)
         out->provenance = H5Aexists(out->group, "attnrun_version") > 0;
     if (status != ATTN_OK) {

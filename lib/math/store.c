@@ -6,7 +6,6 @@
  */
 #include "math/store.h"
 
-#include "attn_plan.h"
 #include "attn_threads.h"
 
 #include <assert.h>

@@ -1,0 +1,18 @@
+/*
+ * core.h - what the core layer offers libattn's higher layers and no
+ * program: the marks around HDF5's parsing of a file libattn reads, which
+ * attn_parsing_file() reports.
+ *
+ *     attn_parsing_enter();
+ *     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+ *     attn_parsing_leave();
+ */
+#ifndef ATTN_CORE_H
+#define ATTN_CORE_H
+
+/* Marks the start and the end of HDF5 calls that parse a file libattn
+ * reads and did not make; they nest. */
+void attn_parsing_enter(void);
+void attn_parsing_leave(void);
+
+#endif

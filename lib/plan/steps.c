@@ -1,0 +1,260 @@
+/*
+ * steps.c - the work cut into steps that fit the memory cap: the buffers
+ * of one batch item, the items (or query rows) of a step, and what the
+ * whole computation costs (attn_plan.h).
+ *
+ * Legend: B batch, H heads, n queries, m keys, D d_model, d_k, d_v.
+ */
+#include "attn_plan.h"
+
+#include "plan/plan.h"
+
+#include <limits.h>
+#include <string.h>
+
+double attn_plan_flops(const attn_dims *d)
+{
+    double n = (double)d->n, m = (double)d->m, D = (double)d->d_model, H = (double)d->heads;
+    double G = (double)attn_kv_heads(d), dk = (double)d->d_k, dv = (double)d->d_v;
+    double projections = 2 * n * D * H * dk + 2 * m * D * G * (dk + dv);
+    double attention = 2 * H * n * m * dk + 2 * H * n * m * dv;
+    double output = 2 * n * H * dv * D;
+    return (double)d->batch * (projections + attention + output);
+}
+
+/* *total += a * b, all checked. */
+static bool add_product(size_t *total, size_t a, size_t b)
+{
+    size_t p;
+    return attn_size_mul(&p, a, b) && attn_size_add(total, *total, p);
+}
+
+/* Bytes of the packed room of chunks holding `bytes`, in `chunks` chunks:
+ * with compression, the compressor's worst case. */
+static bool packed_bytes(size_t *out, size_t bytes, size_t chunks, bool compress)
+{
+    if (compress)
+        return attn_deflate_bound(out, bytes, chunks);
+    *out = bytes;
+    return true;
+}
+
+/* Elements per item of output `which` padded to whole chunks (the axes
+ * after the batch axis), and the chunks that holds (rounded up). */
+static bool padded_per_item(const attn_layout *layout, attn_output which, size_t elem,
+                            size_t rows, size_t *elems, size_t *chunks)
+{
+    size_t dims[4], chunk[4], room = 1, cells = 1;
+    const char *labels[4];
+    const size_t rank = attn_output_shape(layout, which, dims, labels);
+    attn_output_chunk(layout, which, elem, 1, chunk);
+    const size_t first = layout->batched ? 1 : 0;
+    for (size_t i = first; i < rank; i++) {
+        size_t extent = dims[i];
+        if (rows != 0 && i == rank - 2)               /* the maps' query axis */
+            extent = rows;
+        size_t whole = (extent + chunk[i] - 1) / chunk[i];
+        if (!attn_size_mul(&room, room, whole * chunk[i]) || !attn_size_mul(&cells, cells, whole))
+            return false;
+    }
+    *elems = room;
+    *chunks = cells;
+    return true;
+}
+
+/* sizes->staging and staging_per_row: the packed room of the outputs. */
+static bool plan_staging(const attn_layout *layout, const attn_step_request *req,
+                         attn_slice_sizes *sizes)
+{
+    const attn_store maps = attn_store_for(req->store, req->precision);
+    size_t elems, chunks, bytes, tile[4];
+    sizes->staging = sizes->staging_per_row = 0;
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        if (!((req->save >> i) & 1u))
+            continue;
+        const size_t elem = attn_store_size(attn_output_type((attn_output)i, maps, req->precision));
+        if (!attn_output_is_map((attn_output)i)) {
+            if (!padded_per_item(layout, (attn_output)i, elem, 0, &elems, &chunks) ||
+                !attn_size_mul(&bytes, elems, elem) ||
+                !packed_bytes(&bytes, bytes, chunks, req->compress) ||
+                !attn_size_add(&sizes->staging, sizes->staging, bytes))
+                return false;
+            continue;
+        }
+        /* Per row: one tile row of chunks, divided by the tile's rows. */
+        size_t dims[4];
+        const char *labels[4];
+        const size_t rank = attn_output_shape(layout, (attn_output)i, dims, labels);
+        attn_output_chunk(layout, (attn_output)i, elem, 1, tile);
+        const size_t tile_rows = tile[rank - 2];
+        if (!padded_per_item(layout, (attn_output)i, elem, tile_rows, &elems, &chunks) ||
+            !attn_size_mul(&bytes, elems, elem) ||
+            !packed_bytes(&bytes, bytes, chunks, req->compress) ||
+            !attn_size_add(&sizes->staging_per_row, sizes->staging_per_row,
+                           (bytes + tile_rows - 1) / tile_rows))
+            return false;
+    }
+    return true;
+}
+
+/* Query rows of one chunk of a map (B, H, n, m): see attn_output_chunk. */
+static size_t map_chunk_rows(const attn_layout *layout, size_t elem)
+{
+    size_t chunk[4];
+    attn_output_chunk(layout, ATTN_OUT_WEIGHTS, elem, 1, chunk);
+    return chunk[layout->batched ? 2 : 1];
+}
+
+size_t attn_plan_map_count(unsigned save)
+{
+    if ((save >> ATTN_OUT_SCORES) & 1u)
+        return 2;
+    return ((save >> ATTN_OUT_WEIGHTS) & 1u) || ((save >> ATTN_OUT_MEAN) & 1u) ? 1 : 0;
+}
+
+/* The buffers of one item (sizes), and the bytes of one item without the
+ * maps (*base); false on overflow. */
+static bool size_item(const attn_layout *layout, const attn_step_request *req,
+                      attn_slice_sizes *sizes, size_t *base)
+{
+    const attn_dims *d = &layout->dims;
+    const size_t elem = attn_precision_size(req->precision);
+    size_t hk, gk, gv, hv, hn, elems = 0, bytes, row_elems, padded_n;
+    const size_t G = attn_kv_heads(d);
+    const unsigned save = req->save;
+    memset(sizes, 0, sizeof *sizes);
+    sizes->map_count = attn_plan_map_count(save);
+    sizes->mean = (save >> ATTN_OUT_MEAN) & 1u ? d->m : 0;
+    /* entropy and distance in the precision, argmax as int32: (H, n) each */
+    const size_t summary_elem[3] = {
+        (save >> ATTN_OUT_ENTROPY) & 1u ? elem : 0, (save >> ATTN_OUT_ARGMAX) & 1u ? sizeof(int32_t) : 0,
+        (save >> ATTN_OUT_DISTANCE) & 1u ? elem : 0,
+    };
+    bool ok = attn_size_mul(&hk, d->heads, d->d_k) && attn_size_mul(&hv, d->heads, d->d_v) &&
+              attn_size_mul(&gk, G, d->d_k) && attn_size_mul(&gv, G, d->d_v) &&
+              attn_size_mul(&sizes->x, d->n, d->d_model) &&
+              attn_size_mul(&sizes->y, layout->cross ? d->m : 0, d->d_model) &&
+              attn_size_mul(&sizes->q, d->n, hk) && attn_size_mul(&sizes->k, d->m, gk) &&
+              attn_size_mul(&sizes->v, d->m, gv) &&
+              attn_size_product(&sizes->bias, (size_t[]){layout->bias_rank == 4 ? d->heads : 0,
+                                                         d->n, d->m}, 3) &&
+              attn_size_add(&sizes->projections, sizes->q, sizes->k) &&
+              attn_size_add(&sizes->projections, sizes->projections, sizes->v) &&
+              attn_size_product(&sizes->maps, (size_t[]){d->heads, d->n, d->m}, 3) &&
+              attn_size_mul(&sizes->heads, d->n, hv) && attn_size_mul(&sizes->concat, d->n, hv) &&
+              attn_size_mul(&sizes->output, d->n, d->d_model) &&
+              attn_size_mul(&row_elems, d->heads, d->m) &&
+              attn_size_mul(&row_elems, row_elems, sizes->map_count) &&
+              attn_size_add(&row_elems, row_elems, sizes->mean) &&
+              attn_size_product(&sizes->result, (size_t[]){(save >> ATTN_OUT_RESULT) & 1u ? d->n : 0,
+                                                           d->heads, d->d_model}, 3) &&
+              attn_size_mul(&hn, d->heads, d->n) &&
+              attn_size_mul(&sizes->summary[0], hn, summary_elem[0]) &&
+              attn_size_mul(&sizes->summary[1], hn, summary_elem[1]) &&
+              attn_size_mul(&sizes->summary[2], hn, summary_elem[2]) &&
+              attn_size_mul(&sizes->bytes_per_row, row_elems, elem) &&
+              plan_staging(layout, req, sizes) &&
+              attn_size_add(&sizes->bytes_per_row, sizes->bytes_per_row, sizes->staging_per_row);
+    sizes->keep = d->m;
+    sizes->positions = (layout->positions_shared ? 0 : d->n) + (layout->kv_positions_shared ? 0 : d->m);
+    /* Everything but the maps; then the maps whole (n padded to tiles). */
+    ok = ok && add_product(&elems, 1, sizes->x) && add_product(&elems, 1, sizes->y) &&
+         add_product(&elems, 1, sizes->projections) && add_product(&elems, 1, sizes->concat) &&
+         add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->bias) &&
+         add_product(&elems, 1, sizes->result) &&
+         attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep) &&
+         attn_size_add(&bytes, bytes, sizes->summary[0]) &&
+         attn_size_add(&bytes, bytes, sizes->summary[1]) &&
+         attn_size_add(&bytes, bytes, sizes->summary[2]) &&
+         attn_size_add(&bytes, bytes, sizes->staging) &&
+         add_product(&bytes, sizes->positions, sizeof(int64_t));
+    *base = sizes->bytes_per_base = bytes;
+    const size_t tile_rows = map_chunk_rows(layout, elem);
+    padded_n = (d->n + tile_rows - 1) / tile_rows * tile_rows;
+    ok = ok && add_product(&bytes, sizes->bytes_per_row, padded_n);
+    sizes->bytes_per_item = bytes;
+    return ok;
+}
+
+/* The largest step in budget_bytes (or req->forced items). */
+static int fit_step(const attn_layout *layout, const attn_step_request *req, size_t budget_bytes,
+                    attn_slice_sizes *sizes, size_t *items, attn_error *err)
+{
+    const attn_dims *d = &layout->dims;
+    const size_t forced = req->forced;
+    size_t base;
+    if (!size_item(layout, req, sizes, &base))
+        return attn_fail(err, ATTN_EINPUT,
+                         "one batch item (n = %zu, m = %zu, d_model = %zu, H = %zu, d_k = %zu, d_v = %zu) is too large to address",
+                         d->n, d->m, d->d_model, d->heads, d->d_k, d->d_v);
+    const size_t bytes = sizes->bytes_per_item;
+    sizes->rows = d->n;
+    size_t fit = forced != 0 ? forced : budget_bytes / bytes;
+    if (fit == 0) {
+        fit = 1;
+        /* Not even one item: its query rows in blocks that fit. */
+        size_t room = budget_bytes > base ? budget_bytes - base : 0;
+        size_t rows = sizes->bytes_per_row ? room / sizes->bytes_per_row : d->n;
+        size_t least = map_chunk_rows(layout, attn_precision_size(req->precision));
+        rows = rows > least ? plan_floor_pow2(rows) : least;
+        if (forced == 0 && rows < d->n)
+            sizes->rows = rows;
+    }
+    /* A power of two, like the batch extent of the chunks (attn_chunk_shape),
+     * so that every slice writes whole chunks. */
+    if (forced == 0 && fit < d->batch)
+        fit = plan_floor_pow2(fit);
+    /* The projections treat a slice as one (items * rows) matrix for CBLAS. */
+    size_t rows = d->n > d->m ? d->n : d->m;
+    if (fit > (size_t)INT_MAX / rows)
+        fit = plan_floor_pow2((size_t)INT_MAX / rows);
+    *items = fit < d->batch ? fit : d->batch;
+    return ATTN_OK;
+}
+
+int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigned save,
+                    size_t budget_bytes, size_t forced, attn_slice_sizes *sizes, size_t *items,
+                    attn_error *err)
+{
+    const attn_step_request req = {
+        .precision = precision, .save = save, .memory = budget_bytes, .forced = forced,
+        .threads = 1, .task_rows = 128,
+    };
+    return fit_step(layout, &req, budget_bytes, sizes, items, err);
+}
+
+size_t attn_plan_step_blocks(const attn_layout *layout, const attn_slice_sizes *sizes,
+                             size_t items, size_t task_rows)
+{
+    const size_t per = task_rows != 0 ? task_rows : 1;
+    return items * layout->dims.heads * ((sizes->rows + per - 1) / per);
+}
+
+int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
+                    attn_slice_sizes *sizes, size_t *items, attn_error *err)
+{
+    const size_t threads = req->threads != 0 ? req->threads : 1;
+    size_t budget = req->memory < ATTN_STEP_BYTES ? req->memory : ATTN_STEP_BYTES;
+    int status = fit_step(layout, req, budget, sizes, items, err);
+    /* Grow the step until every thread has its blocks, the step is the
+     * whole batch, or the cap is reached. */
+    while (status == ATTN_OK && req->forced == 0 && budget < req->memory &&
+           attn_plan_step_blocks(layout, sizes, *items, req->task_rows) <
+               ATTN_BLOCKS_PER_THREAD * threads &&
+           !(*items == layout->dims.batch && sizes->rows == layout->dims.n)) {
+        budget = budget > req->memory / 2 ? req->memory : 2 * budget;
+        status = fit_step(layout, req, budget, sizes, items, err);
+    }
+    return status;
+}
+
+size_t attn_plan_default_memory(size_t threads, size_t physical_bytes)
+{
+    size_t cap = ATTN_MEMORY_PER_THREAD, bound = physical_bytes / ATTN_MEMORY_SHARE;
+    if (!attn_size_mul(&cap, cap, threads != 0 ? threads : 1))
+        cap = SIZE_MAX;
+    if (physical_bytes != 0 && cap > bound)
+        cap = bound;
+    return cap > ATTN_STEP_BYTES ? cap : ATTN_STEP_BYTES;
+}
+
