@@ -1,13 +1,39 @@
 /*
  * attnrun.h - the run command: `attnrun [OPTIONS] IN.h5 (-o OUT.h5 |
  * --in-place)`, the program's own command (cmd/main.c hands it every
- * command line that names no subcommand).
+ * command line that names no subcommand), in three phases:
+ *
+ *     attnrun.c    the command line checked, the run, its messages
+ *     options.c    the option table: parsing and the usage text
+ *     plan_text.c, plan_json.c   the plan of a dry run, as text or JSON
  */
 #ifndef ATTN_CMD_ATTNRUN_H
 #define ATTN_CMD_ATTNRUN_H
 
+#include "attn_run.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* What the command line asks for. */
+typedef struct attnrun_cli {
+    attn_run_options run;
+    bool progress, quiet, help, version;
+    bool json;                          /* --json: the dry run's plan as JSON */
+} attnrun_cli;
+
 /* Runs attention as the command line asks (argv[0] is the program);
  * under MPI every rank calls it.  Returns the exit status. */
 int attnrun_main(int argc, char **argv);
+
+/* Parses the options of argv into c by the option table (options.c):
+ * EXIT_OK with optind at the first operand, or the exit code (printed). */
+int attnrun_parse_options(int argc, char **argv, attnrun_cli *c);
+
+/* `attnrun --help`. */
+void attnrun_print_usage(FILE *out);
+
+/* The plan of a dry run as text (plan_text.c). */
+void plan_text_print(FILE *out, const attn_run_options *opt, const attn_run_report *rep);
 
 #endif

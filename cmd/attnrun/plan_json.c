@@ -1,8 +1,8 @@
 /*
  * plan_json.c - the plan of a dry run as one JSON object (plan_json.h;
- * README, "Plans as JSON", lists every key).  The inputs and the outputs
- * are written by walking their tables, so a new one appears here by
- * itself.
+ * README, "Plans as JSON", lists every key).  The inputs, the outputs and
+ * the settings are written by walking their tables, so a new one appears
+ * here by itself.
  *
  * Legend: B batch, H heads, G K/V heads, n queries, m keys, D d_model.
  */
@@ -112,44 +112,64 @@ static void write_plan(json_writer *w, const attn_run_report *rep)
     json_object_end(w);
 }
 
-/* The settings of the attention, options and preset combined. */
-static void write_variant(json_writer *w, const attn_run_options *opt, const attn_run_report *rep)
+/* One setting's value under key (NULL inside an array); null when the
+ * run does not use it and the setting says so. */
+static void write_setting(json_writer *w, const char *key, const attn_setting *s,
+                          const attn_setting_value *v)
 {
-    const attn_config *cfg = &rep->config;
-    const attn_layout *layout = &rep->layout;
-    json_object_begin(w, "variant");
-    json_real(w, "scale", rep->scale);
-    json_bool(w, "scale_given", opt->has_scale);
-    json_bool(w, "causal", cfg->causal);
-    if (cfg->window != 0)
-        json_size(w, "window", cfg->window);
-    else
-        json_null(w, "window");
-    if (cfg->softcap != 0)
-        json_real(w, "softcap", cfg->softcap);
-    else
-        json_null(w, "softcap");
-    json_bool(w, "alibi", rep->alibi);
-    if (cfg->rope.theta != 0) {
-        json_object_begin(w, "rope");
-        json_real(w, "theta", cfg->rope.theta);
-        json_size(w, "dim", cfg->rope.dim);
-        json_string(w, "style", cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox");
-        json_object_end(w);
-    } else {
-        json_null(w, "rope");
+    if (!v->used && (s->shown & ATTN_SHOWN_JSON_NULL)) {
+        json_null(w, key);
+        return;
     }
-    json_bool(w, "qk_norm", rep->inputs[ATTN_IN_Q_NORM].present || rep->inputs[ATTN_IN_K_NORM].present);
-    json_real(w, "norm_eps", cfg->norm_eps);
-    json_bool(w, "mask", rep->inputs[ATTN_IN_MASK].present);
-    json_bool(w, "mask_invert", opt->mask_invert);
-    json_size(w, "attn_bias_rank", layout->bias_rank);
-    json_bool(w, "cross", layout->cross);
-    json_string(w, "preset", opt->preset);
-    json_string(w, "layout", layout->linear ? "linear" : "xw");
-    json_bool(w, "qkv_fused", layout->fused);
-    json_string(w, "qkv_split", !layout->fused ? NULL : layout->heads_interleaved ? "heads" : "blocks");
-    json_object_end(w);
+    switch (s->kind) {
+    case ATTN_SETTING_TEXT: json_string(w, key, v->text); break;
+    case ATTN_SETTING_INTEGER: json_size(w, key, (size_t)v->integer); break;
+    case ATTN_SETTING_REAL: json_real(w, key, v->real); break;
+    case ATTN_SETTING_FLAG: json_bool(w, key, v->integer != 0); break;
+    }
+}
+
+/*
+ * The settings whose place in the plan starts with `prefix` ("" for the
+ * top level: keys without a '.'; "variant." for those of that object),
+ * from the settings table.  A place with one more '.' ("variant.rope.dim")
+ * is a member of an object ("rope"), null as a whole when its first member
+ * is null.
+ */
+static void write_settings(json_writer *w, const char *prefix, const attn_run_options *opt,
+                           const attn_run_report *rep)
+{
+    const size_t skip = strlen(prefix);
+    char group[64] = "";                /* the object open, or "" */
+    bool group_null = false;
+    for (size_t i = 0; i < attn_setting_count(); i++) {
+        const attn_setting *s = attn_setting_at(i);
+        if (s->json == NULL || strncmp(s->json, prefix, skip) != 0 ||
+            (skip == 0 && strchr(s->json, '.') != NULL))
+            continue;
+        const char *key = s->json + skip, *dot = strchr(key, '.');
+        const size_t group_len = dot != NULL ? (size_t)(dot - key) : 0;
+        const attn_setting_value v = attn_setting_value_of(i, opt, rep);
+        if (group[0] != '\0' && (dot == NULL || strncmp(group, key, group_len) != 0 ||
+                                 group[group_len] != '\0')) {
+            if (!group_null)
+                json_object_end(w);
+            group[0] = '\0';
+        }
+        if (dot != NULL && group[0] == '\0') {
+            snprintf(group, sizeof group, "%.*s", (int)group_len, key);
+            group_null = !v.used && (s->shown & ATTN_SHOWN_JSON_NULL);
+            if (group_null)
+                json_null(w, group);
+            else
+                json_object_begin(w, group);
+        }
+        if (dot != NULL && group_null)
+            continue;
+        write_setting(w, dot != NULL ? dot + 1 : key, s, &v);
+    }
+    if (group[0] != '\0' && !group_null)
+        json_object_end(w);
 }
 
 void plan_json_print(FILE *out, const attn_run_options *opt, const attn_run_report *rep)
@@ -166,9 +186,7 @@ void plan_json_print(FILE *out, const attn_run_options *opt, const attn_run_repo
     json_string(&w, "weights_group", opt->weights_group);
     write_dims(&w, rep);
     write_inputs(&w, rep);
-    json_string(&w, "precision", opt->precision == ATTN_F64 ? "f64" : "f32");
-    json_string(&w, "store", attn_store_name(rep->store));
-    json_size(&w, "compress", (size_t)opt->compress);
+    write_settings(&w, "", opt, rep);
     json_real(&w, "flops", rep->flops);
     json_size(&w, "total_bytes", rep->total_bytes);
     json_array_begin(&w, "save");
@@ -182,7 +200,9 @@ void plan_json_print(FILE *out, const attn_run_options *opt, const attn_run_repo
             write_output(&w, rep, (attn_output)i);
     json_array_end(&w);
     write_plan(&w, rep);
-    write_variant(&w, opt, rep);
+    json_object_begin(&w, "variant");
+    write_settings(&w, "variant.", opt, rep);
+    json_object_end(&w);
     json_object_end(&w);
     json_finish(&w);
 }

@@ -1,5 +1,5 @@
-/* hints.c - the library's hints as the command line words them (hints.h). */
-#include "cli/hints.h"
+/* hints.c - the library's hints as the command line words them (cli.h). */
+#include "cli/cli.h"
 
 /* What the library's hint (the setting that would resolve a failure) is
  * on the command line, appended to its message. */

@@ -13,16 +13,9 @@
 #define ATTN_CMD_PROCESS_H
 
 #include "attn_atomic.h"
+#include "cli/exit.h"
 
 #include <stdbool.h>
-
-/* attnrun's exit statuses (README, Exit status). */
-enum exit_code {
-    EXIT_OK = 0,          /* success                                        */
-    EXIT_RUNTIME = 1,     /* runtime or I/O failure, interrupted            */
-    EXIT_USAGE = 2,       /* usage error                                    */
-    EXIT_INPUT = 3        /* input rejected                                 */
-};
 
 /* Opens each of descriptors 0, 1 and 2 that is closed on /dev/null, the
  * other way round (stdin for writing, stdout and stderr for reading), so

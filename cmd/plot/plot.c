@@ -6,13 +6,13 @@
 #define _GNU_SOURCE
 #include "plot/plot.h"
 #include "cli/cli.h"
-#include "cli/hints.h"
 
 #include "attn_atomic.h"
 #include "cli/process.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,18 +29,9 @@ static const char *const plot_usage[] = {
     "(-inf) and NaN values in colours of their own, and the tokens on the axes\n"
     "when the results hold them (query_token, key_token).  The format follows\n"
     "FILE's extension.\n"
-    "\n"
-    "Options:\n"
-    "  -o, --output FILE    the picture to write (atomically: all or nothing)\n"
-    "      --group PATH     the group holding the results (default /)\n"
-    "      --item B         the batch item to draw (default 0)\n"
-    "      --heads LIST     heads to draw, e.g. 0,3,5-7 (default: all)\n"
-    "      --what W         weights (default), scores, or entropy: the entropy\n"
-    "                       dataset (saved by --save entropy) as one map of heads\n"
-    "                       by queries\n"
-    "      --force          replace an existing FILE (a file, never a directory)\n"
-    "  -h, --help           this help\n"
     "\n",
+    /* ... the options (the table below), then: */
+    "\n"
     "Colours: viridis, from the bottom of the scale (dark violet) to its top\n"
     "(yellow).  Weights are scaled from 0 to the largest weight drawn, scores\n"
     "and entropy from their smallest to their largest finite value; the colour\n"
@@ -58,19 +49,6 @@ static const char *const plot_usage[] = {
     "Exit status: 0 success, 1 runtime or I/O failure (or interrupted),\n"
     "2 usage error (FILE exists without --force, unknown extension), 3 input\n"
     "rejected (missing file, group or dataset, --item or --heads outside it).\n",
-};
-
-enum { OPT_GROUP = 256, OPT_ITEM, OPT_HEADS, OPT_WHAT, OPT_FORCE };
-
-static const struct option plot_options[] = {
-    {"output", required_argument, NULL, 'o'},
-    {"group", required_argument, NULL, OPT_GROUP},
-    {"item", required_argument, NULL, OPT_ITEM},
-    {"heads", required_argument, NULL, OPT_HEADS},
-    {"what", required_argument, NULL, OPT_WHAT},
-    {"force", no_argument, NULL, OPT_FORCE},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
 };
 
 /* The --what table. */
@@ -130,41 +108,45 @@ static int parse_heads(const char *name, const char *text, plot_cli *c)
     return EXIT_OK;
 }
 
-static int apply_option(void *context, int opt, const char *name, const char *value)
+static int parse_heads_option(void *settings, const cli_option *option, const char *name,
+                              const char *value)
 {
-    plot_cli *c = context;
-    switch (opt) {
-    case 'o': c->output = value; break;
-    case OPT_GROUP:
-        if (value[0] != '/')
-            return cli_usage_error("%s '%s': expected an absolute group path such as /layer3",
-                                    name, value);
-        c->rq.group = value;
-        break;
-    case OPT_ITEM:
-        if (!cli_parse_number(value, SIZE_MAX, &c->rq.item, NULL))
-            return cli_usage_error("%s '%s': expected a whole number from 0", name, value);
-        break;
-    case OPT_HEADS: return parse_heads(name, value, c);
-    case OPT_WHAT: {
-        size_t i = 0;
-        while (i < PLOT_WHAT_COUNT && strcmp(value, what_table[i].name) != 0)
-            i++;
-        if (i == PLOT_WHAT_COUNT)
-            return cli_usage_error("%s '%s': expected weights, scores or entropy", name, value);
-        c->rq.what = (plot_what)i;
-        break;
-    }
-    case OPT_FORCE: c->force = true; break;
-    case 'h': c->help = true; break;
-    default: return cli_usage_error("%s: not an option of attnrun plot", name);
-    }
-    return EXIT_OK;
+    (void)option;
+    return parse_heads(name, value, settings);
 }
+
+static const char *what_name(int v)
+{
+    return what_table[v].name;
+}
+
+#define PLOT(field) offsetof(plot_cli, field)
+
+/* The options of attnrun plot. */
+static const cli_option options[] = {
+    {"output", 'o', CLI_TEXT, PLOT(output), .value = "FILE", .section = "Options",
+     .help = "the picture to write (atomically: all or nothing)"},
+    {"group", 0, CLI_GROUP, PLOT(rq.group), .value = "PATH",
+     .expected = "an absolute group path such as /layer3",
+     .help = "the group holding the results (default /)"},
+    {"item", 0, CLI_COUNT, PLOT(rq.item), .value = "B", .expected = "a whole number from 0",
+     .help = "the batch item to draw (default 0)"},
+    {"heads", 0, CLI_CUSTOM, 0, .parse = parse_heads_option, .value = "LIST",
+     .help = "heads to draw, e.g. 0,3,5-7 (default: all)"},
+    {"what", 0, CLI_CHOICE, PLOT(rq.what), .choice = what_name, .first = PLOT_WEIGHTS,
+     .last = PLOT_ENTROPY, .value = "W", .expected = "weights, scores or entropy",
+     .help = "weights (default), scores, or entropy: the entropy\n"
+             "dataset (saved by --save entropy) as one map of heads\n"
+             "by queries"},
+    {"force", 0, CLI_FLAG, PLOT(force),
+     .help = "replace an existing FILE (a file, never a directory)"},
+    {"help", 'h', CLI_FLAG, PLOT(help), .help = "this help"},
+    {NULL},
+};
 
 static int parse_arguments(int argc, char **argv, plot_cli *c)
 {
-    int code = cli_parse_options(argc, argv, ":o:h", plot_options, apply_option, c);
+    int code = cli_parse(options, argc, argv, c);
     if (code != EXIT_OK)
         return code;
     if (c->help)
@@ -193,8 +175,9 @@ static int parse_arguments(int argc, char **argv, plot_cli *c)
 
 static int print_help(void)
 {
-    for (size_t i = 0; i < sizeof plot_usage / sizeof plot_usage[0]; i++)
-        fputs(plot_usage[i], stdout);
+    fputs(plot_usage[0], stdout);
+    cli_print_options(options, stdout);
+    fputs(plot_usage[1], stdout);
     return cli_finish_stdout(EXIT_OK);
 }
 
@@ -233,7 +216,7 @@ int plot_main(int argc, char **argv)
     memset(&c, 0, sizeof c);
     c.rq.group = "/";
     c.rq.what = PLOT_WEIGHTS;
-    cli_set_command("attnrun plot");
+    cli_set_command("attnrun", "attnrun plot --help");
     int code = parse_arguments(argc, argv, &c);
     if (code != EXIT_OK || c.help) {
         free(c.ranges);

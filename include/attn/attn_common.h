@@ -65,7 +65,10 @@ typedef struct attn_error {
 } attn_error;
 
 /* Which floating type the computation uses and the output stores. */
-typedef enum attn_precision { ATTN_F32 = 0, ATTN_F64 = 1 } attn_precision;
+typedef enum attn_precision { ATTN_F32 = 0, ATTN_F64 = 1, ATTN_PRECISION_COUNT } attn_precision;
+
+/* "f32", "f64". */
+const char *attn_precision_name(attn_precision precision);
 
 /* The type the maps (scores, weights) are stored as (--store): the
  * compute precision's, or a narrower float.  Only the stored values round
@@ -76,8 +79,9 @@ typedef enum attn_store {
     ATTN_STORE_BF16,          /* bfloat16: 8 exponent, 7 mantissa bits     */
     ATTN_STORE_F32,
     ATTN_STORE_F64,
-    ATTN_STORE_I32            /* int32: integer outputs (argmax), never a
+    ATTN_STORE_I32,           /* int32: integer outputs (argmax), never a
                                  choice of --store                         */
+    ATTN_STORE_COUNT
 } attn_store;
 
 /* The store type of `precision` (ATTN_STORE_F32 or ATTN_STORE_F64). */
@@ -148,6 +152,11 @@ bool attn_deflate_bound(size_t *out, size_t bytes, size_t chunks);
 
 /* Formats dims as "(4, 6)" into buf; returns buf.  Rank 0 gives "()". */
 char *attn_format_shape(char *buf, size_t buflen, const size_t *dims, size_t rank);
+
+/* Formats a byte count in binary units into buf ("512 B", "1.5 GiB",
+ * "128.0 MiB"); returns buf.  Every message and plan of attnrun says
+ * sizes so. */
+char *attn_format_bytes(char *buf, size_t buflen, double bytes);
 
 /*
  * Whether HDF5 is, right now, parsing a file libattn reads and did not

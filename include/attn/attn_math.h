@@ -46,9 +46,15 @@ static inline size_t attn_kv_heads(const attn_dims *d)
 
 /* How rotary position embeddings pair the features they rotate. */
 typedef enum attn_rope_style {
+    ATTN_ROPE_DEFAULT, /* not said: attn_run takes the preset's, else neox;
+                          the kernels turn it as neox                     */
     ATTN_ROPE_NEOX,    /* feature i with i + R/2 (HF rotate_half)          */
-    ATTN_ROPE_GPTJ     /* feature 2i with 2i + 1 (HF rotate_every_two)     */
+    ATTN_ROPE_GPTJ,    /* feature 2i with 2i + 1 (HF rotate_every_two)     */
+    ATTN_ROPE_STYLE_COUNT
 } attn_rope_style;
+
+/* "neox", "gptj"; "" for ATTN_ROPE_DEFAULT. */
+const char *attn_rope_style_name(attn_rope_style style);
 
 /* Rotary position embeddings of q and k; none when theta is 0. */
 typedef struct attn_rope {
@@ -57,22 +63,58 @@ typedef struct attn_rope {
     attn_rope_style style;
 } attn_rope;
 
+/*
+ * The variant of attention a layer computes: how its logits are formed
+ * from q and k and which keys each query sees -- what a model family's
+ * attention is, apart from its sizes and parameters.  Each is 0 (false)
+ * when not used.  attn_run_options carries the same settings as asked,
+ * where scale 0 stands for 1/sqrt(d_k), rope.dim 0 for d_k and
+ * rope.style ATTN_ROPE_DEFAULT for the preset's.  The logits are, in this
+ * order:  scale q.k  ->  softcap  ->  + ALiBi + bias  ->  masks (-inf).
+ */
+typedef struct attn_variant {
+    double scale;            /* multiplies Q K^T; 1/sqrt(d_k) is usual      */
+    bool causal;             /* key k is hidden from query q when k > q     */
+    size_t window;           /* 0, or key k is hidden from query q when
+                                k <= q - window                             */
+    double softcap;          /* 0, or logit = softcap tanh(logit/softcap)   */
+    attn_rope rope;          /* rotary embeddings of q and k (theta 0: none) */
+    double norm_eps;         /* in the RMSNorm of attn_weights.q_norm, k_norm */
+} attn_variant;
+
 typedef struct attn_config {
     attn_dims dims;
-    double scale;               /* multiplies Q K^T; 1/sqrt(d_k) by default */
-    bool causal;                /* key k is hidden from query q when k > q  */
-    size_t window;              /* 0, or key k is hidden from query q when
-                                   k <= q - window                          */
-    double softcap;             /* 0, or logit = softcap tanh(logit/softcap) */
+    attn_variant variant;
     const double *alibi;        /* (H) slopes: logit += slope (pos_k - pos_q);
                                    NULL = none                              */
-    attn_rope rope;
-    double norm_eps;            /* in the RMSNorm of attn_weights.q_norm    */
     attn_precision precision;   /* element type of every buffer below       */
     bool check_overflow;        /* the inputs are finite: flag a NaN or an
                                    infinity computed from them in
                                    attn_slice.overflow                      */
 } attn_config;
+
+/*
+ * The per-query summaries of each head's weights, computed by attn_attend
+ * from the softmax's own running sums, so that the maps need not be kept
+ * (the online softmax): one row each, its name and whether its values are
+ * int32 (else floats of the precision).  The enum below, attn_output's
+ * summaries and attn_slice.summary follow this list; each summary's
+ * accumulator is in lib/math/summaries.inc.
+ */
+#define ATTN_SUMMARIES(X)                                                      \
+    X(ENTROPY, false)    /* -sum p log p, nats                          */  \
+    X(ARGMAX, true)      /* the first key of the largest logit          */  \
+    X(DISTANCE, false)   /* sum p |pos_q - pos_k|                       */
+
+typedef enum attn_summary {
+#define ATTN_SUMMARY_ENUM(NAME, integer) ATTN_SUMMARY_##NAME,
+    ATTN_SUMMARIES(ATTN_SUMMARY_ENUM)
+#undef ATTN_SUMMARY_ENUM
+    ATTN_SUMMARY_COUNT
+} attn_summary;
+
+/* Whether summary s holds int32 values (else floats of the precision). */
+bool attn_summary_is_integer(attn_summary s);
 
 /* Where a computation from finite inputs gave a NaN or an infinity (the
  * values exceed the precision's range), as bits of attn_slice.overflow. */
@@ -155,14 +197,11 @@ typedef struct attn_slice {
                                     with scores NULL = online softmax, no maps */
     void *heads;                 /* (c, H, n, dv) per-head outputs, filled
                                     by attn_forward only; may be NULL      */
-    /* Per-query summaries of each head's weights, filled by attn_attend
-     * for its rows; each may be NULL (not computed).  A query that sees
-     * no key gets entropy 0, distance 0, argmax -1; a row of NaN weights
-     * NaN, NaN, -1. */
-    void *entropy;               /* (c, H, n): -sum p log p, nats           */
-    int32_t *argmax;             /* (c, H, n): the first key of the largest
-                                    logit                                 */
-    void *distance;              /* (c, H, n): sum p |pos_q - pos_k|        */
+    /* Per-query summaries of each head's weights (attn_summary), filled by
+     * attn_attend for its rows: (c, H, n) each, int32 for the integer
+     * ones, or NULL (not computed).  A query that sees no key gets
+     * entropy 0, distance 0, argmax -1; a row of NaN weights NaN, NaN, -1. */
+    void *summary[ATTN_SUMMARY_COUNT];
     void *mean;                  /* (c, rows, m): the weights averaged over
                                     heads (attn_head_mean); may be NULL    */
     void *result;                /* (c, n, H, D): each head's part of the
@@ -195,9 +234,9 @@ void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_sli
  * Step 2, for query rows [row_first, row_first + rows) of every head and
  * item: the maps (c, H, rows, m) into s->scores / s->weights, and those
  * rows of every head into s->concat.  Calls covering all n rows, in any
- * blocks, make the complete concat.  The logits are, in this order,
- *     scale q.k  ->  softcap  ->  + ALiBi + s->bias  ->  masks (-inf):
- * causal, window, key padding.  Keys that no row of a block sees (above
+ * blocks, make the complete concat.  The logits are as attn_variant says,
+ * with s->bias added beside ALiBi, then masked (-inf) by the causal mask,
+ * the window and key padding.  Keys that no row of a block sees (above
  * the causal diagonal, before the window) are skipped (not when v holds
  * a NaN or an infinity: then every key takes
  * part, as in weights . V written out, so the result does not depend on

@@ -53,6 +53,16 @@ typedef struct attn_plan_request {
     bool heads_interleaved;/* fused weights hold q|k|v per head              */
 } attn_plan_request;
 
+/* How fused Q|K|V weights order their output features. */
+typedef enum attn_qkv_split {
+    ATTN_QKV_BLOCKS,     /* [Q | K | V] blocks (GPT-2 c_attn, torch in_proj) */
+    ATTN_QKV_HEADS,      /* per head [q | k | v] (GPT-NeoX, BLOOM)           */
+    ATTN_QKV_SPLIT_COUNT
+} attn_qkv_split;
+
+/* "blocks", "heads". */
+const char *attn_qkv_split_name(attn_qkv_split split);
+
 /* The validated sizes and how each input is laid out. */
 typedef struct attn_layout {
     attn_dims dims;
@@ -70,11 +80,16 @@ typedef struct attn_layout {
                             4 (B, H, n, m)                                  */
 } attn_layout;
 
-/* The output datasets (docs/contract.md §3), then the per-query summaries. */
+/* The output datasets (docs/contract.md §3), then the summaries: one per
+ * per-query summary of attn_math.h's list (ATTN_OUT_ENTROPY ...), the
+ * head mean and each head's part of the output. */
 typedef enum attn_output {
     ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_HEADS, ATTN_OUT_OUTPUT,
     ATTN_OUT_Q, ATTN_OUT_K, ATTN_OUT_V,
-    ATTN_OUT_ENTROPY, ATTN_OUT_ARGMAX, ATTN_OUT_DISTANCE, ATTN_OUT_MEAN, ATTN_OUT_RESULT,
+#define ATTN_OUT_OF_SUMMARY(NAME, integer) ATTN_OUT_##NAME,
+    ATTN_SUMMARIES(ATTN_OUT_OF_SUMMARY)
+#undef ATTN_OUT_OF_SUMMARY
+    ATTN_OUT_MEAN, ATTN_OUT_RESULT,
     ATTN_OUT_COUNT
 } attn_output;
 
@@ -90,7 +105,7 @@ typedef enum attn_source {
     ATTN_FROM_CONCAT,                      /* (c, n, H*dv), split per head     */
     ATTN_FROM_OUTPUT,                      /* (c, n, D) as it is               */
     ATTN_FROM_Q, ATTN_FROM_K, ATTN_FROM_V, /* projections, split per head      */
-    ATTN_FROM_ENTROPY, ATTN_FROM_ARGMAX, ATTN_FROM_DISTANCE,   /* (c, H, n)   */
+    ATTN_FROM_SUMMARY,                     /* (c, H, n): attn_slice.summary    */
     ATTN_FROM_MEAN,                        /* (c, rows, m): a block of rows    */
     ATTN_FROM_RESULT                       /* (c, n, H, D)                     */
 } attn_source;
@@ -101,6 +116,7 @@ typedef struct attn_output_spec {
     const char *description;   /* stored as its `description`                 */
     attn_axis axes[3];         /* after the batch axis (when X has one)       */
     attn_source source;
+    attn_summary summary;      /* which, for ATTN_FROM_SUMMARY                */
 } attn_output_spec;
 
 /* The row of the output table for `which`. */
@@ -181,9 +197,9 @@ typedef struct attn_slice_sizes {
     size_t mean;             /* m when mean is saved (one (n, m) map
                                 per item), else 0                          */
     size_t heads, concat, output;
-    size_t summary[3];       /* bytes per item of the per-query summaries
-                                entropy, argmax, distance: (H, n) in the
-                                precision (argmax int32) when saved, else 0 */
+    size_t summary[ATTN_SUMMARY_COUNT];  /* bytes per item of each per-query
+                                summary: (H, n) in the precision (int32
+                                for the integer ones) when saved, else 0 */
     size_t result;           /* n*H*D when result is saved, else 0         */
     size_t staging;          /* bytes per item of the saved outputs other
                                 than the maps, packed in whole chunks      */

@@ -25,8 +25,12 @@
 typedef enum attn_weight_layout {
     ATTN_LAYOUT_DEFAULT,   /* the preset's, else xw                          */
     ATTN_LAYOUT_XW,        /* y = x W (the default; GPT-2 Conv1D)            */
-    ATTN_LAYOUT_LINEAR     /* y = x W^T (torch.nn.Linear, every HF *_proj)    */
+    ATTN_LAYOUT_LINEAR,    /* y = x W^T (torch.nn.Linear, every HF *_proj)    */
+    ATTN_LAYOUT_COUNT
 } attn_weight_layout;
+
+/* "xw", "linear"; "" for ATTN_LAYOUT_DEFAULT. */
+const char *attn_weight_layout_name(attn_weight_layout layout);
 
 /* A model family: its weight names, layout and fixed semantics. */
 typedef struct attn_preset {
@@ -38,6 +42,11 @@ typedef struct attn_preset {
     const char *names[ATTN_IN_COUNT];   /* under --weights-group; biases are
                                            used when present               */
 } attn_preset;
+
+/* The presets attnrun knows, 0 to attn_preset_count() - 1, in the order
+ * they are listed. */
+size_t attn_preset_count(void);
+const attn_preset *attn_preset_at(size_t index);
 
 /* The preset called name, or NULL. */
 const attn_preset *attn_preset_find(const char *name);
@@ -58,7 +67,11 @@ typedef struct attn_run_options {
     bool allow_plugins;                 /* let HDF5 load filter plugins       */
     bool wait;                          /* wait for another program's lock on
                                            IN instead of failing             */
-    bool causal;
+    attn_variant variant;               /* the attention's settings as asked
+                                           (attn_math.h): scale 0 = 1/sqrt(d_k),
+                                           rope.dim 0 = d_k, rope.style
+                                           DEFAULT and causal false = the
+                                           preset's                         */
     const char *names[ATTN_IN_COUNT];   /* dataset names; NULL = the preset's
                                            or the default ("X", "W_Q", ...
                                            "b_O"; none for the others);
@@ -72,17 +85,8 @@ typedef struct attn_run_options {
     bool qkv_heads;                     /* --wqkv holds q|k|v per head        */
     size_t heads;                       /* --heads; 0 = from 3-D weights      */
     size_t kv_heads;                    /* --kv-heads; 0 = from W_K's shape   */
-    bool has_scale;
-    double scale;                       /* used when has_scale                */
-    size_t window;                      /* 0, or the sliding window           */
-    double softcap;                     /* 0, or the logit soft cap           */
     bool alibi;                         /* ALiBi (slopes from --alibi-slopes,
                                            else the standard ones)          */
-    double rope_theta;                  /* 0, or RoPE's base                  */
-    size_t rope_dim;                    /* 0 = d_k                            */
-    attn_rope_style rope_style;
-    bool has_rope_style;                /* else the preset's, else neox       */
-    double norm_eps;                    /* QK-norm epsilon (default 1e-6)     */
     bool mask_invert;                   /* the mask's nonzero = masked        */
     const char *group;                  /* where outputs go ("/")             */
     unsigned save;                      /* bits (1u << attn_output)           */
@@ -129,10 +133,10 @@ typedef struct attn_run_options {
 /* What the run planned (and, unless dry_run, did). */
 typedef struct attn_run_report {
     attn_layout layout;
-    double scale;
     attn_config config;                 /* the layer's settings, preset and
-                                           options combined (config.alibi
-                                           is not kept: see alibi)         */
+                                           options combined: the variant
+                                           as computed (config.alibi is not
+                                           kept: see alibi)                */
     bool alibi;                         /* ALiBi: --alibi, --alibi-slopes or
                                            the preset                      */
     size_t slice_items;                 /* batch items per slice              */
@@ -155,6 +159,62 @@ typedef struct attn_run_report {
                                            (present false: not used); the
                                            names are not kept (NULL)         */
 } attn_run_report;
+
+/*
+ * The settings of a run, one table (lib/run/settings.c) that says, for
+ * each, what the output group's provenance attributes record and what the
+ * plans of a dry run show: the JSON plan (README, "Plans as JSON") and
+ * the text plan.  A new setting is one row there.
+ *
+ *     for (size_t i = 0; i < attn_setting_count(); i++) {
+ *         const attn_setting *s = attn_setting_at(i);
+ *         attn_setting_value v = attn_setting_value_of(i, &opt, &report);
+ *         ...
+ *     }
+ */
+typedef enum attn_setting_kind {
+    ATTN_SETTING_TEXT,          /* a string                                 */
+    ATTN_SETTING_INTEGER,       /* a whole number                           */
+    ATTN_SETTING_REAL,          /* a double                                 */
+    ATTN_SETTING_FLAG           /* yes or no: 1 or 0 in provenance          */
+} attn_setting_kind;
+
+/* Where a setting is shown: bits of attn_setting.shown. */
+enum {
+    ATTN_SHOWN_PROVENANCE = 1,  /* an attribute of the output group, `name` */
+    ATTN_SHOWN_TEXT = 2,        /* a line of the text plan, `name` and value,
+                                   when the run uses it                   */
+    ATTN_SHOWN_JSON_NULL = 4    /* the JSON plan says null when the run does
+                                   not use it (else its value, as always) */
+};
+
+typedef struct attn_setting {
+    const char *name;           /* provenance attribute, text plan label    */
+    const char *json;           /* its place in the JSON plan, or NULL: a
+                                   key ("precision"), or a path into an
+                                   object ("variant.rope.theta")          */
+    attn_setting_kind kind;
+    unsigned shown;             /* ATTN_SHOWN_* bits                        */
+} attn_setting;
+
+/* One run's value of a setting. */
+typedef struct attn_setting_value {
+    bool used;                  /* the run uses it (else provenance records
+                                   0 or "" and the text plan leaves it out) */
+    const char *text;           /* ATTN_SETTING_TEXT                        */
+    long long integer;          /* ATTN_SETTING_INTEGER, and 0 or 1 for FLAG */
+    double real;                /* ATTN_SETTING_REAL                        */
+} attn_setting_value;
+
+/* The rows of the table, 0 to attn_setting_count() - 1, in order. */
+size_t attn_setting_count(void);
+const attn_setting *attn_setting_at(size_t index);
+
+/* Setting `index` of the run that options asked for and attn_run planned
+ * (report; a dry run's will do).  The settings that name the datasets a
+ * run read are known only inside the run (provenance): "" here. */
+attn_setting_value attn_setting_value_of(size_t index, const attn_run_options *options,
+                                         const attn_run_report *report);
 
 /* Options with every default of docs/contract.md §5 filled in. */
 attn_run_options attn_run_defaults(void);

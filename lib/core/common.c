@@ -5,6 +5,7 @@
 #include "core/core.h"
 
 #include <signal.h>
+#include <assert.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -83,11 +84,21 @@ attn_store attn_store_for(attn_store asked, attn_precision precision)
     return asked != ATTN_STORE_DEFAULT ? asked : attn_store_of(precision);
 }
 
+const char *attn_precision_name(attn_precision precision)
+{
+    static const char *const names[] = {[ATTN_F32] = "f32", [ATTN_F64] = "f64"};
+    static_assert(sizeof names / sizeof names[0] == ATTN_PRECISION_COUNT,
+                  "a name for every precision");
+    return names[precision];
+}
+
 /* The store types: name and element bytes. */
 static const struct { const char *name; size_t size; } store_table[] = {
     [ATTN_STORE_DEFAULT] = {"", 0}, [ATTN_STORE_F16] = {"f16", 2}, [ATTN_STORE_BF16] = {"bf16", 2},
     [ATTN_STORE_F32] = {"f32", 4}, [ATTN_STORE_F64] = {"f64", 8}, [ATTN_STORE_I32] = {"i32", 4},
 };
+static_assert(sizeof store_table / sizeof store_table[0] == ATTN_STORE_COUNT,
+              "a row for every store type");
 
 size_t attn_store_size(attn_store store)
 {
@@ -178,5 +189,17 @@ char *attn_format_shape(char *buf, size_t buflen, const size_t *dims, size_t ran
         used += (size_t)snprintf(buf + used, buflen - used, "%s%zu", i ? ", " : "", dims[i]);
     if (used < buflen)
         snprintf(buf + used, buflen - used, rank == 1 ? ",)" : ")");
+    return buf;
+}
+
+char *attn_format_bytes(char *buf, size_t buflen, double bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    size_t u = 0;
+    while (bytes >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, buflen, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
     return buf;
 }

@@ -1,6 +1,7 @@
 /* attn_math.c - the attention kernels for float and double (attn_math.h). */
 #include "attn_math.h"
 
+#include <assert.h>
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -64,8 +65,9 @@ static size_t attn_scratch_pad(const attn_config *cfg)
 static void attn_visible_keys(const attn_config *cfg, size_t query, size_t *lo, size_t *hi)
 {
     const size_t m = cfg->dims.m;
-    *hi = cfg->causal && query + 1 < m ? query + 1 : m;
-    *lo = cfg->window != 0 && query >= cfg->window ? query - cfg->window + 1 : 0;
+    const size_t window = cfg->variant.window;
+    *hi = cfg->variant.causal && query + 1 < m ? query + 1 : m;
+    *lo = window != 0 && query >= window ? query - window + 1 : 0;
     if (*lo > *hi)
         *lo = *hi;
 }
@@ -79,9 +81,9 @@ static void attn_visible_keys(const attn_config *cfg, size_t query, size_t *lo, 
 static size_t attn_online_rows(const attn_config *cfg)
 {
     size_t rows = ONLINE_QUERY_BLOCK;
-    if (cfg->window == 0)
+    if (cfg->variant.window == 0)
         return rows;
-    while (rows > ONLINE_WINDOW_ROWS && rows > cfg->window / ONLINE_WINDOW_SHARE)
+    while (rows > ONLINE_WINDOW_ROWS && rows > cfg->variant.window / ONLINE_WINDOW_SHARE)
         rows /= 2;
     return rows;
 }
@@ -194,6 +196,24 @@ size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool onli
         bytes += (size_t)attn_threads() * ONLINE_QUERY_BLOCK * KEY_BLOCK *
                  attn_precision_size(cfg->precision);
     return bytes;
+}
+
+bool attn_summary_is_integer(attn_summary s)
+{
+#define SUMMARY_INTEGER(NAME, integer) [ATTN_SUMMARY_##NAME] = integer,
+    static const bool integer[ATTN_SUMMARY_COUNT] = {ATTN_SUMMARIES(SUMMARY_INTEGER)};
+#undef SUMMARY_INTEGER
+    return integer[s];
+}
+
+const char *attn_rope_style_name(attn_rope_style style)
+{
+    static const char *const names[] = {
+        [ATTN_ROPE_DEFAULT] = "", [ATTN_ROPE_NEOX] = "neox", [ATTN_ROPE_GPTJ] = "gptj",
+    };
+    static_assert(sizeof names / sizeof names[0] == ATTN_ROPE_STYLE_COUNT,
+                  "a name for every rope style");
+    return names[style];
 }
 
 void attn_alibi_slopes(size_t heads, double *slopes)

@@ -125,11 +125,6 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     memset(sizes, 0, sizeof *sizes);
     sizes->map_count = attn_plan_map_count(save);
     sizes->mean = (save >> ATTN_OUT_MEAN) & 1u ? d->m : 0;
-    /* entropy and distance in the precision, argmax as int32: (H, n) each */
-    const size_t summary_elem[3] = {
-        (save >> ATTN_OUT_ENTROPY) & 1u ? elem : 0, (save >> ATTN_OUT_ARGMAX) & 1u ? sizeof(int32_t) : 0,
-        (save >> ATTN_OUT_DISTANCE) & 1u ? elem : 0,
-    };
     bool ok = attn_size_mul(&hk, d->heads, d->d_k) && attn_size_mul(&hv, d->heads, d->d_v) &&
               attn_size_mul(&gk, G, d->d_k) && attn_size_mul(&gv, G, d->d_v) &&
               attn_size_mul(&sizes->x, d->n, d->d_model) &&
@@ -149,12 +144,16 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
               attn_size_product(&sizes->result, (size_t[]){(save >> ATTN_OUT_RESULT) & 1u ? d->n : 0,
                                                            d->heads, d->d_model}, 3) &&
               attn_size_mul(&hn, d->heads, d->n) &&
-              attn_size_mul(&sizes->summary[0], hn, summary_elem[0]) &&
-              attn_size_mul(&sizes->summary[1], hn, summary_elem[1]) &&
-              attn_size_mul(&sizes->summary[2], hn, summary_elem[2]) &&
               attn_size_mul(&sizes->bytes_per_row, row_elems, elem) &&
               plan_staging(layout, req, sizes) &&
               attn_size_add(&sizes->bytes_per_row, sizes->bytes_per_row, sizes->staging_per_row);
+    /* each per-query summary saved: (H, n) in the precision, or int32 */
+    for (int i = 0; ok && i < ATTN_OUT_COUNT; i++) {
+        const attn_output_spec *spec = attn_output_spec_of((attn_output)i);
+        if (spec->source == ATTN_FROM_SUMMARY && ((save >> i) & 1u))
+            ok = attn_size_mul(&sizes->summary[spec->summary], hn,
+                               attn_summary_is_integer(spec->summary) ? sizeof(int32_t) : elem);
+    }
     sizes->keep = d->m;
     sizes->positions = (layout->positions_shared ? 0 : d->n) + (layout->kv_positions_shared ? 0 : d->m);
     /* Everything but the maps; then the maps whole (n padded to tiles). */
@@ -163,11 +162,10 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
          add_product(&elems, 1, sizes->output) && add_product(&elems, 1, sizes->bias) &&
          add_product(&elems, 1, sizes->result) &&
          attn_size_mul(&bytes, elems, elem) && attn_size_add(&bytes, bytes, sizes->keep) &&
-         attn_size_add(&bytes, bytes, sizes->summary[0]) &&
-         attn_size_add(&bytes, bytes, sizes->summary[1]) &&
-         attn_size_add(&bytes, bytes, sizes->summary[2]) &&
          attn_size_add(&bytes, bytes, sizes->staging) &&
          add_product(&bytes, sizes->positions, sizeof(int64_t));
+    for (int i = 0; ok && i < ATTN_SUMMARY_COUNT; i++)
+        ok = attn_size_add(&bytes, bytes, sizes->summary[i]);
     *base = sizes->bytes_per_base = bytes;
     const size_t tile_rows = map_chunk_rows(layout, elem);
     padded_n = (d->n + tile_rows - 1) / tile_rows * tile_rows;

@@ -6,6 +6,7 @@
  */
 #include "attn_plan.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,14 +56,14 @@ static const attn_output_spec output_table[ATTN_OUT_COUNT] = {
     [ATTN_OUT_ENTROPY] = {"entropy",
         "entropy of each query's attention weights over the keys, in nats: -sum p log p "
         "(0 where every key is masked)",
-        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_ENTROPY},
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_SUMMARY, ATTN_SUMMARY_ENTROPY},
     [ATTN_OUT_ARGMAX] = {"argmax",
         "the most-attended key of each query: the first key with the largest logit "
         "(-1 where every key is masked or the weights are NaN)",
-        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_ARGMAX},
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_SUMMARY, ATTN_SUMMARY_ARGMAX},
     [ATTN_OUT_DISTANCE] = {"distance",
         "mean distance attended: sum over keys of weight * |query position - key position|",
-        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_DISTANCE},
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_NONE}, ATTN_FROM_SUMMARY, ATTN_SUMMARY_DISTANCE},
     [ATTN_OUT_MEAN] = {"mean", "attention weights averaged over the heads",
         {ATTN_AXIS_QUERY, ATTN_AXIS_KEY, ATTN_AXIS_NONE}, ATTN_FROM_MEAN},
     [ATTN_OUT_RESULT] = {"result",
@@ -70,6 +71,14 @@ static const attn_output_spec output_table[ATTN_OUT_COUNT] = {
         "without b_O (the sum over heads plus b_O is output)",
         {ATTN_AXIS_QUERY, ATTN_AXIS_HEAD, ATTN_AXIS_D_MODEL}, ATTN_FROM_RESULT},
 };
+
+const char *attn_qkv_split_name(attn_qkv_split split)
+{
+    static const char *const names[] = {[ATTN_QKV_BLOCKS] = "blocks", [ATTN_QKV_HEADS] = "heads"};
+    static_assert(sizeof names / sizeof names[0] == ATTN_QKV_SPLIT_COUNT,
+                  "a name for every split");
+    return names[split];
+}
 
 const attn_input_spec *attn_input_spec_of(attn_input which)
 {
@@ -91,7 +100,9 @@ attn_store attn_output_type(attn_output which, attn_store maps, attn_precision p
 {
     if (attn_output_is_map(which))
         return maps;
-    return output_table[which].source == ATTN_FROM_ARGMAX ? ATTN_STORE_I32 : attn_store_of(precision);
+    const attn_output_spec *spec = &output_table[which];
+    return spec->source == ATTN_FROM_SUMMARY && attn_summary_is_integer(spec->summary)
+               ? ATTN_STORE_I32 : attn_store_of(precision);
 }
 
 const char *attn_output_name(attn_output which)

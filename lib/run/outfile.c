@@ -13,73 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-/* One provenance attribute: its name and this run's value. */
-typedef struct provenance {
-    const char *name;
-    enum { TEXT, INTEGER, REAL } type;
-    const char *text;
-    long long integer;
-    double real;
-} provenance;
-
-#define PROVENANCE_COUNT 33
-
-/* The name of a dataset the run read, or "" when it read none. */
-static const char *input_name(const run_state *st, attn_input which)
-{
-    return st->info[which].present ? st->info[which].name : "";
-}
-
-/*
- * The provenance table: every attribute written on the output group, with
- * this run's value (stamp: created_utc).  Settings not in use read as 0
- * or "".
- */
-static void provenance_of(const run_state *st, const char *stamp, provenance p[PROVENANCE_COUNT])
-{
-    const attn_run_options *opt = st->opt;
-    const attn_layout *layout = &st->report->layout;
-    const attn_dims *d = &layout->dims;
-    const attn_config *cfg = &st->cfg;
-    const bool rope = cfg->rope.theta != 0;
-    const provenance table[PROVENANCE_COUNT] = {
-        {"attnrun_version", TEXT, ATTN_VERSION, 0, 0},
-        {"command_line", TEXT, opt->command_line ? opt->command_line : "", 0, 0},
-        {"input_file", TEXT, opt->input, 0, 0},
-        {"weights_group", TEXT, opt->weights_group ? opt->weights_group : "/", 0, 0},
-        {"preset", TEXT, st->preset ? st->preset->name : "", 0, 0},
-        {"layout", TEXT, layout->linear ? "linear" : "xw", 0, 0},
-        {"qkv_split", TEXT, !layout->fused ? "" : layout->heads_interleaved ? "heads" : "blocks", 0, 0},
-        {"heads", INTEGER, NULL, (long long)d->heads, 0},
-        {"kv_heads", INTEGER, NULL, (long long)attn_kv_heads(d), 0},
-        {"d_k", INTEGER, NULL, (long long)d->d_k, 0},
-        {"d_v", INTEGER, NULL, (long long)d->d_v, 0},
-        {"scale", REAL, NULL, 0, st->report->scale},
-        {"causal", INTEGER, NULL, cfg->causal, 0},
-        {"window", INTEGER, NULL, (long long)cfg->window, 0},
-        {"softcap", REAL, NULL, 0, cfg->softcap},
-        {"alibi", INTEGER, NULL, st->report->alibi, 0},
-        {"alibi_slopes", TEXT, input_name(st, ATTN_IN_ALIBI_SLOPES), 0, 0},
-        {"rope_theta", REAL, NULL, 0, cfg->rope.theta},
-        {"rope_dim", INTEGER, NULL, rope ? (long long)cfg->rope.dim : 0, 0},
-        {"rope_style", TEXT, !rope ? "" : cfg->rope.style == ATTN_ROPE_GPTJ ? "gptj" : "neox", 0, 0},
-        {"positions", TEXT, input_name(st, ATTN_IN_POSITIONS), 0, 0},
-        {"kv_positions", TEXT, input_name(st, ATTN_IN_KV_POSITIONS), 0, 0},
-        {"q_norm", TEXT, input_name(st, ATTN_IN_Q_NORM), 0, 0},
-        {"k_norm", TEXT, input_name(st, ATTN_IN_K_NORM), 0, 0},
-        {"norm_eps", REAL, NULL, 0, st->weights.q_norm || st->weights.k_norm ? cfg->norm_eps : 0},
-        {"attn_bias", TEXT, input_name(st, ATTN_IN_ATTN_BIAS), 0, 0},
-        {"mask_invert", INTEGER, NULL, opt->mask_invert, 0},
-        {"precision", TEXT, opt->precision == ATTN_F64 ? "f64" : "f32", 0, 0},
-        {"store", TEXT, attn_store_name(st->report->store), 0, 0},
-        {"compress", INTEGER, NULL, opt->compress, 0},
-        {"tokens_source", TEXT, opt->tokens ? opt->tokens : "", 0, 0},
-        {"kv_tokens_source", TEXT, opt->kv_tokens ? opt->kv_tokens : "", 0, 0},
-        {"created_utc", TEXT, stamp, 0, 0},
-    };
-    memcpy(p, table, sizeof table);
-}
-
 /*
  * Makes way in the group (--in-place) for what this run adds: its result
  * datasets, then their axis scales (once the results they replace are
@@ -105,11 +38,7 @@ static int check_targets(run_state *st, attn_error *err)
         for (size_t a = 0; a < rank && status == ATTN_OK; a++)
             status = attn_h5out_clear_axis(st->out, labels[a], dims[a], force, err);
     }
-    provenance attributes[PROVENANCE_COUNT];
-    provenance_of(st, "", attributes);
-    for (size_t i = 0; i < PROVENANCE_COUNT && status == ATTN_OK; i++)
-        status = attn_h5out_clear_attribute(st->out, attributes[i].name, force, err);
-    return status;
+    return status == ATTN_OK ? run_clear_provenance(st, err) : status;
 }
 
 /*
@@ -130,17 +59,8 @@ static void utc_stamp(time_t now, char *buf, size_t len)
 static int write_provenance(run_state *st, attn_error *err)
 {
     char stamp[64];
-    provenance attributes[PROVENANCE_COUNT];
     utc_stamp(time(NULL), stamp, sizeof stamp);
-    provenance_of(st, stamp, attributes);
-    int status = ATTN_OK;
-    for (size_t i = 0; i < PROVENANCE_COUNT && status == ATTN_OK; i++) {
-        const provenance *a = &attributes[i];
-        status = a->type == TEXT ? attn_h5out_attr_string(st->out, a->name, a->text, err)
-               : a->type == INTEGER ? attn_h5out_attr_int(st->out, a->name, a->integer, err)
-                                    : attn_h5out_attr_double(st->out, a->name, a->real, err);
-    }
-    return status;
+    return run_write_provenance(st, stamp, err);
 }
 
 int run_plan_stored(run_state *st, attn_error *err)

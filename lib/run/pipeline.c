@@ -1,8 +1,9 @@
 /*
- * attn_pipeline.c - the slices of the batch: read, computed and written,
- * the I/O of one step overlapping the compute of the next.
+ * pipeline.c - the steps of the run: the slices of the batch read, each
+ * step (a block of query rows of one slice) computed, packed in chunks
+ * and written, the I/O of one step beside the compute of the next.
  *
- * Legend: see attn_run_state.h.
+ * Legend: see run_state.h.
  */
 #include "run/run_state.h"
 
@@ -11,83 +12,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/*
- * Points the projections of a slice of c items into one buffer, side by
- * side for one GEMM: (c, n, q|k|v) for self-attention -- q, k, v as blocks
- * of heads, or per head [q|k|v] when the fused weights interleave them --
- * and (c, n, q) then (c, m, k|v) for --kv.
- */
-static void place_projections(const attn_layout *layout, size_t c, size_t elem, char *projections,
-                              attn_slice *slice)
-{
-    const attn_dims *d = &layout->dims;
-    const size_t G = attn_kv_heads(d);
-    const size_t qk = d->heads * d->d_k, kc = G * d->d_k, vc = G * d->d_v;
-    slice->q = projections;
-    slice->hsq = d->d_k;
-    slice->hsk = d->d_k;
-    slice->hsv = d->d_v;
-    if (layout->heads_interleaved) {          /* self-attention only */
-        slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
-        slice->hsq = slice->hsk = slice->hsv = 3 * d->d_k;
-        slice->k = projections + d->d_k * elem;
-        slice->v = projections + 2 * d->d_k * elem;
-        return;
-    }
-    if (!layout->cross) {
-        slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
-        slice->k = projections + qk * elem;
-    } else {
-        slice->ldq = qk;
-        slice->ldk = slice->ldv = kc + vc;
-        slice->k = projections + c * d->n * qk * elem;
-    }
-    slice->v = (char *)slice->k + kc * elem;
-}
-
-/*
- * Points a slice at what every item shares (st->whole) or at its own
- * buffers of c items (keep (c, m), positions (c, n) and (c, m), bias
- * (c, H, n, m)), with the strides attn_slice takes.
- */
-static void place_inputs(run_state *st, attn_slice *slice, unsigned char *keep, int64_t *positions,
-                         void *bias)
-{
-    const attn_layout *layout = &st->report->layout;
-    const attn_dims *d = &layout->dims;
-    const size_t c = st->report->slice_items;
-    void *const *whole = st->whole;
-    if (!layout->cross) {
-        slice->y = slice->x;
-        slice->y_stride = d->n * d->d_model;
-    } else {
-        slice->y_stride = layout->kv_shared ? 0 : d->m * d->d_model;
-        if (layout->kv_shared)
-            slice->y = whole[ATTN_IN_KV];
-    }
-    if (st->info[ATTN_IN_MASK].present) {
-        slice->keep = layout->mask_shared ? whole[ATTN_IN_MASK] : keep;
-        slice->keep_stride = layout->mask_shared ? 0 : d->m;
-    }
-    if (st->info[ATTN_IN_POSITIONS].present) {
-        slice->positions = layout->positions_shared ? whole[ATTN_IN_POSITIONS] : positions;
-        slice->positions_stride = layout->positions_shared ? 0 : d->n;
-    }
-    if (st->info[ATTN_IN_KV_POSITIONS].present) {
-        slice->kv_positions = layout->kv_positions_shared ? whole[ATTN_IN_KV_POSITIONS]
-                                                          : positions + (layout->positions_shared ? 0 : c * d->n);
-        slice->kv_positions_stride = layout->kv_positions_shared ? 0 : d->m;
-    } else if (!layout->cross) {              /* keys are the queries */
-        slice->kv_positions = slice->positions;
-        slice->kv_positions_stride = slice->positions_stride;
-    }
-    if (layout->bias_rank != 0) {
-        slice->bias = layout->bias_rank == 4 ? bias : whole[ATTN_IN_ATTN_BIAS];
-        slice->bias_item_stride = layout->bias_rank == 4 ? d->heads * d->n * d->m : 0;
-        slice->bias_head_stride = layout->bias_rank >= 3 ? d->n * d->m : 0;
-    }
-}
 
 /* One step of the pipeline: a block of query rows of one slice. */
 typedef struct step {
@@ -107,21 +31,14 @@ typedef struct step {
     int parity;                  /* t mod 2: its maps, staging and jobs    */
 } step;
 
-/* Blocks of query rows in one slice. */
-static size_t slice_blocks(const run_state *st)
-{
-    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
-    return (n + block - 1) / block;
-}
-
 /* The step with index t of this rank's steps: past its last, a step of
  * nothing.  Without own_steps the run's steps go slice by slice, block by
  * block, and this rank has [step_first, step_first + step_count) of them;
- * with them, each is listed (share_steps). */
+ * with them, each is listed (rank_steps.c). */
 static step step_at(run_state *st, size_t t)
 {
     const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
-    const size_t blocks = slice_blocks(st), batch = st->report->layout.dims.batch;
+    const size_t blocks = run_slice_blocks(st), batch = st->report->layout.dims.batch;
     const size_t items = st->report->slice_items;
     if (t >= st->step_count)
         return (step){.none = true, .parity = (int)(t % 2)};
@@ -180,6 +97,7 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
     const attn_slice *slice = s->slice;
     const size_t H = d->heads, n = d->n, m = d->m, D = d->d_model;
     const size_t vc = H * d->d_v;
+    const attn_output_spec *spec = attn_output_spec_of(which);
     /* item, head and row strides of each source; the column stride is 1 */
     const struct { const void *base; size_t item, head, row; } from[] = {
         [ATTN_FROM_SCORES] = {s->maps[0], H * s->rows * m, s->rows * m, m},
@@ -189,14 +107,12 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
         [ATTN_FROM_Q] = {slice->q, n * slice->ldq, slice->hsq, slice->ldq},
         [ATTN_FROM_K] = {slice->k, m * slice->ldk, slice->hsk, slice->ldk},
         [ATTN_FROM_V] = {slice->v, m * slice->ldv, slice->hsv, slice->ldv},
-        [ATTN_FROM_ENTROPY] = {slice->entropy, H * n, 0, n},
-        [ATTN_FROM_ARGMAX] = {slice->argmax, H * n, 0, n},
-        [ATTN_FROM_DISTANCE] = {slice->distance, H * n, 0, n},
+        [ATTN_FROM_SUMMARY] = {slice->summary[spec->summary], H * n, 0, n},
         [ATTN_FROM_MEAN] = {slice->mean, s->rows * m, 0, m},
         [ATTN_FROM_RESULT] = {slice->result, n * H * D, H * D, D},
     };
     const attn_stored *stored = &st->stored[which];
-    const attn_source source = attn_output_spec_of(which)->source;
+    const attn_source source = spec->source;
     const size_t rank = stored->rank;
     attn_block b = {.base = from[source].base, .precision = st->opt->precision,
                     .integer = stored->type == ATTN_STORE_I32};
@@ -286,7 +202,7 @@ static void block_step(run_state *st, const step *s, bool carve, size_t *bytes)
 static int allocate_blocks(run_state *st, attn_error *err)
 {
     size_t largest = 0;
-    for (size_t t = 0; t < st->step_count && (st->own_steps != NULL || t < slice_blocks(st)); t++) {
+    for (size_t t = 0; t < st->step_count && (st->own_steps != NULL || t < run_slice_blocks(st)); t++) {
         step s = step_at(st, t);
         size_t bytes = 0;
         s.ends = true;
@@ -308,7 +224,7 @@ static int allocate_blocks(run_state *st, attn_error *err)
  * for the largest step, which is one of the first slice's (later slices
  * hold no more items; tiles no query sees take no room).
  */
-static int allocate_staging(run_state *st, attn_error *err)
+int run_allocate_staging(run_state *st, attn_error *err)
 {
     if (attn_ranks_shared_file())
         return allocate_blocks(st, err);
@@ -337,221 +253,6 @@ static int allocate_staging(run_state *st, attn_error *err)
         return attn_fail(err, ATTN_ENOMEM, "%s: out of memory for the compression buffers",
                          st->opt->input);
     return ATTN_OK;
-}
-
-/* One buffer of a slice: its bytes per item, and whether the two slots
- * share it (only the compute touches it; a step's results leave it
- * packed before the next step starts). */
-typedef struct slice_buffer {
-    size_t bytes;
-    bool shared;
-} slice_buffer;
-
-/* The buffers of a slice, in the order run_allocate_slices carves them:
- * x, y, projections, scores, weights, concat, output, keep, positions,
- * bias, entropy, argmax, distance, mean, result (the last five only
- * when saved). */
-static void slice_buffers(const run_state *st, slice_buffer b[RUN_SLICE_BUFFERS])
-{
-    const attn_slice_sizes *sizes = &st->sizes;
-    const attn_dims *d = &st->report->layout.dims;
-    const size_t elem = attn_precision_size(st->opt->precision);
-    const size_t map = d->heads * sizes->rows * d->m;      /* one map, one block of rows */
-    const slice_buffer table[RUN_SLICE_BUFFERS] = {
-        {sizes->x * elem, false}, {sizes->y * elem, false}, {sizes->projections * elem, true},
-        {(sizes->map_count == 2 ? map : 0) * elem, true},
-        {(sizes->map_count >= 1 ? map : 0) * elem, true}, {sizes->concat * elem, true},
-        {sizes->output * elem, true}, {sizes->keep, false},
-        {sizes->positions * sizeof(int64_t), false}, {sizes->bias * elem, false},
-        {sizes->summary[0], true}, {sizes->summary[1], true}, {sizes->summary[2], true},
-        {sizes->rows * sizes->mean * elem, true}, {sizes->result * elem, true},
-    };
-    memcpy(b, table, sizeof table);
-}
-
-bool run_slice_memory_bytes(const run_state *st, size_t *total)
-{
-    const size_t c = st->report->slice_items;
-    slice_buffer b[RUN_SLICE_BUFFERS];
-    slice_buffers(st, b);
-    *total = attn_attend_scratch_bytes(&st->cfg, c, st->sizes.map_count == 0) + RUN_ALIGN;
-    for (int slot = 0; slot < 2; slot++)
-        for (size_t j = 0; j < RUN_SLICE_BUFFERS; j++) {
-            size_t bytes;
-            if (slot == 1 && b[j].shared)
-                continue;
-            if (!attn_size_mul(&bytes, c, b[j].bytes) || !attn_size_add(&bytes, bytes, RUN_ALIGN) ||
-                !attn_size_add(total, *total, bytes))
-                return false;
-        }
-    return true;
-}
-
-/*
- * Carves one allocation into the buffers of two slices: the inputs of the
- * slice computed and of the next one, read beside it (see run_steps).
- * What only the compute touches -- projections, maps (one block of rows),
- * concat and output -- is shared: a step's results leave those buffers,
- * packed, before the next step starts.
- */
-/* The work of `rows` query rows from row0 of one item, in (query, key)
- * pairs: the visible keys of each row, plus the projections' share. */
-static double rows_cost(const run_state *st, size_t row0, size_t rows)
-{
-    const attn_dims *d = &st->report->layout.dims;
-    const double G = (double)attn_kv_heads(d), H = (double)d->heads;
-    const double per_row = (double)d->d_model * (H * (double)d->d_k + G * (double)(d->d_k + d->d_v) +
-                                                 H * (double)d->d_v) /
-                           (H * (double)(d->d_k + d->d_v));
-    return attn_visible_pairs(&st->cfg, row0, rows) + per_row * (double)rows;
-}
-
-/* Steps each rank cuts its share of the rows into, when the ranks split
- * items' rows: their rounds are collective, so the steps of one round
- * should cost the same on every rank. */
-#define STEPS_PER_RANK 4
-
-/* One rank's units [from, to) of tile rows (tiles per slice, `unit` rows
- * each) as steps of about cost/STEPS_PER_RANK, never across a slice and
- * never over st->sizes.rows rows; into own (when not NULL).  Returns the
- * number of steps. */
-static size_t cut_steps(const run_state *st, const double *cost, size_t from, size_t to,
-                        size_t tiles, size_t unit, run_step *own)
-{
-    const size_t n = st->report->layout.dims.n;
-    double total = 0, done = 0;
-    for (size_t u = from; u < to; u++)
-        total += cost[u];
-    const double target = total / STEPS_PER_RANK;
-    size_t count = 0;
-    run_step current = {0};
-    for (size_t u = from; u < to; u++) {
-        const size_t slice = u / tiles, row = u % tiles * unit;
-        const size_t rows = n - row < unit ? n - row : unit;
-        const bool joins = current.rows != 0 && current.slice == slice &&
-                           current.rows + rows <= st->sizes.rows &&
-                           done + cost[u] / 2 <= target;
-        if (!joins) {
-            if (current.rows != 0 && own != NULL)
-                own[count - 1] = current;
-            current = (run_step){slice, row, 0};
-            done = 0;
-            count++;
-        }
-        current.rows += rows;
-        done += cost[u];
-    }
-    if (current.rows != 0 && own != NULL)
-        own[count - 1] = current;
-    return count;
-}
-
-/*
- * This rank's steps (attn_ranks.h): contiguous ranges of equal work, so
- * that the ranks finish together.  With at least as many slices as ranks
- * each rank has whole slices, run block by block; with fewer, the items'
- * rows are shared out in whole tiles of the maps, and each rank cuts its
- * rows into steps of equal work (causal rows cost more the later they
- * come), listed in own_steps.  Either way the ranges start on chunk
- * boundaries: slices on the batch axis's, rows on the maps' tiles.
- */
-static int share_steps(run_state *st, attn_error *err)
-{
-    const size_t ranks = attn_rank_count(), rank = attn_rank();
-    const attn_layout *layout = &st->report->layout;
-    const size_t items = st->report->slice_items, batch = layout->dims.batch;
-    const size_t n = layout->dims.n;
-    const size_t slices = items == 0 ? 0 : (batch + items - 1) / items, blocks = slice_blocks(st);
-    if (ranks == 1) {
-        st->step_first = 0;
-        st->step_rounds = st->step_count = slices * blocks;
-        return ATTN_OK;
-    }
-    const bool whole = slices >= ranks;
-    size_t unit = n, chunk[4];
-    if (!whole) {                     /* rows of one tile of the maps */
-        attn_output_chunk(layout, ATTN_OUT_WEIGHTS, attn_store_size(st->report->store), items,
-                          chunk);
-        unit = chunk[layout->batched ? 2 : 1];
-    }
-    const size_t tiles = (n + unit - 1) / unit, units = whole ? slices : slices * tiles;
-    double *cost = run_alloc(st, units, sizeof *cost, "the division of the work", err);
-    size_t *starts = run_alloc(st, ranks + 1, sizeof *starts, "the division of the work", err);
-    int status = cost == NULL || starts == NULL ? ATTN_ENOMEM : ATTN_OK;
-    for (size_t u = 0; u < units && status == ATTN_OK; u++) {
-        const size_t slice = whole ? u : u / tiles, first = slice * items;
-        const size_t count = batch - first < items ? batch - first : items;
-        const size_t row = whole ? 0 : u % tiles * unit;
-        const size_t rows = whole ? n : n - row < unit ? n - row : unit;
-        cost[u] = (double)count * rows_cost(st, row, rows);
-    }
-    if (status == ATTN_OK)
-        attn_ranks_divide(cost, units, ranks, starts);
-    st->step_rounds = 0;
-    for (size_t r = 0; r < ranks && status == ATTN_OK; r++) {
-        const size_t count = whole ? (starts[r + 1] - starts[r]) * blocks
-                                   : cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, NULL);
-        st->step_rounds = count > st->step_rounds ? count : st->step_rounds;
-        if (r != rank)
-            continue;
-        st->step_first = whole ? starts[r] * blocks : 0;
-        st->step_count = count;
-        if (!whole && count > 0 &&
-            (st->own_steps = run_alloc(st, count, sizeof *st->own_steps, "the steps", err)) == NULL)
-            status = ATTN_ENOMEM;
-        else if (!whole)
-            cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, st->own_steps);
-    }
-    free(cost);
-    free(starts);
-    return status;
-}
-
-int run_allocate_slices(run_state *st, attn_error *err)
-{
-    int status = share_steps(st, err);
-    if (status != ATTN_OK)
-        return status;
-    const size_t c = st->report->slice_items, elem = attn_precision_size(st->opt->precision);
-    const attn_layout *layout = &st->report->layout;
-    size_t total;
-    if (!run_slice_memory_bytes(st, &total))
-        return attn_fail(err, ATTN_ENOMEM, "%s: the slice buffers overflow", st->opt->input);
-    st->slice_memory = run_alloc(st, 1, total, "the buffers of two slices", err);
-    if (st->slice_memory == NULL) {
-        err->hint = ATTN_HINT_MEMORY;
-        return ATTN_ENOMEM;
-    }
-    slice_buffer b[RUN_SLICE_BUFFERS];
-    slice_buffers(st, b);
-    char *p = run_align_up(st->slice_memory);
-    void *first[RUN_SLICE_BUFFERS];                /* slot 0's, to share */
-    for (int i = 0; i < 2; i++) {
-        attn_slice *slice = &st->slots[i];
-        void *projections = NULL, *keep = NULL, *positions = NULL, *bias = NULL;
-        void **targets[RUN_SLICE_BUFFERS] = {
-            (void **)&slice->x, (void **)&slice->y, &projections, &st->maps[i][0],
-            &st->maps[i][1], &slice->concat, &slice->output, &keep, &positions, &bias,
-            &slice->entropy, (void **)&slice->argmax, &slice->distance, &slice->mean,
-            &slice->result,
-        };
-        for (size_t j = 0; j < RUN_SLICE_BUFFERS; j++) {
-            if (i == 1 && b[j].shared) {
-                *targets[j] = first[j];
-                continue;
-            }
-            *targets[j] = first[j] = b[j].bytes != 0 ? p : NULL;   /* NULL: not computed */
-            p = run_align_up(p + c * b[j].bytes);
-        }
-        if (st->sizes.map_count < 2)
-            st->maps[i][0] = NULL;
-        if (st->sizes.map_count < 1)
-            st->maps[i][1] = NULL;
-        place_projections(layout, c, elem, projections, slice);
-        place_inputs(st, slice, keep, positions, bias);
-    }
-    st->slots[0].scratch = st->slots[1].scratch = p;   /* steps run one at a time */
-    return allocate_staging(st, err);
 }
 
 /* Reads what items [first, first + c) have of their own: X, the

@@ -140,11 +140,11 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
                          opt->group ? opt->group : "");
     if (opt->save == 0)
         return attn_fail(err, ATTN_EUSAGE, "no output chosen to save");
-    if (!(isfinite(opt->softcap) && opt->softcap >= 0))
-        return attn_fail(err, ATTN_EUSAGE, "soft cap %g: expected a positive number", opt->softcap);
-    if (!(isfinite(opt->rope_theta) && opt->rope_theta >= 0))
-        return attn_fail(err, ATTN_EUSAGE, "RoPE base %g: expected a positive number", opt->rope_theta);
-    if (opt->rope_theta == 0 && (opt->rope_dim != 0 || opt->has_rope_style))
+    int status = run_check_variant(opt, err);
+    if (status != ATTN_OK)
+        return status;
+    const attn_rope *rope = &opt->variant.rope;
+    if (rope->theta == 0 && (rope->dim != 0 || rope->style != ATTN_ROPE_DEFAULT))
         return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_ROPE,
                               "a RoPE dimension or style needs RoPE's base theta");
     const char *const *names = opt->names;
@@ -157,16 +157,11 @@ int run_check_options(const attn_run_options *opt, attn_error *err)
     if (opt->mask_invert && opt->names[ATTN_IN_MASK] == NULL)
         return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_MASK_INVERT,
                               "inverting the mask needs a mask dataset");
-    if (!(isfinite(opt->norm_eps) && opt->norm_eps >= 0))
-        return attn_fail(err, ATTN_EUSAGE, "norm epsilon %g: expected a small positive number",
-                         opt->norm_eps);
-    if (opt->has_scale && !(isfinite(opt->scale) && opt->scale > 0))
-        return attn_fail(err, ATTN_EUSAGE, "scale %g: expected a finite positive number", opt->scale);
-    if (opt->has_scale && opt->precision == ATTN_F32 &&
-        (isinf((float)opt->scale) || (float)opt->scale == 0))
+    const double scale = opt->variant.scale;
+    if (scale != 0 && opt->precision == ATTN_F32 && (isinf((float)scale) || (float)scale == 0))
         return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_PRECISION,
                               "scale %g does not fit float32 (%g to %g), the computation's type",
-                              opt->scale, (double)FLT_TRUE_MIN, (double)FLT_MAX);
+                              scale, (double)FLT_TRUE_MIN, (double)FLT_MAX);
     if (opt->threads > attn_thread_limit())
         return attn_fail(err, ATTN_EUSAGE, "%d threads: at most %d here (%d per core)",
                          opt->threads, attn_thread_limit(), ATTN_THREADS_PER_CORE);

@@ -1,5 +1,5 @@
 /*
- * attn_presets.c - the model families attnrun knows by name (attn_run.h):
+ * presets.c - the model families attnrun knows by name (attn_run.h):
  * where each keeps its attention weights, how it stores them, and what
  * it always does (causal, rotary style, ALiBi).  Names are those of the
  * Hugging Face checkpoints, under --weights-group; the biases are used
@@ -9,6 +9,8 @@
  */
 #include "attn_run.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 /* The projections Hugging Face names q_proj ... o_proj (LLaMA and its kin). */
@@ -54,15 +56,40 @@ static const attn_preset presets[] = {
                [ATTN_IN_BV] = "self.value.bias", [ATTN_IN_BO] = "output.dense.bias"}},
 };
 
+#define PRESET_COUNT (sizeof presets / sizeof presets[0])
+
+size_t attn_preset_count(void)
+{
+    return PRESET_COUNT;
+}
+
+const attn_preset *attn_preset_at(size_t index)
+{
+    return &presets[index];
+}
+
 const attn_preset *attn_preset_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    for (size_t i = 0; i < PRESET_COUNT; i++)
         if (strcmp(presets[i].name, name) == 0)
             return &presets[i];
     return NULL;
 }
 
+/* Every preset's name, ", " between, made once. */
+static char preset_names[PRESET_COUNT * 32];
+
+static void list_presets(void)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < PRESET_COUNT && used < sizeof preset_names; i++)
+        used += (size_t)snprintf(preset_names + used, sizeof preset_names - used, "%s%s",
+                                 i ? ", " : "", presets[i].name);
+}
+
 const char *attn_preset_list(void)
 {
-    return "gpt2, torch-mha, llama, mistral, qwen2, qwen3, gemma2, neox, gptj, bloom, bert";
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, list_presets);
+    return preset_names;
 }

@@ -25,7 +25,7 @@ attn_run_options attn_run_defaults(void)
     opt.group = "/";
     opt.save = ATTN_SAVE_DEFAULT;
     opt.precision = ATTN_F32;
-    opt.norm_eps = 1e-6;
+    opt.variant.norm_eps = 1e-6;
     return opt;
 }
 
@@ -121,27 +121,25 @@ static int plan_variants(run_state *st, attn_error *err)
                               opt->qkv_heads ? ATTN_HINT_QKV_HEADS : ATTN_HINT_NONE,
                               "Q|K|V split per head: q, k and v come from one input through "
                               "one weight, so it cannot be cross-attention");
-    cfg->causal = opt->causal || (preset != NULL && preset->causal);
-    cfg->window = opt->window;
-    cfg->softcap = opt->softcap;
-    cfg->norm_eps = opt->norm_eps;
+    cfg->variant = opt->variant;
+    cfg->variant.causal = opt->variant.causal || (preset != NULL && preset->causal);
+    cfg->variant.scale = opt->variant.scale != 0 ? opt->variant.scale : 1.0 / sqrt((double)d_k);
     st->report->alibi = opt->alibi || st->info[ATTN_IN_ALIBI_SLOPES].present ||
                         (preset != NULL && preset->alibi);
-    if (preset != NULL && preset->rope && opt->rope_theta == 0)
+    attn_rope *rope = &cfg->variant.rope;
+    if (preset != NULL && preset->rope && rope->theta == 0)
         return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_ROPE, "preset %s rotates q and k: it "
                               "needs RoPE's base theta (rope_theta of the model's config.json)",
                               preset->name);
-    if (opt->rope_theta == 0)
+    if (rope->theta == 0)
         return ATTN_OK;
-    size_t dim = opt->rope_dim != 0 ? opt->rope_dim : d_k;
-    if (dim % 2 != 0 || dim > d_k)
+    if (rope->dim == 0)
+        rope->dim = d_k;
+    if (rope->dim % 2 != 0 || rope->dim > d_k)
         return attn_fail(err, ATTN_EUSAGE, "RoPE dimension %zu: expected an even number of "
-                         "features, at most d_k = %zu", dim, d_k);
-    cfg->rope = (attn_rope){
-        .theta = opt->rope_theta, .dim = dim,
-        .style = opt->has_rope_style ? opt->rope_style
-               : preset != NULL ? preset->rope_style : ATTN_ROPE_NEOX,
-    };
+                         "features, at most d_k = %zu", rope->dim, d_k);
+    if (rope->style == ATTN_ROPE_DEFAULT)
+        rope->style = preset != NULL ? preset->rope_style : ATTN_ROPE_NEOX;
     return ATTN_OK;
 }
 
@@ -200,7 +198,6 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
     st->cfg.dims = *d;
     if ((status = plan_variants(st, err)) != ATTN_OK)
         return status;
-    report->scale = opt->has_scale ? opt->scale : 1.0 / sqrt((double)d->d_k);
     report->save = opt->save;
     report->flops = attn_plan_flops(d);
     report->threads = (size_t)attn_threads();
@@ -230,7 +227,6 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
                          opt->input, report->slice_items);
     if ((status = run_plan_stored(st, err)) != ATTN_OK)
         return status;
-    st->cfg.scale = report->scale;
     st->cfg.precision = opt->precision;
     st->cfg.check_overflow = !opt->allow_nonfinite;
     report->config = st->cfg;
@@ -409,8 +405,10 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         (status = attn_guard_memory(run_planned_bytes(&st), attn_threads(), err)) == ATTN_OK &&
         (status = run_check_free_space(&st, err)) == ATTN_OK &&
         (status = run_load_parameters(&st, err)) == ATTN_OK &&
-        (status = run_load_shared(&st, err)) == ATTN_OK)
-        status = run_allocate_slices(&st, err);
+        (status = run_load_shared(&st, err)) == ATTN_OK &&
+        (status = run_share_steps(&st, err)) == ATTN_OK &&
+        (status = run_allocate_slices(&st, err)) == ATTN_OK)
+        status = run_allocate_staging(&st, err);
     become_part(&st, append, &part);
     /* With a shared file rank 0 makes it -- datasets, axes, tokens and
      * provenance, as without -- and every rank then writes the values. */

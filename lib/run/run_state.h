@@ -1,12 +1,17 @@
 /*
- * attn_run_state.h - what the phases of one run share (internal to libattn).
+ * run_state.h - what the phases of one run share (internal to the run
+ * layer).
  *
- * attn_run.c orchestrates; each phase is one file:
- *   attn_preflight.c  options, memory, threads and disk checked before work
- *   attn_params.c     weights and biases read, checked, packed and fused
- *   attn_outfile.c    the output group: room made, datasets, provenance
- *   attn_pipeline.c   slices read, computed and written, overlapped
- *   attn_tokens.c     the tokens of the query and key axes, checked and copied
+ * run.c orchestrates; each phase is one file:
+ *   preflight.c   options, memory, threads and disk checked before work
+ *   params.c      weights and biases read, checked, packed and fused
+ *   rank_steps.c  this rank's share of the steps (one rank: all of them)
+ *   slices.c      the buffers of the two slots, carved from one allocation
+ *   outfile.c     the output group: room made, datasets, tokens
+ *   settings.c    the settings table: checked, recorded as provenance
+ *   pipeline.c    slices read, computed and written, overlapped
+ *   tokens.c      the tokens of the query and key axes, checked and copied
+ * and presets.c, ranks.c hold the presets and the ranks of an MPI job.
  *
  * Legend: B batch, c items in a slice, H heads, G K/V heads, n queries,
  *         m keys, D d_model, dk, dv.
@@ -22,7 +27,7 @@
 #include <stdint.h>
 
 /* One step of a rank that shares items' rows with others: rows [row,
- * row + rows) of slice `slice` (attn_pipeline.c, share_steps). */
+ * row + rows) of slice `slice` (rank_steps.c). */
 typedef struct run_step {
     size_t slice, row, rows;
 } run_step;
@@ -82,9 +87,6 @@ static inline bool run_saved(const run_state *st, attn_output which)
     return (st->opt->save >> which) & 1u;
 }
 
-/* The buffers of one slice carved from the slice memory. */
-#define RUN_SLICE_BUFFERS 15
-
 /* Every buffer carved from one allocation starts on this boundary. */
 #define RUN_ALIGN ((size_t)64)
 
@@ -94,7 +96,14 @@ static inline char *run_align_up(void *p)
     return (char *)((at + RUN_ALIGN - 1) / RUN_ALIGN * RUN_ALIGN);
 }
 
-/* attn_params.c */
+/* Blocks of query rows in one slice. */
+static inline size_t run_slice_blocks(const run_state *st)
+{
+    const size_t n = st->report->layout.dims.n, block = st->sizes.rows;
+    return (n + block - 1) / block;
+}
+
+/* params.c */
 void *run_alloc(const run_state *st, size_t count, size_t size, const char *what, attn_error *err);
 int run_check_finite(const run_state *st, const attn_tensor_info *t, const void *buf,
                      size_t first, size_t count, attn_error *err);
@@ -107,7 +116,7 @@ int run_load_shared(run_state *st, attn_error *err);
 int run_read_rows(const run_state *st, attn_input which, size_t first, size_t rows, void *buf,
                   attn_error *err);
 
-/* attn_preflight.c */
+/* preflight.c */
 int run_check_options(const attn_run_options *opt, attn_error *err);
 size_t run_planned_bytes(const run_state *st);
 int run_check_free_space(run_state *st, attn_error *err);
@@ -120,21 +129,38 @@ int run_check_free_space(run_state *st, attn_error *err);
  * the file system cannot reserve. */
 int run_reserve_space(const run_state *st, const char *path, attn_error *err);
 
-/* attn_outfile.c */
+/* outfile.c */
 /* How each saved output is stored (st->stored): shape, chunks, type,
  * filters; and its bytes in the report (the maps' visible tiles only). */
 int run_plan_stored(run_state *st, attn_error *err);
 int run_open_output(run_state *st, attn_error *err);
 
-/* attn_pipeline.c */
+/* rank_steps.c */
+/* This rank's steps (st->step_first, step_count, step_rounds, own_steps). */
+int run_share_steps(run_state *st, attn_error *err);
+
+/* slices.c */
 /* Bytes of the one allocation run_allocate_slices carves: two slots'
  * buffers (the compute buffers once), each on a RUN_ALIGN boundary, and
  * the attend scratch; false on overflow. */
 bool run_slice_memory_bytes(const run_state *st, size_t *total);
 int run_allocate_slices(run_state *st, attn_error *err);
+
+/* pipeline.c */
+/* The packed room of a step's outputs, by step parity (after the steps
+ * are shared and the slices carved). */
+int run_allocate_staging(run_state *st, attn_error *err);
 int run_steps(run_state *st, attn_error *err);
 
-/* attn_tokens.c */
+/* settings.c */
+/* The numbers of the variant the options must give finite and >= 0. */
+int run_check_variant(const attn_run_options *opt, attn_error *err);
+/* The provenance attributes of the output group, created_utc = stamp. */
+int run_write_provenance(const run_state *st, const char *stamp, attn_error *err);
+/* --in-place: makes way for them (attn_h5out_clear_attribute). */
+int run_clear_provenance(run_state *st, attn_error *err);
+
+/* tokens.c */
 /* Finds and reads the tokens the options name and checks every one, and
  * their shapes against the plan's (before any output exists). */
 int run_check_tokens(run_state *st, attn_error *err);

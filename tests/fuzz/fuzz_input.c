@@ -55,7 +55,7 @@ static attn_run_options options_from(uint8_t bits)
     attn_run_options opt = attn_run_defaults();
     opt.input = input_path;
     opt.heads = heads[bits & 3u];
-    opt.causal = (bits >> 2) & 1u;
+    opt.variant.causal = (bits >> 2) & 1u;
     opt.names[ATTN_IN_KV] = (bits >> 3) & 1u ? "KV" : NULL;
     opt.names[ATTN_IN_MASK] = (bits >> 4) & 1u ? "M" : NULL;
     opt.save = (bits >> 5) & 1u ? 1u << ATTN_OUT_OUTPUT : ATTN_SAVE_DEFAULT;

@@ -628,7 +628,7 @@ static double *run_forward_and_compare(const forward_case *fc, const forward_res
     const double tolerance = precision == ATTN_F64 ? F64_FORWARD_TOLERANCE : F32_FORWARD_TOLERANCE;
     attn_config cfg = {
         .dims = {.batch = c, .n = n, .m = m, .d_model = D, .heads = H, .d_k = fc->dk, .d_v = fc->dv},
-        .scale = fc->scale, .causal = fc->causal, .precision = precision,
+        .variant = {.scale = fc->scale, .causal = fc->causal}, .precision = precision,
     };
     void *x = converted(fc->x, c * n * D, precision);
     void *y = converted(fc->y, y_rows(fc) * D, precision);
@@ -790,13 +790,14 @@ static void test_forward_summaries_of_uniform_attention(void **state)
         int32_t argmax[H * N];
         attn_config cfg = {
             .dims = {.batch = 1, .n = N, .m = N, .d_model = D, .heads = H, .d_k = 1, .d_v = 1},
-            .scale = 1, .causal = true, .precision = ATTN_F64,
+            .variant = {.scale = 1, .causal = true}, .precision = ATTN_F64,
         };
         attn_weights w = {.w_q = w_q, .w_k = w_k, .w_v = w_v, .w_o = w_o};
         attn_slice sl = {
             .count = 1, .x = x, .y = x, .y_stride = N * D, .q = q, .k = k, .v = v,
             .weights = online ? NULL : weights, .concat = concat, .output = output,
-            .entropy = entropy, .argmax = argmax, .distance = distance,
+            .summary = {[ATTN_SUMMARY_ENTROPY] = entropy, [ATTN_SUMMARY_ARGMAX] = argmax,
+                        [ATTN_SUMMARY_DISTANCE] = distance},
             .mean = online ? NULL : mean, .result = result,
             .scratch = aligned_alloc(64, (attn_attend_scratch_bytes(&cfg, 1, online) + 63) / 64 * 64),
         };
@@ -829,7 +830,7 @@ static int overflow_bits(const forward_case *fc, double x_factor, double v_facto
     const size_t hk = H * fc->dk, hv = H * fc->dv;
     attn_config cfg = {
         .dims = {.batch = c, .n = n, .m = m, .d_model = D, .heads = H, .d_k = fc->dk, .d_v = fc->dv},
-        .scale = fc->scale, .precision = ATTN_F32, .check_overflow = check,
+        .variant.scale = fc->scale, .precision = ATTN_F32, .check_overflow = check,
     };
     float *x = converted(fc->x, c * n * D, ATTN_F32), *w_o = converted(fc->w_o, hv * D, ATTN_F32);
     float *w_v = converted(fc->w_v, D * hv, ATTN_F32);

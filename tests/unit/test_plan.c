@@ -1367,7 +1367,8 @@ static size_t plan_for(const bench_shape *shape, size_t threads, size_t physical
                  .d_k = shape->d_model / shape->heads, .d_v = shape->d_model / shape->heads},
         .batched = true,
     };
-    const attn_config cfg = {.dims = layout->dims, .causal = true, .window = shape->window};
+    const attn_config cfg = {.dims = layout->dims,
+                             .variant = {.causal = true, .window = shape->window}};
     const bool online = (shape->save & ((1u << ATTN_OUT_SCORES) | (1u << ATTN_OUT_WEIGHTS))) == 0;
     *cap = attn_plan_default_memory(threads, physical);
     const attn_step_request req = {
@@ -1400,7 +1401,7 @@ static void test_plan_steps_feed_every_thread(void **state)
             const size_t blocks = attn_plan_step_blocks(&layout, &sizes, items,
                                                         attn_task_rows(&(attn_config){
                                                             .dims = layout.dims,
-                                                            .window = bench_shapes[s].window},
+                                                            .variant.window = bench_shapes[s].window},
                                                             (bench_shapes[s].save & 3u) == 0));
             const bool whole = items == layout.dims.batch && sizes.rows == layout.dims.n;
             if (blocks < ATTN_BLOCKS_PER_THREAD * threads && !whole)

@@ -119,10 +119,10 @@ static void test_visible_pairs(void **state)
     memset(&cfg, 0, sizeof cfg);
     cfg.dims.n = cfg.dims.m = 4;
     assert_true(attn_visible_pairs(&cfg, 0, 4) == 16);
-    cfg.causal = true;
+    cfg.variant.causal = true;
     assert_true(attn_visible_pairs(&cfg, 0, 4) == 10);
     assert_true(attn_visible_pairs(&cfg, 2, 2) == 7);     /* rows 2, 3: 3 + 4 */
-    cfg.window = 2;
+    cfg.variant.window = 2;
     assert_true(attn_visible_pairs(&cfg, 0, 4) == 7);
 }
 

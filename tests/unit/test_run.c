@@ -437,7 +437,7 @@ static void test_dry_run_fills_report_and_creates_no_file(void **state)
     assert_int_equal(d->d_v, DV);
     assert_true(report.layout.batched);
     assert_false(report.layout.cross);
-    assert_near(report.scale, 1.0 / sqrt((double)DK), 1e-15);
+    assert_near(report.config.variant.scale, 1.0 / sqrt((double)DK), 1e-15);
     assert_true(report.flops > 0);
     assert_int_equal(report.save, ATTN_SAVE_DEFAULT);
     assert_int_equal(report.slice_items, B);

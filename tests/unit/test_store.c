@@ -241,8 +241,8 @@ static void test_tile_visible_matches_the_masks(void **state)
     const size_t windows[] = {0, 1, 3, 16, 40};
     for (int causal = 0; causal < 2; causal++)
         for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
-            attn_config cfg = {.dims = {.n = 70, .m = 70}, .causal = causal != 0,
-                               .window = windows[w]};
+            attn_config cfg = {.dims = {.n = 70, .m = 70},
+                               .variant = {.causal = causal != 0, .window = windows[w]}};
             for (size_t r0 = 0; r0 < 70; r0 += 7)
                 for (size_t k0 = 0; k0 < 70; k0 += 5)
                     for (size_t side = 1; side <= 16; side *= 2) {

@@ -415,7 +415,7 @@ static attn_config layer_config(const layer *L)
     attn_config cfg = {
         .dims = {.batch = L->c, .n = L->n, .m = L->n, .d_model = L->D, .heads = L->H,
                  .kv_heads = L->G, .d_k = L->dk, .d_v = L->dv},
-        .scale = 1 / sqrt((double)L->dk), .precision = ATTN_F64,
+        .variant.scale = 1 / sqrt((double)L->dk), .precision = ATTN_F64,
     };
     return cfg;
 }
@@ -498,16 +498,16 @@ static void reference_position(double *x, size_t rows, size_t heads, size_t dk,
         for (size_t h = 0; h < heads; h++) {
             double *head = x + (i * heads + h) * dk;
             if (norm != NULL)
-                reference_rms_norm(head, dk, norm, cfg->norm_eps);
-            if (cfg->rope.theta != 0)
-                reference_rope_head(head, pos ? (double)pos[i] : (double)i, cfg->rope.theta,
-                                    cfg->rope.dim, cfg->rope.style);
+                reference_rms_norm(head, dk, norm, cfg->variant.norm_eps);
+            if (cfg->variant.rope.theta != 0)
+                reference_rope_head(head, pos ? (double)pos[i] : (double)i, cfg->variant.rope.theta,
+                                    cfg->variant.rope.dim, cfg->variant.rope.style);
         }
 }
 
 /*
  * The layer written out: q and k per head through the RMSNorm (L's q_norm,
- * k_norm) and the rotary embedding (cfg->rope); query head h reads K/V head h / (H/G) (HF
+ * k_norm) and the rotary embedding (cfg->variant.rope); query head h reads K/V head h / (H/G) (HF
  * repeat_kv); logit = scale q.k, then softcap C tanh(logit / C), then
  * + slope_h (kpos - qpos) + bias[b, h, q, k]; -inf where k > q (causal)
  * or k <= q - window; softmax over keys; heads side by side; W_O.
@@ -545,9 +545,9 @@ static void reference_layer(const layer *L, const attn_config *cfg, const double
                     double dot = 0;
                     for (size_t t = 0; t < dk; t++)
                         dot += q[i * hk + h * dk + t] * k[j * gk + g * dk + t];
-                    double logit = cfg->scale * dot;
-                    if (cfg->softcap != 0)
-                        logit = cfg->softcap * tanh(logit / cfg->softcap);
+                    double logit = cfg->variant.scale * dot;
+                    if (cfg->variant.softcap != 0)
+                        logit = cfg->variant.softcap * tanh(logit / cfg->variant.softcap);
                     if (cfg->alibi != NULL) {
                         double pq = qpos ? (double)qpos[i] : (double)i;
                         double pk = kpos ? (double)kpos[j] : (double)j;
@@ -555,8 +555,8 @@ static void reference_layer(const layer *L, const attn_config *cfg, const double
                     }
                     if (bias != NULL)
                         logit += bias[b * bias_item_stride + h * bias_head_stride + i * n + j];
-                    bool hidden = (cfg->causal && j > i) ||
-                                  (cfg->window != 0 && j + cfg->window <= i);
+                    bool hidden = (cfg->variant.causal && j > i) ||
+                                  (cfg->variant.window != 0 && j + cfg->variant.window <= i);
                     scores[i * n + j] = hidden ? -INFINITY : logit;
                     if (scores[i * n + j] > max)
                         max = scores[i * n + j];
@@ -653,8 +653,8 @@ static void test_forward_window_causal(void **state)
     layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
     make_layer(&L);
     attn_config cfg = layer_config(&L);
-    cfg.causal = true;
-    cfg.window = 2;
+    cfg.variant.causal = true;
+    cfg.variant.window = 2;
     attn_weights w = layer_weights(&L);
     attn_slice s = new_slice(&cfg, &L, true);
     attn_forward(&cfg, &w, &s);
@@ -692,7 +692,7 @@ static void test_forward_window_without_causal(void **state)
     layer L = {.c = 1, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2};
     make_layer(&L);
     attn_config cfg = layer_config(&L);
-    cfg.window = 2;
+    cfg.variant.window = 2;
     attn_weights w = layer_weights(&L);
     attn_slice s = new_slice(&cfg, &L, true);
     attn_forward(&cfg, &w, &s);
@@ -725,8 +725,8 @@ static void test_forward_softcap(void **state)
     layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
     make_layer(&L);
     attn_config cfg = layer_config(&L);
-    cfg.softcap = 0.5;
-    cfg.causal = true;
+    cfg.variant.softcap = 0.5;
+    cfg.variant.causal = true;
     attn_weights w = layer_weights(&L);
     attn_slice s = new_slice(&cfg, &L, true);
     attn_forward(&cfg, &w, &s);
@@ -742,7 +742,7 @@ static void test_forward_softcap(void **state)
                         assert_true(got == -INFINITY);
                         continue;
                     }
-                    double raw = raw_logit(&s, &L, cfg.scale, b, h, h, q, k);
+                    double raw = raw_logit(&s, &L, cfg.variant.scale, b, h, h, q, k);
                     assert_near(got, 0.5 * tanh(raw / 0.5), F64_TOLERANCE);
                     assert_true(fabs(got) < 0.5);
                     if (fabs(raw) > 0.75)             /* the cap took off > 0.1 */
@@ -767,7 +767,7 @@ static void test_forward_gqa_head_map(void **state)
     layer L = {.c = 2, .n = 5, .D = 4, .H = 4, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
     make_layer(&L);
     attn_config cfg = layer_config(&L);
-    cfg.causal = true;
+    cfg.variant.causal = true;
     attn_weights w = layer_weights(&L);
     attn_slice s = new_slice(&cfg, &L, true);
     attn_forward(&cfg, &w, &s);
@@ -779,7 +779,7 @@ static void test_forward_gqa_head_map(void **state)
             for (size_t q = 0; q < L.n; q++)
                 for (size_t k = 0; k <= q; k++)
                     assert_near(scores[((b * L.H + h) * L.n + q) * L.n + k],
-                                raw_logit(&s, &L, cfg.scale, b, h, kv_of_head[h], q, k),
+                                raw_logit(&s, &L, cfg.variant.scale, b, h, kv_of_head[h], q, k),
                                 F64_TOLERANCE);
     reference r;
     reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
@@ -808,7 +808,7 @@ static void test_forward_gqa_head_map(void **state)
         }
     }
     attn_config rcfg = layer_config(&R);
-    rcfg.causal = true;
+    rcfg.variant.causal = true;
     assert_int_equal(attn_kv_heads(&rcfg.dims), 4);
     attn_weights rw = layer_weights(&R);
     attn_slice rs = new_slice(&rcfg, &R, true);
@@ -855,7 +855,7 @@ static void test_forward_alibi(void **state)
                 for (size_t k = 0; k < L.n; k++) {
                     double offset = given ? (double)(kpos[k] - qpos[q]) : (double)k - (double)q;
                     assert_near(scores[(h * L.n + q) * L.n + k],
-                                raw_logit(&s, &L, cfg.scale, 0, h, h, q, k) + slopes[h] * offset,
+                                raw_logit(&s, &L, cfg.variant.scale, 0, h, h, q, k) + slopes[h] * offset,
                                 F64_TOLERANCE);
                 }
         reference r;
@@ -876,7 +876,7 @@ static void test_forward_attention_bias(void **state)
     layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
     make_layer(&L);
     attn_config cfg = layer_config(&L);
-    cfg.causal = true;
+    cfg.variant.causal = true;
     attn_weights w = layer_weights(&L);
     const size_t nm = L.n * L.n;
     double *bias = fill_values(L.H * nm, 9.4);
@@ -897,7 +897,7 @@ static void test_forward_attention_bias(void **state)
                     if (k > q)
                         assert_true(got == -INFINITY);
                     else
-                        assert_near(got, raw_logit(&s, &L, cfg.scale, b, h, h, q, k) +
+                        assert_near(got, raw_logit(&s, &L, cfg.variant.scale, b, h, h, q, k) +
                                              bias[h * nm + q * L.n + k], F64_TOLERANCE);
                 }
     reference r;
@@ -924,8 +924,8 @@ static void test_attend_row_blocks_window_alibi_bias(void **state)
     make_layer(&L);
     const double slopes[2] = {0.5, 0.125};
     attn_config cfg = layer_config(&L);
-    cfg.causal = true;
-    cfg.window = 2;
+    cfg.variant.causal = true;
+    cfg.variant.window = 2;
     cfg.alibi = slopes;
     attn_weights w = layer_weights(&L);
     const size_t n = L.n, H = L.H, nm = n * n, hv = H * L.dv;
@@ -981,7 +981,7 @@ static void test_online_alibi_bias_across_key_blocks(void **state)
     make_layer(&L);
     const double slopes[2] = {0.02, 0.005};
     attn_config cfg = layer_config(&L);
-    cfg.causal = true;
+    cfg.variant.causal = true;
     cfg.alibi = slopes;
     attn_weights w = layer_weights(&L);
     const size_t n = L.n, H = L.H, nm = n * n;
@@ -1016,9 +1016,9 @@ static void test_forward_qk_norm_and_rope(void **state)
     make_layer(&L);
     const size_t D = L.D, H = L.H, dk = L.dk, F = 3 * H * dk, c = L.c, n = L.n;
     attn_config cfg = layer_config(&L);
-    cfg.causal = true;
-    cfg.norm_eps = 0.01;
-    cfg.rope = (attn_rope){.theta = 50, .dim = 4, .style = ATTN_ROPE_GPTJ};
+    cfg.variant.causal = true;
+    cfg.variant.norm_eps = 0.01;
+    cfg.variant.rope = (attn_rope){.theta = 50, .dim = 4, .style = ATTN_ROPE_GPTJ};
     const int64_t pos[2 * 5] = {3, 4, 5, 6, 7, 0, 2, 4, 6, 8};   /* (c, n) */
     attn_weights w = layer_weights(&L);
 
@@ -1132,7 +1132,7 @@ static void test_forward_linear_layout(void **state)
         layer L = {.c = 2, .n = 5, .D = 4, .H = 4, .G = G, .dk = 2, .dv = 3, .has_bias = true};
         make_layer(&L);
         attn_config cfg = layer_config(&L);
-        cfg.causal = true;
+        cfg.variant.causal = true;
         attn_weights w = layer_weights(&L);
         attn_slice s = new_slice(&cfg, &L, true);
         attn_forward(&cfg, &w, &s);
@@ -1177,7 +1177,7 @@ static void test_forward_heads_interleaved_fused(void **state)
     make_layer(&L);
     const size_t D = L.D, H = L.H, dk = L.dk, F = 3 * H * dk, c = L.c, n = L.n;
     attn_config cfg = layer_config(&L);
-    cfg.causal = true;
+    cfg.variant.causal = true;
     attn_weights w = layer_weights(&L);
     attn_slice s = new_slice(&cfg, &L, true);
     attn_forward(&cfg, &w, &s);

@@ -1,0 +1,73 @@
+/*
+ * plan_text.c - the plan of a dry run as text: the shapes, the settings
+ * the run uses (the settings table, attn_run.h), the work and its steps,
+ * and the bytes of each output.
+ *
+ * Legend: B batch, H heads, n queries, m keys, D d_model.
+ */
+#include "attnrun/attnrun.h"
+
+#include "attnrun/plan_json.h"
+
+#include <stdio.h>
+
+/* "name       value" for each setting of the text plan the run uses. */
+static void print_settings(FILE *out, const attn_run_options *opt, const attn_run_report *rep)
+{
+    for (size_t i = 0; i < attn_setting_count(); i++) {
+        const attn_setting *s = attn_setting_at(i);
+        if (!(s->shown & ATTN_SHOWN_TEXT))
+            continue;
+        const attn_setting_value v = attn_setting_value_of(i, opt, rep);
+        if (!v.used)
+            continue;
+        fprintf(out, "%-10s ", s->name);
+        switch (s->kind) {
+        case ATTN_SETTING_TEXT: fprintf(out, "%s\n", v.text); break;
+        case ATTN_SETTING_INTEGER: fprintf(out, "%lld\n", v.integer); break;
+        case ATTN_SETTING_REAL: fprintf(out, "%.9g\n", v.real); break;
+        case ATTN_SETTING_FLAG: fprintf(out, "%s\n", v.integer ? "yes" : "no"); break;
+        }
+    }
+}
+
+void plan_text_print(FILE *out, const attn_run_options *opt, const attn_run_report *rep)
+{
+    const attn_dims *d = &rep->layout.dims;
+    char h[32];
+    fprintf(out, "input      %s\n", opt->input);
+    fprintf(out, "batch      %zu%s\n", d->batch,
+            rep->layout.batched ? "" : " (rank-2 X: no batch axis)");
+    fprintf(out, "queries    n = %zu\nkeys       m = %zu%s\n", d->n, d->m,
+            rep->layout.cross ? " (--kv)" : "");
+    fprintf(out, "d_model    %zu\nheads      %zu (K/V heads %zu)\nd_k, d_v   %zu, %zu\n",
+            d->d_model, d->heads, attn_kv_heads(d), d->d_k, d->d_v);
+    print_settings(out, opt, rep);
+    fprintf(out, "FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
+    fprintf(out, "slice      %zu batch items, %s of buffers (two slices in flight)\n",
+            rep->slice_items, attn_format_bytes(h, sizeof h, (double)rep->slice_bytes));
+    fprintf(out, "steps      %zu blocks each, under a cap of %s (--memory)\n", rep->step_blocks,
+            attn_format_bytes(h, sizeof h, (double)rep->memory_cap));
+    if (rep->slice_rows < d->n)
+        fprintf(out, "rows       query rows in blocks of %zu (one item's maps exceed the step)\n",
+                rep->slice_rows);
+    fprintf(out, "softmax    %s\n",
+            rep->online ? "online, no maps kept (no scores, weights or mean saved)"
+                        : "full rows (scores, weights or mean saved)");
+    fprintf(out, "threads    %zu\n", rep->threads);
+    fprintf(out, "outputs in group %s:\n", opt->group);
+    for (int i = 0; i < ATTN_OUT_COUNT; i++) {
+        size_t dims[4];
+        const char *labels[4];
+        char shape[128];
+        if (!((rep->save >> i) & 1u))
+            continue;
+        size_t rank = attn_output_shape(&rep->layout, (attn_output)i, dims, labels);
+        fprintf(out, "  %-8s %-26s %-8s %zu bytes (%s)\n", attn_output_name((attn_output)i),
+                attn_format_shape(shape, sizeof shape, dims, rank),
+                plan_dtype_name(rep->output_store[i]), rep->output_bytes[i],
+                attn_format_bytes(h, sizeof h, (double)rep->output_bytes[i]));
+    }
+    fprintf(out, "  %-8s %-26s %-8s %zu bytes (%s)\n", "total", "", "", rep->total_bytes,
+            attn_format_bytes(h, sizeof h, (double)rep->total_bytes));
+}
