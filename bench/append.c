@@ -26,6 +26,9 @@
 #define _DEFAULT_SOURCE
 
 #include <dirent.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -37,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/options.h"
 #include "run.h"
 #include "workloads.h"
 
@@ -50,6 +54,7 @@ struct options {
     const char *tiny;           /* a tiny layer's input (one head) */
     const struct bench_workload *w;
     int layers, runs;
+    bool help;
 };
 
 /* Removes dir and the files in it and in its subdirectories (one level:
@@ -100,51 +105,54 @@ static long long file_size(const char *path)
     return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
-static int usage(const char *why, const char *arg)
+static int parse_workload(void *settings, const cli_option *option, const char *name,
+                          const char *value)
 {
-    fprintf(stderr, PROG ": %s%s%s\n"
-            "usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
-            "                        [--layers L] [--runs N] [--tiny PATH]\n", why, arg ? ": " : "", arg ? arg : "");
-    return 2;
+    struct options *o = settings;
+    (void)option;
+    if ((o->w = bench_find_workload(value)) == NULL)
+        return cli_usage_error("%s '%s': expected a workload of bench/workloads.h", name, value);
+    return EXIT_OK;
 }
+
+#define OPTION(field) offsetof(struct options, field)
+
+static const cli_option options[] = {
+    {"attnrun", 0, CLI_TEXT, OPTION(attnrun), .value = "PATH",
+     .help = "attnrun to time (default build/attnrun)"},
+    {"gen", 0, CLI_TEXT, OPTION(gen), .value = "PATH",
+     .help = "input generator (default build/bench/attnbench-gen)"},
+    {"dir", 0, CLI_TEXT, OPTION(dir), .value = "DIR", .help = "work directory (default build/bench/work)"},
+    {"workload", 0, CLI_CUSTOM, 0, .parse = parse_workload, .value = "NAME",
+     .help = "the layer appended (default gpt2)"},
+    {"layers", 0, CLI_INT, OPTION(layers), .min = 1, .max = MAX_LAYERS, .value = "L",
+     .expected = "a whole number from 1 to 64", .help = "layers appended (default 12)"},
+    {"runs", 0, CLI_INT, OPTION(runs), .min = 1, .max = MAX_RUNS, .value = "N",
+     .expected = "a whole number from 1 to 50", .help = "sequences of appends (default 5)"},
+    {"tiny", 0, CLI_TEXT, OPTION(tiny), .value = "PATH",
+     .help = "a one-head layer for the index's cost (default fixtures/toy.h5)"},
+    {"help", 'h', CLI_FLAG, OPTION(help), .help = "this help"},
+    {NULL},
+};
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "build/bench/work",
-                          "fixtures/toy.h5", bench_find_workload("gpt2"), 12, 5};
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
-            printf("usage: " PROG " [--attnrun PATH] [--gen PATH] [--dir DIR] [--workload NAME]\n"
-                   "                        [--layers L] [--runs N] [--tiny PATH]\n\n"
-                   "Times appending L copies of a workload's layer (default gpt2, 12 layers)\n"
-                   "to one results file with attnrun --append, N times (default 5), then a\n"
-                   "tiny one-head layer (default fixtures/toy.h5) to indexes of 1 to 400 groups.\n");
-            exit(0);
-        }
-        if (value == NULL)
-            return usage("unknown option or missing value", opt);
-        i++;
-        if (strcmp(opt, "--attnrun") == 0)
-            o->attnrun = value;
-        else if (strcmp(opt, "--gen") == 0)
-            o->gen = value;
-        else if (strcmp(opt, "--dir") == 0)
-            o->dir = value;
-        else if (strcmp(opt, "--tiny") == 0)
-            o->tiny = value;
-        else if (strcmp(opt, "--workload") == 0) {
-            if ((o->w = bench_find_workload(value)) == NULL)
-                return usage("unknown workload", value);
-        } else if (strcmp(opt, "--layers") == 0) {
-            if ((o->layers = parse_count(value, MAX_LAYERS)) < 0)
-                return usage("--layers takes 1 to 64, not", value);
-        } else if (strcmp(opt, "--runs") == 0) {
-            if ((o->runs = parse_count(value, MAX_RUNS)) < 0)
-                return usage("--runs takes 1 to 50, not", value);
-        } else
-            return usage("unknown option", opt);
+                          "fixtures/toy.h5", bench_find_workload("gpt2"), 12, 5, false};
+    cli_set_command(PROG, PROG " --help");
+    int code = cli_parse(options, argc, argv, o);
+    if (code != EXIT_OK)
+        return code;
+    if (o->help) {
+        printf("usage: " PROG " [OPTIONS]\n\n"
+               "Times appending L copies of a workload's layer (default gpt2, 12 layers)\n"
+               "to one results file with attnrun --append, N times (default 5), then a\n"
+               "tiny one-head layer (default fixtures/toy.h5) to indexes of 1 to 400 groups.\n\n");
+        cli_print_options(options, stdout);
+        exit(0);
     }
+    if (optind < argc)
+        return cli_usage_error("no operands expected, got '%s'", argv[optind]);
     return -1;
 }
 
@@ -300,7 +308,7 @@ int main(int argc, char **argv)
         !make_path(p.part, "%s/append/results.h5.parts/layer01.1.h5", o.dir) ||
         !make_path(p.plain, "%s/append/plain.h5", o.dir) ||
         !make_path(p.tiny, "%s/append/tiny.h5", o.dir))
-        return usage("path too long", o.dir);
+        return cli_error(2, "path too long: %s", o.dir);
     mkdir(o.dir, 0777);
     if (access(p.input, F_OK) != 0) {
         char *gen_argv[] = {(char *)o.gen, (char *)bench_input_of(o.w)->name, p.input, NULL};

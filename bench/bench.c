@@ -34,6 +34,9 @@
 #define _DEFAULT_SOURCE   /* wait4() and ru_maxrss, hidden by _POSIX_C_SOURCE alone */
 
 #include <assert.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -52,6 +55,7 @@
 #include <cblas.h>
 #include <hdf5.h>
 
+#include "cli/options.h"
 #include "workloads.h"
 
 #define PROG "attnbench"
@@ -78,8 +82,9 @@ struct options {
     const char *ref;       /* bench/ref_numpy.py */
     const char *dir;       /* inputs and outputs live here */
     int runs;              /* timed runs after the warm-up */
-    int numpy;             /* run the numpy peer */
-    int sweep;             /* run the thread sweep */
+    bool numpy;            /* run the numpy peer */
+    bool sweep;            /* run the thread sweep */
+    bool no_numpy, no_sweep, help;   /* as the command line says */
     int sweep_threads[SWEEP_MAX];   /* its Ts, rising; the last is the core count */
     int n_sweep;
     int selected[BENCH_N_WORKLOADS];
@@ -1283,63 +1288,65 @@ static void print_footnote(void)
 
 /* ---- command line ------------------------------------------------------- */
 
-#define USAGE \
-    "usage: " PROG " [--attnrun PATH] [--gen PATH] [--only LIST] [--dir DIR] [--runs N]\n" \
-    "                 [--no-numpy] [--no-sweep] [--python PATH] [--ref PATH]\n"
+/* Marks the workloads named in list (--only). */
+static int parse_only(void *settings, const cli_option *option, const char *name,
+                      const char *value)
+{
+    struct options *o = settings;
+    char buf[256];
+    (void)option;
+    int any = snprintf(buf, sizeof buf, "%s", value) < (int)sizeof buf ? 0 : -1;
+    memset(o->selected, 0, sizeof o->selected);
+    for (char *save = NULL, *word = any < 0 ? NULL : strtok_r(buf, ",", &save); word;
+         word = strtok_r(NULL, ",", &save)) {
+        const struct bench_workload *w = bench_find_workload(word);
+        if (!w) {
+            any = -1;
+            break;
+        }
+        o->selected[w - bench_workloads] = 1;
+        any = 1;
+    }
+    if (any <= 0)
+        return cli_usage_error("%s '%s': expected a comma list of workloads", name, value);
+    return EXIT_OK;
+}
+
+#define OPTION(field) offsetof(struct options, field)
+
+static const cli_option options[] = {
+    {"attnrun", 0, CLI_TEXT, OPTION(attnrun), .value = "PATH",
+     .help = "attnrun to time (default build/attnrun)"},
+    {"gen", 0, CLI_TEXT, OPTION(gen), .value = "PATH",
+     .help = "input generator (default build/bench/attnbench-gen)"},
+    {"only", 0, CLI_CUSTOM, 0, .parse = parse_only, .value = "LIST",
+     .help = "comma list of workloads (default all, below)"},
+    {"dir", 0, CLI_TEXT, OPTION(dir), .value = "DIR",
+     .help = "inputs and outputs (default build/bench/work; inputs are\n"
+             "generated there when missing)"},
+    {"runs", 0, CLI_INT, OPTION(runs), .min = 1, .max = MAX_RUNS, .value = "N",
+     .expected = "a whole number from 1 to 100", .help = "timed runs after the warm-up (default 5)"},
+    {"no-numpy", 0, CLI_FLAG, OPTION(no_numpy), .help = "skip the numpy peer"},
+    {"no-sweep", 0, CLI_FLAG, OPTION(no_sweep),
+     .help = "skip the thread sweep (attnrun --threads 1, 2, 4, ... cores)"},
+    {"python", 0, CLI_TEXT, OPTION(python), .value = "PATH",
+     .help = "interpreter for the peer (default /usr/bin/python3)"},
+    {"ref", 0, CLI_TEXT, OPTION(ref), .value = "PATH",
+     .help = "the peer script (default bench/ref_numpy.py)"},
+    {"help", 'h', CLI_FLAG, OPTION(help), .help = "this help"},
+    {NULL},
+};
 
 static void print_help(void)
 {
-    printf(USAGE
+    printf("usage: " PROG " [OPTIONS]\n"
            "\nTimes attnrun on the benchmark workloads against this machine's limits\n"
-           "(sgemm rate, HDF5 write rate) and against bench/ref_numpy.py.\n\n"
-           "  --attnrun PATH  attnrun to time (default build/attnrun)\n"
-           "  --gen PATH      input generator (default build/bench/attnbench-gen)\n"
-           "  --only LIST     comma list of workloads (default all: ");
+           "(sgemm rate, HDF5 write rate) and against bench/ref_numpy.py.\n\n");
+    cli_print_options(options, stdout);
+    printf("\nworkloads:");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
-        printf("%s%s", bench_workloads[i].name, i + 1 < BENCH_N_WORKLOADS ? "," : ")\n");
-    printf("  --dir DIR       inputs and outputs (default build/bench/work; inputs are\n"
-           "                  generated there when missing)\n"
-           "  --runs N        timed runs after the warm-up, 1-%d (default 5)\n"
-           "  --no-numpy      skip the numpy peer\n"
-           "  --no-sweep      skip the thread sweep (attnrun --threads 1, 2, 4, ... cores)\n"
-           "  --python PATH   interpreter for the peer (default /usr/bin/python3)\n"
-           "  --ref PATH      the peer script (default bench/ref_numpy.py)\n", MAX_RUNS);
-}
-
-static int usage_error(const char *message, const char *arg)
-{
-    fprintf(stderr, PROG ": %s%s%s\n" USAGE, message, arg ? ": " : "", arg ? arg : "");
-    return 2;
-}
-
-/* Marks the workloads named in list. Returns 0 or -1 (unknown name). */
-static int select_workloads(const char *list, int selected[])
-{
-    char buf[256];
-    if (snprintf(buf, sizeof buf, "%s", list) >= (int)sizeof buf)
-        return -1;
-    memset(selected, 0, BENCH_N_WORKLOADS * sizeof *selected);
-    int any = 0;
-    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name;
-         name = strtok_r(NULL, ",", &save)) {
-        const struct bench_workload *w = bench_find_workload(name);
-        if (!w)
-            return -1;
-        selected[w - bench_workloads] = 1;
-        any = 1;
-    }
-    return any ? 0 : -1;
-}
-
-static int parse_runs(const char *text, int *runs)
-{
-    char *end;
-    errno = 0;
-    long value = strtol(text, &end, 10);
-    if (errno || end == text || *end || value < 1 || value > MAX_RUNS)
-        return -1;
-    *runs = (int)value;
-    return 0;
+        printf(" %s", bench_workloads[i].name);
+    printf("\n");
 }
 
 /* The sweep's Ts: the powers of two below the online cores, then the cores. */
@@ -1358,42 +1365,21 @@ static void plan_sweep(struct options *o)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "/usr/bin/python3",
-                          "bench/ref_numpy.py", "build/bench/work", .runs = 5, .numpy = 1,
-                          .sweep = 1, .name_width = 9};
+                          "bench/ref_numpy.py", "build/bench/work", .runs = 5, .name_width = 9};
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
         o->selected[i] = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
-        if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0) {
-            print_help();
-            return 0;
-        }
-        int *flag = strcmp(opt, "--no-numpy") == 0 ? &o->numpy
-                  : strcmp(opt, "--no-sweep") == 0 ? &o->sweep
-                                                   : NULL;
-        if (flag) {
-            *flag = 0;
-            continue;
-        }
-        const char **target = strcmp(opt, "--attnrun") == 0 ? &o->attnrun
-                            : strcmp(opt, "--gen") == 0     ? &o->gen
-                            : strcmp(opt, "--python") == 0  ? &o->python
-                            : strcmp(opt, "--ref") == 0     ? &o->ref
-                            : strcmp(opt, "--dir") == 0     ? &o->dir
-                                                            : NULL;
-        int takes_value = target || strcmp(opt, "--only") == 0 || strcmp(opt, "--runs") == 0;
-        if (!takes_value)
-            return usage_error("unknown option", opt);
-        if (i + 1 >= argc)
-            return usage_error("missing value for", opt);
-        const char *value = argv[++i];
-        if (target)
-            *target = value;
-        else if (strcmp(opt, "--only") == 0 && select_workloads(value, o->selected) != 0)
-            return usage_error("--only takes a comma list of workloads, not", value);
-        else if (strcmp(opt, "--runs") == 0 && parse_runs(value, &o->runs) != 0)
-            return usage_error("--runs takes a whole number from 1 to 100, not", value);
+    cli_set_command(PROG, PROG " --help");
+    int code = cli_parse(options, argc, argv, o);
+    if (code != EXIT_OK)
+        return code;
+    if (o->help) {
+        print_help();
+        return 0;
     }
+    if (optind < argc)
+        return cli_usage_error("no operands expected, got '%s'", argv[optind]);
+    o->numpy = !o->no_numpy;
+    o->sweep = !o->no_sweep;
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)   /* "workload" and a space, or more */
         if (o->selected[i] && (int)strlen(bench_workloads[i].name) + 1 > o->name_width)
             o->name_width = (int)strlen(bench_workloads[i].name) + 1;
@@ -1409,7 +1395,7 @@ int main(int argc, char **argv)
     if (status >= 0)
         return status;
     if (access(o.attnrun, X_OK) != 0)
-        return usage_error("cannot execute attnrun (build it, or give --attnrun)", o.attnrun);
+        return cli_error(2, "cannot execute attnrun (build it, or give --attnrun): %s", o.attnrun);
     if (make_dirs(o.dir) != 0)
         return 1;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* one-line errors from h5_fail */

@@ -24,9 +24,13 @@
  */
 #define _DEFAULT_SOURCE
 
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli/options.h"
 #include "run.h"
 #include "workloads.h"
 
@@ -49,22 +53,13 @@ struct options {
     char *mpirun_args[MAX_MPIRUN_ARGS];
     int mpirun_arg_count;
     int ranks[MAX_RANKS], rank_count, runs;
+    bool help;
 };
 
 /* One workload's medians: serial, then per P the job and its start-up. */
 struct times {
     double serial, job[MAX_RANKS], start[MAX_RANKS];
 };
-
-static int usage(const char *why, const char *arg)
-{
-    fprintf(stderr, PROG ": %s%s%s\n"
-            "usage: " PROG " [--attnrun-mpi PATH] [--attnrun PATH] [--gen PATH] [--dir DIR]\n"
-            "       [--mpirun PATH] [--mpirun-args 'ARGS'] [--workload NAME,...] [--ranks P,...]\n"
-            "       [--runs N]\n",
-            why, arg ? ": " : "", arg ? arg : "");
-    return 2;
-}
 
 /* "1,2,4" into o->ranks; false when malformed. */
 static int parse_ranks(struct options *o, const char *text)
@@ -73,10 +68,10 @@ static int parse_ranks(struct options *o, const char *text)
     snprintf(copy, sizeof copy, "%s", text);
     o->rank_count = 0;
     for (char *save = NULL, *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-        int ranks = parse_count(p, 64);
-        if (ranks < 0 || o->rank_count == MAX_RANKS)
+        size_t ranks;
+        if (!cli_parse_number(p, 64, &ranks, NULL) || ranks < 1 || o->rank_count == MAX_RANKS)
             return 0;
-        o->ranks[o->rank_count++] = ranks;
+        o->ranks[o->rank_count++] = (int)ranks;
     }
     return o->rank_count > 0;
 }
@@ -110,6 +105,41 @@ static int parse_mpirun_args(struct options *o, const char *text)
     return 1;
 }
 
+/* --ranks, --workload, --mpirun-args: lists cut by the functions above. */
+static int parse_list(void *settings, const cli_option *option, const char *name,
+                      const char *value)
+{
+    struct options *o = settings;
+    const bool good = option->first == 0   ? parse_ranks(o, value)
+                    : option->first == 1 ? parse_workloads(o, value)
+                                         : parse_mpirun_args(o, value);
+    return good ? EXIT_OK : cli_usage_error("%s '%s': expected %s", name, value, option->expected);
+}
+
+#define OPTION(field) offsetof(struct options, field)
+
+static const cli_option options[] = {
+    {"attnrun-mpi", 0, CLI_TEXT, OPTION(attnrun_mpi), .value = "PATH",
+     .help = "attnrun-mpi to time (default build/attnrun-mpi)"},
+    {"attnrun", 0, CLI_TEXT, OPTION(attnrun), .value = "PATH",
+     .help = "the serial attnrun beside it (default: none)"},
+    {"gen", 0, CLI_TEXT, OPTION(gen), .value = "PATH",
+     .help = "input generator (default build/bench/attnbench-gen)"},
+    {"dir", 0, CLI_TEXT, OPTION(dir), .value = "DIR", .help = "work directory (default build/bench/work)"},
+    {"mpirun", 0, CLI_TEXT, OPTION(mpirun), .value = "PATH", .help = "mpirun (default from PATH)"},
+    {"mpirun-args", 0, CLI_CUSTOM, 0, .parse = parse_list, .first = 2, .value = "'ARGS'",
+     .expected = "at most 8 words",
+     .help = "words for mpirun (default --mca pml ob1 --mca btl self,vader)"},
+    {"workload", 0, CLI_CUSTOM, 0, .parse = parse_list, .first = 1, .value = "NAME,...",
+     .expected = "workloads of bench/workloads.h (at most 8)", .help = "workloads (default gpt2,xl)"},
+    {"ranks", 0, CLI_CUSTOM, 0, .parse = parse_list, .first = 0, .value = "P,...",
+     .expected = "counts from 1 to 64, comma separated", .help = "rank counts (default 1,2)"},
+    {"runs", 0, CLI_INT, OPTION(runs), .min = 1, .max = MAX_RUNS, .value = "N",
+     .expected = "a whole number from 1 to 50", .help = "jobs timed per point (default 3)"},
+    {"help", 'h', CLI_FLAG, OPTION(help), .help = "this help"},
+    {NULL},
+};
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){
@@ -119,41 +149,17 @@ static int parse_options(int argc, char **argv, struct options *o)
     };
     parse_workloads(o, "gpt2,xl");
     parse_mpirun_args(o, "--mca pml ob1 --mca btl self,vader");
-    for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(opt, "--help") == 0) {
-            usage("times attnrun-mpi at several rank counts", NULL);
-            exit(0);
-        }
-        if (value == NULL)
-            return usage("missing value", opt);
-        i++;
-        if (strcmp(opt, "--attnrun-mpi") == 0)
-            o->attnrun_mpi = value;
-        else if (strcmp(opt, "--attnrun") == 0)
-            o->attnrun = value;
-        else if (strcmp(opt, "--gen") == 0)
-            o->gen = value;
-        else if (strcmp(opt, "--dir") == 0)
-            o->dir = value;
-        else if (strcmp(opt, "--mpirun") == 0)
-            o->mpirun = value;
-        else if (strcmp(opt, "--mpirun-args") == 0) {
-            if (!parse_mpirun_args(o, value))
-                return usage("--mpirun-args takes at most 8 words", value);
-        } else if (strcmp(opt, "--workload") == 0) {
-            if (!parse_workloads(o, value))
-                return usage("unknown workload (or more than 8)", value);
-        } else if (strcmp(opt, "--ranks") == 0) {
-            if (!parse_ranks(o, value))
-                return usage("--ranks takes counts from 1 to 64, comma separated", value);
-        } else if (strcmp(opt, "--runs") == 0) {
-            if ((o->runs = parse_count(value, MAX_RUNS)) < 0)
-                return usage("--runs takes 1 to 50", value);
-        } else {
-            return usage("unknown option", opt);
-        }
+    cli_set_command(PROG, PROG " --help");
+    int code = cli_parse(options, argc, argv, o);
+    if (code != EXIT_OK)
+        return code;
+    if (o->help) {
+        printf("usage: " PROG " [OPTIONS]\n\ntimes attnrun-mpi at several rank counts\n\n");
+        cli_print_options(options, stdout);
+        exit(0);
     }
+    if (optind < argc)
+        return cli_usage_error("no operands expected, got '%s'", argv[optind]);
     return 0;
 }
 

@@ -59,15 +59,6 @@ static double run_timed(char *const argv[])
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? seconds : -1;
 }
 
-/* A whole number in [1, max], or -1. */
-static int parse_count(const char *text, int max)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    return errno || end == text || *end || v < 1 || v > max ? -1 : (int)v;
-}
-
 /* Formats a path into out (PATH_MAX); false when it does not fit. */
 __attribute__((format(printf, 2, 3)))
 static int make_path(char out[PATH_MAX], const char *format, ...)

@@ -21,9 +21,8 @@ int main(void)
     fill(wv, D * H * DK, 5), fill(wo, H * DK * D, 7);
     const attn_weights w = {.w_q = wq, .w_k = wk, .w_v = wv, .w_o = wo};   /* x W, no biases */
     const attn_config cfg = {.dims = {.batch = 1, .n = N, .m = N, .d_model = D, .heads = H,
-                                      .d_k = DK, .d_v = DK},
-                             .variant = {.scale = 0.70710678118654752 /* 1/sqrt(d_k) */, .causal = true},
-                             .precision = ATTN_F64};
+                                      .d_k = DK, .d_v = DK}, .precision = ATTN_F64,
+                             .variant = {.scale = 0.70710678118654752 /* 1/sqrt(dk) */, .causal = 1}};
     double q[N * H * DK], k[N * H * DK], v[N * H * DK], concat[N * H * DK];   /* (n, H dk) */
     double scores[H * N * N], weights[H * N * N], heads[H * N * DK], output[N * D];
     size_t scratch = (attn_attend_scratch_bytes(&cfg, 1, false) + 63) / 64 * 64;
