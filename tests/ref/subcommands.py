@@ -1,6 +1,6 @@
-"""tests/ref/subcommands.py - the command line every check module of tests/ref
-shares: `MODULE.py COMMAND ARGS...` calls the function the module names
-COMMAND with ARGS (strings).
+"""tests/ref/subcommands.py - the command line of the check modules of tests/ref
+built on it: `MODULE.py COMMAND ARGS...` calls the function the module
+names COMMAND with ARGS (strings).
 
 A check passes when its function returns; what it printed is the detail a
 suite shows after the check's name.  It fails through fail(WHY): WHY on
