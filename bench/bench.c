@@ -67,6 +67,8 @@
 #define WRITE_BLOCK_VALUES ((hsize_t)16 << 20)   /* 64 MiB of float32 per H5Dwrite */
 #define CHILD_OUT_SIZE 8192
 #define NOTE_SIZE 160
+#define MIB (1024.0 * 1024)          /* sizes in binary units, as attnrun says them */
+#define GIB (1024.0 * 1024 * 1024)
 #define ARGV_MAX 24
 #define SWEEP_MAX 16   /* thread counts in the sweep: 1, 2, 4, ... 2^14, cores */
 
@@ -795,8 +797,8 @@ static void bench_numpy(const struct options *o, struct row *r, int *available,
     }
     if (ram > 0 && need > ram / 2) {
         snprintf(r->numpy.note, sizeof r->numpy.note,
-                 "skipped: needs ~%.1f GB (3 x B*H*n*m float32), over half of the %.1f GB RAM",
-                 need / 1e9, ram / 1e9);
+                 "skipped: needs ~%.1f GiB (3 x B*H*n*m float32), over half of the %.1f GiB RAM",
+                 need / GIB, ram / GIB);
         progress("%s: numpy %s\n", r->w->name, r->numpy.note);
         return;
     }
@@ -853,8 +855,8 @@ static int bench_row(const struct options *o, struct row *r, double sgemm_gflops
     for (int k = 0; k < o->n_sweep; k++)
         failed |= r->sweep[k].state == SERIES_FAILED;
     if (r->disk_bytes > 0) {
-        progress("%s: measuring the HDF5 write rate at %.1f MB\n", r->w->name,
-                 r->disk_bytes / 1e6);
+        progress("%s: measuring the HDF5 write rate at %.1f MiB\n", r->w->name,
+                 r->disk_bytes / MIB);
         r->write_s = measure_write_seconds(o->dir, r->disk_bytes);
         failed |= r->write_s < 0;
     }
@@ -891,13 +893,13 @@ static void print_machine(const struct options *o, double sgemm_gflops)
     printf("attnbench: %s, whole process, median of %d run%s after 1 warm-up\n\n", o->attnrun,
            o->runs, o->runs == 1 ? "" : "s");
     printf("machine limits, measured now\n");
-    printf("  cores               %ld online, %.1f GB RAM\n", sysconf(_SC_NPROCESSORS_ONLN),
-           physical_ram_bytes() / 1e9);
+    printf("  cores               %ld online, %.1f GiB RAM\n", sysconf(_SC_NPROCESSORS_ONLN),
+           physical_ram_bytes() / GIB);
     printf("  OpenBLAS sgemm      %.1f GFLOP/s (2048^3 row-major, %d threads, best of %d)\n",
            sgemm_gflops, openblas_get_num_threads(), SGEMM_REPEATS);
     printf("  HDF5 write + fsync  one contiguous float32 dataset of as many bytes as each\n"
            "                      workload's attnrun wrote, new file in %s, best of %d:\n"
-           "                      write MB/s under workloads\n", o->dir, WRITE_REPEATS);
+           "                      write MiB/s under workloads\n", o->dir, WRITE_REPEATS);
 }
 
 /* "causal, biases", "full", ... */
@@ -912,8 +914,8 @@ static void print_workloads(const struct options *o, const struct row rows[])
 {
     printf("\nworkloads\n");
     printf("%-*s %-19s %-14s %-14s %7s %9s %9s %10s\n", o->name_width, "workload",
-           "shape B x n x D / H", "attention", "saves", "GFLOP", "output MB", "disk MB",
-           "write MB/s");
+           "shape B x n x D / H", "attention", "saves", "GFLOP", "output MiB", "disk MiB",
+           "write MiB/s");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
         char shape[48], attention[32];
@@ -928,19 +930,19 @@ static void print_workloads(const struct options *o, const struct row rows[])
         }
         char disk[16] = "-", rate[16] = "-";   /* known once attnrun has run */
         if (r->disk_bytes > 0)
-            snprintf(disk, sizeof disk, "%.1f", r->disk_bytes / 1e6);
+            snprintf(disk, sizeof disk, "%.1f", r->disk_bytes / MIB);
         if (r->write_s > 0)
-            snprintf(rate, sizeof rate, "%.0f", r->disk_bytes / r->write_s / 1e6);
+            snprintf(rate, sizeof rate, "%.0f", r->disk_bytes / r->write_s / MIB);
         else if (r->write_s < 0)
             snprintf(rate, sizeof rate, "failed");
         printf(" %-14s %-14s %7.1f %9.1f %9s %10s", attention, r->w->save ? r->w->save : "all",
-               r->flops / 1e9, r->bytes / 1e6, disk, rate);
+               r->flops / 1e9, r->bytes / MIB, disk, rate);
         print_variant(r->w);
         printf("\n");
     }
-    printf("output MB: the dry run's total, the bytes it counts for the saved datasets\n"
-           "(before any compression); disk MB: the size of attnrun's output file after its\n"
-           "last timed run; write MB/s: the probe writing as many bytes.\n");
+    printf("output MiB: the dry run's total, the bytes it counts for the saved datasets\n"
+           "(before any compression); disk MiB: the size of attnrun's output file after its\n"
+           "last timed run; write MiB/s: the probe writing as many bytes.\n");
 }
 
 static int meets(double value, int at_most, double bound)
@@ -952,7 +954,7 @@ static void print_roofline_table(const struct options *o, const struct row rows[
 {
     printf("\nattnrun against the roofline\n");
     printf("%-*s %-14s %7s %8s %8s %6s %8s %7s  %-5s %7s  %s\n", o->name_width, "workload",
-           "shape", "time s", "GFLOP/s", "disk MB", "GB/s", "RSS MiB", "roof s", "bound",
+           "shape", "time s", "GFLOP/s", "disk MiB", "GiB/s", "RSS MiB", "roof s", "bound",
            "x roof", "target");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
@@ -966,8 +968,8 @@ static void print_roofline_table(const struct options *o, const struct row rows[
             continue;
         }
         double t = r->attn.median_s;
-        printf(" %7.3f %8.1f %8.1f %6.2f %8.1f", t, r->flops / t / 1e9, r->disk_bytes / 1e6,
-               r->disk_bytes / t / 1e9, (double)r->attn.peak_rss_kib / 1024);
+        printf(" %7.3f %8.1f %8.1f %6.2f %8.1f", t, r->flops / t / 1e9, r->disk_bytes / MIB,
+               r->disk_bytes / t / GIB, (double)r->attn.peak_rss_kib / 1024);
         if (r->roof_s <= 0) {
             printf(" %7s\n", "n/a");
             continue;
@@ -980,8 +982,8 @@ static void print_roofline_table(const struct options *o, const struct row rows[
         printf("\n");
     }
     printf("time s: median wall time of the whole attnrun process (start, read, compute, write,\n"
-           "        fsync); GFLOP/s: the dry run's FLOPs over that time; disk MB: the size of\n"
-           "        attnrun's output file; GB/s: disk MB over time s.\n"
+           "        fsync); GFLOP/s: the dry run's FLOPs over that time; disk MiB: the size of\n"
+           "        attnrun's output file; GiB/s: disk MiB over time s.\n"
            "roof s: max(FLOPs / sgemm rate, disk bytes / write rate), the larger of the two\n"
            "        limits (bound). The bytes are those on disk, not the dense outputs': tiles\n"
            "        and compression legitimately write fewer. x roof: time s / roof s.\n");

@@ -61,19 +61,6 @@ void attn_guard_restore_memory(const struct rlimit *saved)
     setrlimit(RLIMIT_AS, saved);
 }
 
-/* "1.6 GB", for messages. */
-static const char *size_text(double bytes, char *buf, size_t len)
-{
-    const char *units[] = {"bytes", "kB", "MB", "GB", "TB", "PB"};
-    int u = 0;
-    while (bytes >= 1000 && u < 5) {
-        bytes /= 1000;
-        u++;
-    }
-    snprintf(buf, len, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
-    return buf;
-}
-
 /*
  * The stack size libgomp gives its threads: OMP_STACKSIZE (or
  * GOMP_STACKSIZE), a number with an optional B, K, M or G (K when none),
@@ -154,10 +141,10 @@ int attn_guard_memory(size_t buffer_bytes, int threads, attn_error *err)
     }
     int failure = errno;
     struct rlimit limit;
-    size_text((double)need, need_text, sizeof need_text);
+    attn_format_bytes(need_text, sizeof need_text, (double)need);
     if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
         double used = (double)address_space_used(), cap = (double)limit.rlim_cur;
-        size_text(cap > used ? cap - used : 0, left_text, sizeof left_text);
+        attn_format_bytes(left_text, sizeof left_text, cap > used ? cap - used : 0);
         return attn_fail_hint(err, ATTN_ENOMEM, threads > 1 ? ATTN_HINT_THREADS : ATTN_HINT_NONE,
                               "out of memory: this run needs %s more address space (its buffers, "
                               "and %d threads at 128 MiB each for OpenBLAS) but the limit "
@@ -193,6 +180,6 @@ int attn_guard_free_space(const char *target, double need_bytes, const char *wha
         return ATTN_OK;
     return attn_fail_hint(err, ATTN_EIO, ATTN_HINT_LOW_SPACE,
                           "%s: needs %s (%s) but %s has %s free", target,
-                          size_text(need_bytes, need_text, sizeof need_text), what, dir,
-                          size_text(available, free_text, sizeof free_text));
+                          attn_format_bytes(need_text, sizeof need_text, need_bytes), what, dir,
+                          attn_format_bytes(free_text, sizeof free_text, available));
 }

@@ -82,9 +82,13 @@ int run_reserve_space(const run_state *st, const char *path, attn_error *err)
     const off_t want = (off_t)now.st_size + (off_t)(total + slack);
     int status = ATTN_OK;
     if (want > now.st_size && fallocate(fd, 0, 0, want) != 0 &&
-        errno != EOPNOTSUPP && errno != ENOSYS)      /* a file system that cannot: no reserve */
-        status = attn_fail(err, ATTN_EIO, "%s: cannot reserve %.1f MB for the outputs: %s", name,
-                           (double)(want - now.st_size) / 1e6, strerror(errno));
+        errno != EOPNOTSUPP && errno != ENOSYS) {    /* a file system that cannot: no reserve */
+        const int failure = errno;
+        char text[32];
+        status = attn_fail(err, ATTN_EIO, "%s: cannot reserve %s for the outputs: %s", name,
+                           attn_format_bytes(text, sizeof text, (double)(want - now.st_size)),
+                           strerror(failure));
+    }
     close(fd);
     return status;
 }

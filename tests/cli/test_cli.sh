@@ -552,14 +552,14 @@ check_write_failures() {
     small=$d/small
     mkdir "$small"
     if [ "$(id -u)" -eq 0 ] && mount -t tmpfs -o size=1m tmpfs "$small" 2>/dev/null; then
-        # the plan (12.6 MB of outputs, the dry run's total) does not fit:
+        # the plan (12.0 MiB of outputs, the dry run's total) does not fit:
         # refused before writing, with both figures
         run "$d/in.h5" -o "$small/out.h5" --heads 4
         expect_write_failure no_room "free; use --force to try anyway" "$small"
         local total need
         total=$("$ATTNRUN" "$d/in.h5" --heads 4 --dry-run | awk '$1 == "total" { print $2 }')
-        need=$(awk -v b="$total" 'BEGIN { printf "%.1f MB", b / 1e6 }')
-        if ! grep -q "needs $need (the outputs) but .* has 1.0 MB free" "$T/stderr"; then
+        need=$(awk -v b="$total" 'BEGIN { printf "%.1f MiB", b / 1048576 }')
+        if ! grep -q "needs $need (the outputs) but .* has 1.0 MiB free" "$T/stderr"; then
             bad "no_room_numbers: expected both sizes: $(err1)"
         else
             ok no_room_numbers
