@@ -7,6 +7,7 @@
 #include "h5/h5.h"
 
 #include "core/core.h"
+#include "h5/close.h"
 
 #include "attn_atomic.h"
 
@@ -136,8 +137,7 @@ static hid_t shared_access(void)
         fapl = H5I_INVALID_HID;
     }
 #else
-    if (fapl >= 0)
-        H5Pclose(fapl);
+    h5_close(fapl);
     fapl = H5I_INVALID_HID;
 #endif
     return fapl;
@@ -153,8 +153,7 @@ static hid_t shared_transfer(void)
         dxpl = H5I_INVALID_HID;
     }
 #else
-    if (dxpl >= 0)
-        H5Pclose(dxpl);
+    h5_close(dxpl);
     dxpl = H5I_INVALID_HID;
 #endif
     return dxpl;
@@ -179,8 +178,7 @@ static int start(const char *path, const char *label, const char *group, open_mo
     hid_t fapl = H5P_DEFAULT;
     if (mode == OPEN_SHARED && ((fapl = shared_access()) < 0 ||
                                 (out->shared_xfer = shared_transfer()) < 0)) {
-        if (fapl >= 0)
-            H5Pclose(fapl);
+        h5_close(fapl);
         out->file = H5I_INVALID_HID;
         attn_h5out_close(out, NULL);
         return attn_fail(err, ATTN_EIO, "%s: cannot set up MPI-IO (a build without MPI)", label);
@@ -239,14 +237,10 @@ static bool written_by_attnrun(const attn_h5out *out, const char *name, const ch
             snprintf(value, sizeof value, "%s", text);
             H5free_memory(text);
         }
-        if (mem >= 0)
-            H5Tclose(mem);
+        h5_close(mem);
         match = strcmp(value, role) == 0;
     }
-    if (type >= 0)
-        H5Tclose(type);
-    if (attr >= 0)
-        H5Aclose(attr);
+    h5_close(type, attr);
     H5Eclear2(H5E_DEFAULT);
     return match;
 }
@@ -300,10 +294,7 @@ static int detach_scales(attn_h5out *out, const char *name, attn_error *err)
             H5Dclose(found.ids[i]);
         }
     }
-    if (space >= 0)
-        H5Sclose(space);
-    if (dataset >= 0)
-        H5Dclose(dataset);
+    h5_close(space, dataset);
     return status;
 }
 
@@ -317,10 +308,7 @@ static hssize_t scale_users(const attn_h5out *out, const char *label)
     hid_t attr = H5Aopen_by_name(out->group, label, "REFERENCE_LIST", H5P_DEFAULT, H5P_DEFAULT);
     hid_t space = attr >= 0 ? H5Aget_space(attr) : H5I_INVALID_HID;
     users = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
-    if (space >= 0)
-        H5Sclose(space);
-    if (attr >= 0)
-        H5Aclose(attr);
+    h5_close(space, attr);
     return users;
 }
 
@@ -352,10 +340,7 @@ static long long axis_length(const attn_h5out *out, const char *label)
     if (space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
         H5Sget_simple_extent_dims(space, dims, NULL) == 1)
         length = (long long)dims[0];
-    if (space >= 0)
-        H5Sclose(space);
-    if (scale >= 0)
-        H5Dclose(scale);
+    h5_close(space, scale);
     H5Eclear2(H5E_DEFAULT);
     return length;
 }
@@ -452,8 +437,7 @@ static int scale_for(attn_h5out *out, const char *label, hsize_t length, hid_t *
         if (scale < 0 || write_indices(scale, length) < 0 || H5DSset_scale(scale, label) < 0 ||
             put_string(scale, "description", description) < 0 ||
             put_string(scale, ATTN_ROLE_ATTRIBUTE, "axis") < 0) {
-            if (scale >= 0)
-                H5Dclose(scale);
+            h5_close(scale);
             return h5_failure(out, err, "write the dimension scale", label);
         }
     }
@@ -472,8 +456,7 @@ static herr_t put_attribute(hid_t object, const char *name, hid_t file_type, hid
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t attr = H5Acreate2(object, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
     herr_t result = attr < 0 ? -1 : H5Awrite(attr, mem_type, value);
-    if (attr >= 0)
-        H5Aclose(attr);
+    h5_close(attr);
     H5Sclose(space);
     return result;
 }
@@ -495,8 +478,7 @@ static herr_t put_string(hid_t object, const char *name, const char *value)
 {
     hid_t type = utf8_string_type();
     herr_t result = type < 0 ? -1 : put_attribute(object, name, type, type, &value);
-    if (type >= 0)
-        H5Tclose(type);
+    h5_close(type);
     return result;
 }
 
@@ -539,8 +521,7 @@ static hid_t creation_properties(const attn_dataset_spec *spec)
                                                               : H5D_FILL_TIME_NEVER) < 0 ||
         (spec->compress > 0 && (H5Pset_shuffle(dcpl) < 0 ||
                                 H5Pset_deflate(dcpl, (unsigned)spec->compress) < 0))) {
-        if (dcpl >= 0)
-            H5Pclose(dcpl);
+        h5_close(dcpl);
         return H5I_INVALID_HID;
     }
     return dcpl;
@@ -596,8 +577,7 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
         H5Pset_chunk_cache(dapl, CHUNK_CACHE_SLOTS, cache, 1.0) < 0 ||
         (space = H5Screate_simple((int)spec->rank, d->dims, NULL)) < 0 ||
         (d->id = H5Dcreate2(out->group, spec->name, d->file_type, space, H5P_DEFAULT, dcpl, dapl)) < 0) {
-        if (d->file_type >= 0)
-            H5Tclose(d->file_type);
+        h5_close(d->file_type);
         status = h5_failure(out, err, "create dataset", spec->name);
         goto out;
     }
@@ -613,12 +593,7 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
         goto out;
     *handle = (int)(out->dataset_count - 1);
 out:
-    if (space >= 0)
-        H5Sclose(space);
-    if (dapl >= 0)
-        H5Pclose(dapl);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
+    h5_close(space, dapl, dcpl);
     return status;
 }
 
@@ -643,8 +618,7 @@ int attn_h5out_add_strings(attn_h5out *out, const char *name, size_t rank, const
         (space = H5Screate_simple((int)rank, d->dims, NULL)) < 0 ||
         (d->id = H5Dcreate2(out->group, name, d->file_type, space, H5P_DEFAULT, H5P_DEFAULT,
                             H5P_DEFAULT)) < 0) {
-        if (d->file_type >= 0)
-            H5Tclose(d->file_type);
+        h5_close(d->file_type);
         status = h5_failure(out, err, "create dataset", name);
         goto out;
     }
@@ -660,8 +634,7 @@ int attn_h5out_add_strings(attn_h5out *out, const char *name, size_t rank, const
         goto out;
     *handle = (int)(out->dataset_count - 1);
 out:
-    if (space >= 0)
-        H5Sclose(space);
+    h5_close(space);
     return status;
 }
 
@@ -679,10 +652,7 @@ int attn_h5out_find_dataset(attn_h5out *out, const char *name, int *handle, attn
     if ((d->file_type = H5Dget_type(d->id)) < 0 || (space = H5Dget_space(d->id)) < 0 ||
         (rank = H5Sget_simple_extent_ndims(space)) < 1 || rank > 4 ||
         H5Sget_simple_extent_dims(space, d->dims, NULL) < 0) {
-        if (space >= 0)
-            H5Sclose(space);
-        if (d->file_type >= 0)
-            H5Tclose(d->file_type);
+        h5_close(space, d->file_type);
         H5Dclose(d->id);
         return h5_failure(out, err, "open dataset", name);
     }
@@ -740,10 +710,7 @@ static int write_region(attn_h5out *out, const output_dataset *d, hid_t mem_type
         result = -1;
     /* the message before H5Sclose, which clears HDF5's error stack */
     int status = result < 0 ? h5_failure(out, err, "write", d->name) : ATTN_OK;
-    if (mem_space >= 0)
-        H5Sclose(mem_space);
-    if (file_space >= 0)
-        H5Sclose(file_space);
+    h5_close(mem_space, file_space);
     return status;
 }
 
@@ -838,8 +805,7 @@ void attn_h5out_start_writeback(attn_h5out *out)
     hid_t fapl = out != NULL ? H5Fget_access_plist(out->file) : H5I_INVALID_HID;
     /* The handle is an int file descriptor for the default sec2 driver only. */
     bool sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
-    if (fapl >= 0)
-        H5Pclose(fapl);
+    h5_close(fapl);
     if (!sec2 || H5Fget_vfd_handle(out->file, H5P_DEFAULT, &handle) < 0 || handle == NULL) {
         H5Eclear2(H5E_DEFAULT);
         return;
@@ -863,8 +829,7 @@ int attn_h5out_close(attn_h5out *out, attn_error *err)
             result = -1;
     if (out->group >= 0 && H5Gclose(out->group) < 0)
         result = -1;
-    if (out->shared_xfer >= 0)
-        H5Pclose(out->shared_xfer);
+    h5_close(out->shared_xfer);
     if (out->file >= 0 && result >= 0 && H5Fflush(out->file, H5F_SCOPE_GLOBAL) < 0)
         result = -1;
     if (out->file >= 0 && H5Fclose(out->file) < 0)

@@ -7,6 +7,7 @@
 #include "h5/in.h"
 
 #include "core/core.h"
+#include "h5/close.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,8 +118,7 @@ static int check_hdf5_descriptor(const attn_h5in *in, attn_error *err)
     struct stat st;
     hid_t fapl = H5Fget_access_plist(in->file);
     bool sec2 = fapl >= 0 && H5Pget_driver(fapl) == H5FD_SEC2;
-    if (fapl >= 0)
-        H5Pclose(fapl);
+    h5_close(fapl);
     if (!sec2 || H5Fget_vfd_handle(in->file, H5P_DEFAULT, &handle) < 0 || handle == NULL) {
         H5Eclear2(H5E_DEFAULT);
         return ATTN_OK;                      /* another driver: nothing to compare */
@@ -135,8 +135,7 @@ static void h5in_free(attn_h5in *in)
         H5Dclose(d->id);
         free(d);
     }
-    if (in->file >= 0)
-        H5Fclose(in->file);
+    h5_close(in->file);
     if (in->fd >= 0)
         close(in->fd);                       /* releases the lock */
     free(in->path);
@@ -184,8 +183,7 @@ static int h5in_open(const char *path, const attn_h5in_options *opt, attn_h5in *
     }
     status = check_hdf5_descriptor(in, err);
 out:
-    if (fapl >= 0)
-        H5Pclose(fapl);
+    h5_close(fapl);
     if (status != ATTN_OK) {
         H5Eclear2(H5E_DEFAULT);
         h5in_free(in);

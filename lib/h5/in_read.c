@@ -7,6 +7,7 @@
 #include "h5/in.h"
 
 #include "core/core.h"
+#include "h5/close.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,10 +76,7 @@ int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
         info->dims[i] = (size_t)dims[i];
     info->present = true;
 out:
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
+    h5_close(space, type);
     if (status != ATTN_OK)
         H5Eclear2(H5E_DEFAULT);
     return status;
@@ -116,10 +114,7 @@ fail:
                        first, first + count, attn_h5_error_detail(detail, sizeof detail));
     H5Eclear2(H5E_DEFAULT);
 out:
-    if (mem_space >= 0)
-        H5Sclose(mem_space);
-    if (file_space >= 0)
-        H5Sclose(file_space);
+    h5_close(mem_space, file_space);
     return h5in_after_read(in, status, err);
 }
 
@@ -171,10 +166,7 @@ static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t 
     }
 out:
     free(raw);
-    if (mem_type >= 0)
-        H5Tclose(mem_type);
-    if (file_type >= 0)
-        H5Tclose(file_type);
+    h5_close(mem_type, file_type);
     return status;
 }
 
@@ -207,10 +199,7 @@ static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index,
         H5Dread(dset, H5T_NATIVE_DOUBLE, mem_space, file_space, H5P_DEFAULT, value) < 0)
         status = attn_fail(err, ATTN_EIO, "%s: cannot read one value of %s: %s", in->path, name,
                            attn_h5_error_detail(detail, sizeof detail));
-    if (mem_space >= 0)
-        H5Sclose(mem_space);
-    if (file_space >= 0)
-        H5Sclose(file_space);
+    h5_close(mem_space, file_space);
     return h5in_after_read(in, status, err);
 }
 

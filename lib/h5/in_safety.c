@@ -8,6 +8,7 @@
 #include "h5/in.h"
 
 #include "core/core.h"
+#include "h5/close.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -164,8 +165,7 @@ int h5in_resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *err
     *object = here;
     here = H5I_INVALID_HID;
 out:
-    if (here >= 0)
-        H5Oclose(here);
+    h5_close(here);
     free(path);
     free(target);
     if (status != ATTN_OK)
@@ -291,8 +291,7 @@ int h5in_check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t space,
                                                external link leads elsewhere */
     if (file < 0 || H5Fget_filesize(file, &file_size) < 0)
         file_size = (hsize_t)in->opened.st_size;
-    if (file >= 0)
-        H5Fclose(file);
+    h5_close(file);
     if (count < 0 || !attn_size_mul(&logical, (size_t)count, elem_size)) {
         status = attn_fail(err, ATTN_EINPUT, "%s: %s is too large to address", in->path, name);
         goto out;

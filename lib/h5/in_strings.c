@@ -7,6 +7,7 @@
 #include "h5/in.h"
 
 #include "core/core.h"
+#include "h5/close.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,8 +35,7 @@ typedef struct string_array {
 
 static void close_strings(string_array *a)
 {
-    if (a->attribute >= 0)
-        H5Aclose(a->attribute);
+    h5_close(a->attribute);
     a->attribute = H5I_INVALID_HID;
 }
 
@@ -68,8 +68,7 @@ static int open_strings(attn_h5in *in, const char *name, const char *attribute, 
     htri_t there = holder < 0 ? -1 : H5Aexists(holder, attribute);
     if (there > 0)
         a->attribute = H5Aopen(holder, attribute, H5P_DEFAULT);
-    if (holder >= 0)
-        H5Oclose(holder);
+    h5_close(holder);
     if (there == 0)
         status = attn_fail(err, ATTN_EINPUT, "%s: %s does not exist", in->path, what);
     else if (a->attribute < 0)
@@ -121,10 +120,7 @@ static int h5in_describe_strings(attn_h5in *in, const char *name, const char *at
         info->present = true;
         *fixed = variable ? 0 : size;
     }
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
+    h5_close(space, type);
     close_strings(&a);
     if (status != ATTN_OK)
         H5Eclear2(H5E_DEFAULT);
@@ -285,12 +281,7 @@ static herr_t read_string_block(hid_t dataset, hid_t mem_type, bool variable, in
         result = -1;
     if (result >= 0)
         result = H5Dread(dataset, mem_type, mem_space, file_space, transfer, buf);
-    if (mem_space >= 0)
-        H5Sclose(mem_space);
-    if (file_space >= 0)
-        H5Sclose(file_space);
-    if (transfer >= 0)
-        H5Pclose(transfer);
+    h5_close(mem_space, file_space, transfer);
     return result;
 }
 
@@ -373,12 +364,7 @@ out:
     free(buf);
     if (status != ATTN_OK)
         attn_strings_free(out);
-    if (mem_type >= 0)
-        H5Tclose(mem_type);
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
+    h5_close(mem_type, space, type);
     close_strings(&a);
     if (status != ATTN_OK)
         H5Eclear2(H5E_DEFAULT);

@@ -9,6 +9,8 @@
 
 #include "h5/h5.h"
 
+#include "h5/close.h"
+
 #include <hdf5.h>
 
 #include <errno.h>
@@ -265,8 +267,7 @@ static int visit_group(hid_t parent, const char *name, const char *path, index_w
         inner.prefix = path;
         walk->status = walk_group(object, &inner);
     }
-    if (object >= 0)
-        H5Oclose(object);
+    h5_close(object);
     return walk->status == ATTN_OK ? 0 : -1;
 }
 
@@ -327,12 +328,7 @@ static long long index_format(hid_t root)
         H5Sget_simple_extent_type(space) != H5S_SCALAR ||
         H5Aread(attr, H5T_NATIVE_LLONG, &format) < 0)
         format = 0;
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
-    if (attr >= 0)
-        H5Aclose(attr);
+    h5_close(space, type, attr);
     return format;
 }
 
@@ -392,8 +388,7 @@ static int contents_read(const char *index, index_contents *c, attn_error *err)
                            .err = err};
         status = walk_group(root, &walk);
     }
-    if (root >= 0)
-        H5Gclose(root);
+    h5_close(root);
     if (file >= 0 && H5Fclose(file) < 0 && status == ATTN_OK)
         status = attn_fail(err, ATTN_EIO, "%s: cannot close: %s", index,
                            attn_h5_error_detail(detail, sizeof detail));
@@ -452,14 +447,7 @@ static herr_t put_attributes(hid_t root)
                                     H5P_DEFAULT)) < 0 ||
          H5Awrite(version_attr, text, &version) < 0))
         result = -1;
-    if (version_attr >= 0)
-        H5Aclose(version_attr);
-    if (format_attr >= 0)
-        H5Aclose(format_attr);
-    if (text >= 0)
-        H5Tclose(text);
-    if (space >= 0)
-        H5Sclose(space);
+    h5_close(version_attr, format_attr, text, space);
     return result;
 }
 
@@ -486,16 +474,13 @@ static int contents_write(const char *path, const char *index, const index_conte
                                                     H5P_DEFAULT)) < 0)
             status = attn_fail(err, ATTN_EIO, "%s: cannot write the index's %s: %s", index,
                                e->path, attn_h5_error_detail(detail, sizeof detail));
-        if (group >= 0)
-            H5Gclose(group);
+        h5_close(group);
     }
-    if (root >= 0)
-        H5Gclose(root);
+    h5_close(root);
     if (file >= 0 && H5Fclose(file) < 0 && status == ATTN_OK)
         status = attn_fail(err, ATTN_EIO, "%s: cannot write the index: %s", index,
                            attn_h5_error_detail(detail, sizeof detail));
-    if (lcpl >= 0)
-        H5Pclose(lcpl);
+    h5_close(lcpl);
     H5Eclear2(H5E_DEFAULT);
     return status;
 }

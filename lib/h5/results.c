@@ -9,8 +9,9 @@
 #include "attn_results.h"
 
 #include "core/core.h"
-#include "h5/close.h"
 #include "h5/h5.h"
+
+#include "h5/close.h"
 
 #include <hdf5.h>
 
