@@ -2,10 +2,10 @@
  * presets.c - the model families attnrun knows by name (attn_run.h):
  * where each keeps its attention weights, how it stores them, and what
  * it always does (causal, rotary style, ALiBi).  Names are those of the
- * Hugging Face checkpoints, under --weights-group; the biases are used
- * when present.  What a family's config decides per model (heads, K/V
- * heads, rope_theta, rotary dim, window, softcap, scale) stays with the
- * ordinary options.
+ * Hugging Face checkpoints, under the weights group; the biases are used
+ * when present.  What a family's config decides per model -- the heads,
+ * the K/V heads and the numbers of the variant (attn_variant) -- stays
+ * with the ordinary options.
  */
 #include "attn_run.h"
 
