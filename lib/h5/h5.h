@@ -1,6 +1,14 @@
 /*
- * attn_h5.h - the HDF5 side of attnrun: reading input datasets and writing
- * output datasets.  It knows shapes and element types, not attention.
+ * h5.h - the HDF5 layer of libattn (internal): reading input datasets and
+ * writing output datasets.  It knows shapes and element types, not
+ * attention.  One phase a file:
+ *
+ *   in_open.c, in_safety.c, in_read.c, in_strings.c   an input opened and
+ *       locked; links and storage checked; numbers read; strings read
+ *   out_open.c, out_clear.c, out_write.c   an output opened and closed;
+ *       room made for --in-place; datasets, values and attributes written
+ *   index.c   the index of --append;  results.c   results read back
+ *   h5.c      what they all use (set-up, HDF5's reasons, closing ids)
  *
  * Reading (the file is opened read-only and never changed):
  *
