@@ -1,0 +1,107 @@
+"""tests/ref/options_check.py - the options of a command, named alike in its
+option table, its --help and the manual page, for tests/cli/test_options.sh.
+
+    python3 tests/ref/options_check.py attnrun BIN MAN ROOT
+    python3 tests/ref/options_check.py plot BIN MAN ROOT
+
+Collects each command's options four ways, independently of each other:
+  table  the rows of its cli_option table in the source (cmd/attnrun/
+         options.c, cmd/plot/plot.c): `{"name", 'x', ...` and the DATASET
+         rows, read as text
+  help   the option lines of `BIN [plot] --help` (an option at the start
+         of a line, before the lists that follow the options)
+  man    the tag lines of its section of the manual page, rendered by man
+         (OPTIONS up to PLOT for attnrun; PLOT up to MPI for plot)
+  getopt BIN itself: every option of the table is accepted (the program
+         never says "unknown option" of it)
+and prints an ok/FAIL line for each agreement, long names and short
+letters alike.  Exit 0 (the verdicts say how it went).
+"""
+import os
+import re
+import subprocess
+import sys
+
+SOURCES = {"attnrun": "cmd/attnrun/options.c", "plot": "cmd/plot/plot.c"}
+SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "MPI")}
+HELP_END = {"attnrun": "Outputs (--save):", "plot": "Colours:"}
+
+
+def verdict(ok, name, detail=""):
+    print(("ok " if ok else "FAIL ") + name + (": " + detail if detail and not ok else ""))
+
+
+def from_table(root, command):
+    """{'--name', '-x', ...} of the table's rows."""
+    text = open(os.path.join(root, SOURCES[command])).read()
+    body = text[text.index("static const cli_option options[] = {"):]
+    body = body[:body.index("{NULL}")]
+    names = set()
+    for m in re.finditer(r'^\s*\{"([a-z][a-z-]*)",\s*(?:\'(.)\'|0)', body, re.M):
+        names.add("--" + m.group(1))
+        if m.group(2):
+            names.add("-" + m.group(2))
+    names.update("--" + m for m in re.findall(r'^\s*DATASET\("([a-z][a-z-]*)"', body, re.M))
+    return names
+
+
+def from_help(binary, command):
+    argv = [binary] + (["plot"] if command == "plot" else []) + ["--help"]
+    out = subprocess.run(argv, capture_output=True, text=True).stdout
+    out = out[:out.index(HELP_END[command])]
+    names = set()
+    for line in out.splitlines():
+        m = re.match(r"^  (?:-(\w), |    )--([a-z][a-z-]*)", line)
+        if m:
+            names.add("--" + m.group(2))
+            if m.group(1):
+                names.add("-" + m.group(1))
+    return names
+
+
+def from_man(man, command):
+    env = dict(os.environ, MANWIDTH="80")
+    text = subprocess.run(["man", "-E", "UTF-8", "-l", man], capture_output=True, text=True,
+                          env=env).stdout
+    first, last = SECTIONS[command]
+    lines = text.splitlines()
+    start = lines.index(first)
+    end = lines.index(last, start + 1)
+    names = set()
+    for line in lines[start:end]:
+        if re.match(r"^ {7}-", line):
+            tag = re.split(r"\s{2,}|\s(?=[A-Z][a-z])", line.strip())[0]
+            names.update(re.findall(r"(?:^|[ ,])(--?[a-zA-Z][a-z-]*)", tag))
+    return {n.strip(" ,") for n in names}
+
+
+def unknown_to_getopt(binary, command, names):
+    """The names BIN says are unknown options."""
+    bad = []
+    for name in sorted(names):
+        argv = [binary] + (["plot"] if command == "plot" else []) + [name]
+        err = subprocess.run(argv, capture_output=True, text=True, timeout=30).stderr
+        if "unknown option" in err:
+            bad.append(name)
+    return bad
+
+
+def main(argv):
+    command, binary, man, root = argv[1:5]
+    table = from_table(root, command)
+    helped = from_help(binary, command)
+    manned = from_man(man, command)
+    verdict(len(table) >= (40 if command == "attnrun" else 6),
+            "%s: the table has %d option names" % (command, len(table)))
+    verdict(table == helped, "%s: --help lists exactly the table's %d options" % (command, len(table)),
+            "only in the table %s, only in --help %s" % (sorted(table - helped), sorted(helped - table)))
+    verdict(table == manned, "%s: the manual page has exactly the table's options" % command,
+            "only in the table %s, only in the manual %s" % (sorted(table - manned), sorted(manned - table)))
+    bad = unknown_to_getopt(binary, command, table)
+    verdict(not bad, "%s: the program accepts every option of its table" % command,
+            "unknown to it: %s" % bad)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
