@@ -1,0 +1,130 @@
+"""tests/ref/case_table.py - the tables of generated cases that
+tests/ref/models_cases.py and tests/ref/summaries_cases.py write and read.
+
+A table lives in one directory: DIR/<case>/in.h5 (the input, float32 arrays
+of a fixed seed), DIR/<case>/spec.json (what the reference needs, datasets
+of in.h5 named "@/NAME") and DIR/runs.tsv ("case TAB mode TAB attnrun
+options", one line per run).
+
+    Table(top, modes)           opens DIR/runs.tsv for writing
+    table.path(case)            DIR/<case>/in.h5, its directory made
+    table.case(case, spec, args, modes)
+                                writes spec.json and one run per mode
+    Gen(seed)                   float32 normal arrays of a fixed seed
+    xw_weights(f, g, ...)       W_Q ... W_O (and b_Q ... b_O) in the xw layout
+    variant_kwargs(f, generic, H)
+                                the keyword arguments of
+                                models_ref.attention_variant that a spec's
+                                "generic" names, read from the open in.h5
+"""
+import json
+import os
+
+import numpy as np
+
+import models_ref as M
+
+# the default weights and biases of the xw layout, as a spec names them
+XW = dict(Wq="@/W_Q", Wk="@/W_K", Wv="@/W_V", Wo="@/W_O")
+XWB = dict(XW, bq="@/b_Q", bk="@/b_K", bv="@/b_V", bo="@/b_O")
+
+
+class Gen:
+    """float32 normal arrays of a fixed seed."""
+    def __init__(self, seed):
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, *shape, s=1.0):
+        return (s * self.rng.standard_normal(shape)).astype(np.float32)
+
+    def w(self, rows, cols, fan_in=None):
+        return self(rows, cols, s=1.0 / np.sqrt(fan_in or rows))
+
+
+def xw_weights(f, g, D, H, G, dk, dv, bias=False, wscale=1.0):
+    """Packed (D, H*dk) ... weights of H query and G key/value heads; W_Q and
+    W_K scaled by wscale (larger logits)."""
+    f["W_Q"] = g.w(D, H * dk) * np.float32(wscale)
+    f["W_K"] = g.w(D, G * dk) * np.float32(wscale)
+    f["W_V"] = g.w(D, G * dv)
+    f["W_O"] = g.w(H * dv, D)
+    if bias:
+        f["b_Q"], f["b_K"], f["b_V"], f["b_O"] = (g(H * dk, s=0.2), g(G * dk, s=0.2),
+                                                  g(G * dv, s=0.2), g(D, s=0.2))
+
+
+class Table:
+    """The cases of one suite, written into top."""
+    def __init__(self, top, modes):
+        self.top = top
+        self.modes = modes
+        self.runs = open(os.path.join(top, "runs.tsv"), "w")
+
+    def path(self, case):
+        d = os.path.join(self.top, case)
+        os.makedirs(d, exist_ok=True)
+        return os.path.join(d, "in.h5")
+
+    def case(self, name, spec, args, modes):
+        with open(os.path.join(self.top, name, "spec.json"), "w") as f:
+            json.dump(spec, f, indent=1)
+        for mode in modes:
+            self.runs.write("%s\t%s\t%s %s\n" % (name, mode, args, self.modes[mode]))
+
+    def close(self):
+        self.runs.close()
+
+
+def read_spec(top, case):
+    with open(os.path.join(top, case, "spec.json")) as f:
+        return json.load(f)
+
+
+def resolve(f, v):
+    """A spec's value: "@/NAME" the dataset NAME of f, {"not": "@/NAME"} its
+    logical negation, anything else itself."""
+    if isinstance(v, str) and v.startswith("@"):
+        return f[v[1:]][...]
+    if isinstance(v, dict) and "not" in v:
+        return ~f[v["not"][1:]][...].astype(bool)
+    return v
+
+
+def variant_kwargs(f, generic, H):
+    """The arguments of models_ref.attention_variant named by generic: a
+    "fused" entry split by models_ref.split_fused, alibi_slopes "slopes" the
+    standard slopes of H heads, every other value resolved."""
+    kw = {}
+    for k, v in generic.items():
+        if k == "fused":
+            kw.update(zip(("Wq", "Wk", "Wv", "bq", "bk", "bv"),
+                          M.split_fused(resolve(f, v["w"]),
+                                        resolve(f, v["b"]) if v["b"] else None,
+                                        v["H"], v["G"], v["dk"], v["dv"], v["layout"],
+                                        v["split"])))
+        elif k == "alibi_slopes" and v == "slopes":
+            kw[k] = M.alibi_slopes(H)
+        else:
+            kw[k] = resolve(f, v)
+    return kw
+
+
+def read_done(path):
+    """The finished runs listed in path, "case TAB mode TAB out TAB options"
+    each, as (case, mode, out, options) tuples."""
+    with open(path) as f:
+        return [tuple(line.rstrip("\n").split("\t")) for line in f if line.strip()]
+
+
+def same_bits(a, b, names):
+    """Problems of h5py files a and b holding different bytes (or types,
+    shapes, presence) in the datasets named."""
+    problems = []
+    for k in names:
+        if (k in a) != (k in b):
+            problems.append("%s in only one" % k)
+        elif k in a:
+            x, y = a[k][...], b[k][...]
+            if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+                problems.append("%s differs" % k)
+    return problems
