@@ -12,6 +12,8 @@ options", one line per run).
                                 writes spec.json and one run per mode
     Gen(seed)                   float32 normal arrays of a fixed seed
     xw_weights(f, g, ...)       W_Q ... W_O (and b_Q ... b_O) in the xw layout
+    per_head_weights(f, g, ...) W_Q ... W_O as one matrix per head
+    gpt2_layer(path, g, ...)    a layer under GPT-2's names, and its spec
     variant_kwargs(f, generic, H)
                                 the keyword arguments of
                                 models_ref.attention_variant that a spec's
@@ -20,6 +22,7 @@ options", one line per run).
 import json
 import os
 
+import h5py
 import numpy as np
 
 import models_ref as M
@@ -51,6 +54,32 @@ def xw_weights(f, g, D, H, G, dk, dv, bias=False, wscale=1.0):
     if bias:
         f["b_Q"], f["b_K"], f["b_V"], f["b_O"] = (g(H * dk, s=0.2), g(G * dk, s=0.2),
                                                   g(G * dv, s=0.2), g(D, s=0.2))
+
+
+def per_head_weights(f, g, D, H, G, dk, dv, wo_scale):
+    """3-D weights, one matrix per head: W_Q (H, D, dk), W_K (G, D, dk),
+    W_V (G, D, dv) of scale D^-1/2, W_O (H, dv, D) of scale wo_scale."""
+    f["W_Q"] = g(H, D, dk, s=D ** -0.5)
+    f["W_K"] = g(G, D, dk, s=D ** -0.5)
+    f["W_V"] = g(G, D, dv, s=D ** -0.5)
+    f["W_O"] = g(H, dv, D, s=wo_scale)
+
+
+def gpt2_layer(path, g, B, n, D, H, group="transformer/h.0/attn"):
+    """path: X (B, n, D) and GPT-2's attention under group, c_attn a Conv1D
+    (D, 3D) of columns [W_Q | W_K | W_V], c_proj (D, D), with biases.
+    Returns the spec's generic arguments for it (causal)."""
+    with h5py.File(path, "w") as f:
+        f["X"] = g(B, n, D)
+        a = f.create_group(group)
+        a["c_attn.weight"] = g.w(D, 3 * D)
+        a["c_attn.bias"] = g(3 * D, s=0.1)
+        a["c_proj.weight"] = g.w(D, D)
+        a["c_proj.bias"] = g(D, s=0.1)
+    gp = "@/" + group + "/"
+    return {"fused": {"w": gp + "c_attn.weight", "b": gp + "c_attn.bias", "H": H, "G": H,
+                      "dk": D // H, "dv": D // H, "layout": "xw", "split": "blocks"},
+            "Wo": gp + "c_proj.weight", "bo": gp + "c_proj.bias", "causal": True}
 
 
 class Table:

@@ -26,8 +26,8 @@ import numpy as np
 import h5py
 
 import models_ref as M
-from case_table import Gen, Table, XW, XWB, read_done, read_spec, resolve, same_bits, \
-    variant_kwargs, xw_weights
+from case_table import Gen, Table, XW, XWB, gpt2_layer, per_head_weights, read_done, read_spec, \
+    resolve, same_bits, variant_kwargs, xw_weights
 from outputs_compare import compare
 
 SAVE_ALL = "--save scores,weights,heads,output,q,k,v"
@@ -110,6 +110,32 @@ def bad(name, statuses, text, args):
 def fused(w, b, H, G, dk, dv, layout, split):
     return {"fused": {"w": w, "b": b, "H": H, "G": G, "dk": dk, "dv": dv,
                       "layout": layout, "split": split}}
+
+
+def fused_heads_layer(f, g, group, D):
+    """GPT-NeoX's and BLOOM's query_key_value (3D, D), per head [q|k|v], and
+    dense (D, D), with biases, under group."""
+    a = f.create_group(group)
+    a["query_key_value.weight"] = g.w(3 * D, D, D)
+    a["query_key_value.bias"] = g(3 * D, s=0.1)
+    a["dense.weight"] = g.w(D, D, D)
+    a["dense.bias"] = g(D, s=0.1)
+
+
+def bert_layer(f, g, group, D):
+    """BERT's self.query/key/value and output.dense (linear, with biases)
+    under group."""
+    a = f.create_group(group)
+    for w in ("self.query", "self.key", "self.value", "output.dense"):
+        a[w + ".weight"] = g.w(D, D, D)
+        a[w + ".bias"] = g(D, s=0.1)
+
+
+def bert_generic(gp):
+    """The generic arguments of bert_layer's weights under gp ("@/group/")."""
+    return dict(Wq=gp + "self.query.weight", Wk=gp + "self.key.weight", Wv=gp + "self.value.weight",
+                Wo=gp + "output.dense.weight", bq=gp + "self.query.bias", bk=gp + "self.key.bias",
+                bv=gp + "self.value.bias", bo=gp + "output.dense.bias", layout="linear")
 
 
 def llama_like(name, seed, B, n, D, H, G, hd, theta, preset, extra_args="", biases=(),
@@ -209,17 +235,9 @@ def write_presets():
     # gpt2: Conv1D c_attn (D, 3D) = [W_Q | W_K | W_V] columns, c_proj (D, D); causal
     g = Gen(100)
     B, n, D, H = 2, 16, 64, 4
-    with h5py.File(path("gpt2"), "w") as f:
-        f["X"] = g(B, n, D)
-        a = f.create_group("transformer/h.0/attn")
-        a["c_attn.weight"] = g.w(D, 3 * D)
-        a["c_attn.bias"] = g(3 * D, s=0.1)
-        a["c_proj.weight"] = g.w(D, D)
-        a["c_proj.bias"] = g(D, s=0.1)
     G_ = "@/transformer/h.0/attn/"
     case("gpt2", "--preset gpt2 --weights-group /transformer/h.0/attn --heads 4",
-         dict(fused(G_ + "c_attn.weight", G_ + "c_attn.bias", H, H, D // H, D // H, "xw", "blocks"),
-              Wo=G_ + "c_proj.weight", bo=G_ + "c_proj.bias", causal=True),
+         gpt2_layer(path("gpt2"), g, B, n, D, H),
          H, H, D // H, D // H, preset="gpt2", modes=PRESET_MODES,
          family={"fn": "gpt2", "args": {"X": "@/X", "c_attn_weight": G_ + "c_attn.weight",
                                         "c_attn_bias": G_ + "c_attn.bias",
@@ -283,11 +301,7 @@ def write_presets():
     hd = D // H
     with h5py.File(path("neox"), "w") as f:
         f["X"] = g(B, n, D)
-        a = f.create_group("gpt_neox/layers.0/attention")
-        a["query_key_value.weight"] = g.w(3 * D, D, D)
-        a["query_key_value.bias"] = g(3 * D, s=0.1)
-        a["dense.weight"] = g.w(D, D, D)
-        a["dense.bias"] = g(D, s=0.1)
+        fused_heads_layer(f, g, "gpt_neox/layers.0/attention", D)
     gp = "@/gpt_neox/layers.0/attention/"
     case("neox", "--preset neox --weights-group /gpt_neox/layers.0/attention --heads 4 "
          "--rope 10000 --rope-dim 4",
@@ -333,11 +347,7 @@ def write_presets():
         D = H * hd
         with h5py.File(path(name), "w") as f:
             f["X"] = g(B, n, D)
-            a = f.create_group("h.0/self_attention")
-            a["query_key_value.weight"] = g.w(3 * D, D, D)
-            a["query_key_value.bias"] = g(3 * D, s=0.1)
-            a["dense.weight"] = g.w(D, D, D)
-            a["dense.bias"] = g(D, s=0.1)
+            fused_heads_layer(f, g, "h.0/self_attention", D)
             if left:
                 am = np.ones((B, n), np.int32)
                 am[1, :4] = 0
@@ -369,15 +379,10 @@ def write_presets():
         am[0, 7:] = 0
         am[2, 3:] = 0
         f["M"] = am
-        a = f.create_group("bert/encoder/layer.0/attention")
-        for w in ("self.query", "self.key", "self.value", "output.dense"):
-            a[w + ".weight"] = g.w(D, D, D)
-            a[w + ".bias"] = g(D, s=0.1)
+        bert_layer(f, g, "bert/encoder/layer.0/attention", D)
     gp = "@/bert/encoder/layer.0/attention/"
     case("bert", "--preset bert --weights-group /bert/encoder/layer.0/attention --heads 4 --mask M",
-         dict(Wq=gp + "self.query.weight", Wk=gp + "self.key.weight", Wv=gp + "self.value.weight",
-              Wo=gp + "output.dense.weight", bq=gp + "self.query.bias", bk=gp + "self.key.bias",
-              bv=gp + "self.value.bias", bo=gp + "output.dense.bias", layout="linear", keep="@/M"),
+         dict(bert_generic(gp), keep="@/M"),
          H, H, hd, hd, preset="bert", modes=PRESET_MODES,
          family={"fn": "bert", "args": {"X": "@/X", "query_weight": gp + "self.query.weight",
                                         "query_bias": gp + "self.query.bias",
@@ -394,15 +399,9 @@ def write_presets():
     B, n, D, H = 2, 9, 32, 4
     with h5py.File(path("bert_causal"), "w") as f:
         f["X"] = g(B, n, D)
-        a = f.create_group("attention")
-        for w in ("self.query", "self.key", "self.value", "output.dense"):
-            a[w + ".weight"] = g.w(D, D, D)
-            a[w + ".bias"] = g(D, s=0.1)
-    gp = "@/attention/"
+        bert_layer(f, g, "attention", D)
     case("bert_causal", "--preset bert --weights-group /attention --heads 4 --causal",
-         dict(Wq=gp + "self.query.weight", Wk=gp + "self.key.weight", Wv=gp + "self.value.weight",
-              Wo=gp + "output.dense.weight", bq=gp + "self.query.bias", bk=gp + "self.key.bias",
-              bv=gp + "self.value.bias", bo=gp + "output.dense.bias", layout="linear", causal=True),
+         dict(bert_generic("@/attention/"), causal=True),
          H, H, D // H, D // H, preset="bert", modes=PRESET_MODES)
 
 
@@ -420,10 +419,7 @@ def write_variants():
     g = Gen(201)
     with h5py.File(path("mqa_per_head"), "w") as f:
         f["X"] = g(3, 9, 24)
-        f["W_Q"] = g(4, 24, 6, s=24 ** -0.5)
-        f["W_K"] = g(1, 24, 6, s=24 ** -0.5)
-        f["W_V"] = g(1, 24, 6, s=24 ** -0.5)
-        f["W_O"] = g(4, 6, 24, s=24 ** -0.5)
+        per_head_weights(f, g, 24, 4, 1, 6, 6, wo_scale=24 ** -0.5)
     case("mqa_per_head", "--heads 4 --kv-heads 1", dict(XW), 4, 1, 6, 6)
 
     # a rank-2 X (no batch axis): GQA, RoPE at (n) positions, (m) mask
