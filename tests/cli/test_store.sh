@@ -56,12 +56,8 @@ self_check store_ref.py
 # the --dry-run input (dry-input).
 store_cases() { PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/store_cases.py" "$@"; }
 
-mkdir -p "$T/c" "$T/o"
-if ! store_cases make "$T/c" >"$T/mk.log" 2>&1; then
-    bad "setup: generating the inputs failed: $(tail -n 3 "$T/mk.log")"
-    finish
-fi
-ok "fixtures generated ($(wc -l <"$T/c/runs.tsv") runs)"
+. "$TESTS/ref/run_table.sh"            # make_table
+make_table store_cases.py
 
 # ------------------------------------------------------------ the runs
 

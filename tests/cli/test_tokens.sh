@@ -60,12 +60,8 @@ esac
 # and the table of runs (make), the checks of the finished runs (verify).
 tokens_cases() { "$PY" "$TESTS/ref/tokens_cases.py" "$@"; }
 
-mkdir -p "$T/c" "$T/o"
-if ! tokens_cases make "$T/c" >"$T/mk.log" 2>&1; then
-    bad "setup: generating the inputs failed: $(tail -n 3 "$T/mk.log")"
-    finish
-fi
-ok "fixtures generated ($(wc -l <"$T/c/runs.tsv") runs)"
+. "$TESTS/ref/run_table.sh"            # make_table
+make_table tokens_cases.py
 
 # ------------------------------------------------------------ the runs
 

@@ -12,7 +12,9 @@ options", one line per run).
                                 writes spec.json and one run per mode
     Gen(seed)                   float32 normal arrays of a fixed seed
     xw_weights(f, g, ...)       W_Q ... W_O (and b_Q ... b_O) in the xw layout
+    linear_weights(f, g, ...)   W_Q ... W_O and biases in the linear layout
     per_head_weights(f, g, ...) W_Q ... W_O as one matrix per head
+    shared_kv_input(path, g, ...) cross-attention to one rank-2 --kv
     gpt2_layer(path, g, ...)    a layer under GPT-2's names, and its spec
     variant_kwargs(f, generic, H)
                                 the keyword arguments of
@@ -56,6 +58,17 @@ def xw_weights(f, g, D, H, G, dk, dv, bias=False, wscale=1.0):
                                                   g(G * dv, s=0.2), g(D, s=0.2))
 
 
+def linear_weights(f, g, D, H, dk, dv):
+    """W_Q ... W_O with biases in the linear layout (torch's (out, in)):
+    W_Q and W_K (H*dk, D), W_V (H*dv, D), W_O (D, H*dv)."""
+    f["W_Q"] = g.w(H * dk, D, D)
+    f["W_K"] = g.w(H * dk, D, D)
+    f["W_V"] = g.w(H * dv, D, D)
+    f["W_O"] = g.w(D, H * dv, H * dv)
+    f["b_Q"], f["b_K"], f["b_V"], f["b_O"] = (g(H * dk, s=0.2), g(H * dk, s=0.2),
+                                              g(H * dv, s=0.2), g(D, s=0.2))
+
+
 def per_head_weights(f, g, D, H, G, dk, dv, wo_scale):
     """3-D weights, one matrix per head: W_Q (H, D, dk), W_K (G, D, dk),
     W_V (G, D, dv) of scale D^-1/2, W_O (H, dv, D) of scale wo_scale."""
@@ -63,6 +76,17 @@ def per_head_weights(f, g, D, H, G, dk, dv, wo_scale):
     f["W_K"] = g(G, D, dk, s=D ** -0.5)
     f["W_V"] = g(G, D, dv, s=D ** -0.5)
     f["W_O"] = g(H, dv, D, s=wo_scale)
+
+
+def shared_kv_input(path, g, m, first_position):
+    """path: X (2, 10, 32), a rank-2 Y (m, 32) that every item attends to,
+    xw_weights of 4 heads of 8, and query positions P = first_position +
+    0 ... 9 (the keys at their default 0 ... m-1)."""
+    with h5py.File(path, "w") as f:
+        f["X"] = g(2, 10, 32)
+        f["Y"] = g(m, 32)
+        xw_weights(f, g, 32, 4, 4, 8, 8)
+        f["P"] = (first_position + np.arange(10)).astype(np.int64)
 
 
 def gpt2_layer(path, g, B, n, D, H, group="transformer/h.0/attn"):

@@ -26,8 +26,9 @@ import numpy as np
 import h5py
 
 import models_ref as M
-from case_table import Gen, Table, XW, XWB, gpt2_layer, per_head_weights, read_done, read_spec, \
-    resolve, same_bits, variant_kwargs, xw_weights
+from case_table import (
+    Gen, Table, XW, XWB, gpt2_layer, linear_weights, per_head_weights, read_done, read_spec,
+    resolve, same_bits, shared_kv_input, variant_kwargs, xw_weights)
 from outputs_compare import compare
 
 SAVE_ALL = "--save scores,weights,heads,output,q,k,v"
@@ -561,34 +562,24 @@ def write_variants():
          dict(XW, keep={"not": "@/PAD"}, causal=True), 4, 4, 8, 8)
 
     # QK-norm before RoPE, explicit and default eps
-    g = Gen(270)
-    with h5py.File(path("qk_norm_rope"), "w") as f:
-        f["X"] = g(2, 14, 32)
-        xw_weights(f, g, 32, 4, 2, 8, 8)
-        f["QN"] = 1 + g(8, s=0.3)
-        f["KN"] = 1 + g(8, s=0.3)
-    case("qk_norm_rope", "--heads 4 --kv-heads 2 --q-norm QN --k-norm KN --norm-eps 1e-5 "
-         "--rope 10000 --causal",
-         dict(XW, q_norm="@/QN", k_norm="@/KN", norm_eps=1e-5, rope_theta=10000.0, causal=True),
-         4, 2, 8, 8, names={"q_norm": "QN", "k_norm": "KN"})
-    g = Gen(271)
-    with h5py.File(path("qk_norm"), "w") as f:
-        f["X"] = g(2, 10, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["QN"] = 1 + g(8, s=0.3)
-        f["KN"] = 1 + g(8, s=0.3)
-    case("qk_norm", "--heads 4 --q-norm QN --k-norm KN", dict(XW, q_norm="@/QN", k_norm="@/KN"),
-         4, 4, 8, 8, names={"q_norm": "QN", "k_norm": "KN"})
+    for name, seed, n, G, options, more in (
+            ("qk_norm_rope", 270, 14, 2, "--heads 4 --kv-heads 2 --q-norm QN --k-norm KN "
+             "--norm-eps 1e-5 --rope 10000 --causal", dict(norm_eps=1e-5, rope_theta=10000.0, causal=True)),
+            ("qk_norm", 271, 10, 4, "--heads 4 --q-norm QN --k-norm KN", {})):
+        g = Gen(seed)
+        with h5py.File(path(name), "w") as f:
+            f["X"] = g(2, n, 32)
+            xw_weights(f, g, 32, 4, G, 8, 8)
+            f["QN"] = 1 + g(8, s=0.3)
+            f["KN"] = 1 + g(8, s=0.3)
+        case(name, options, dict(XW, q_norm="@/QN", k_norm="@/KN", **more), 4, G, 8, 8,
+             names={"q_norm": "QN", "k_norm": "KN"})
 
     # --layout linear, separate weights with biases, d_v != d_k
     g = Gen(280)
     with h5py.File(path("linear"), "w") as f:
         f["X"] = g(2, 11, 40)
-        f["W_Q"] = g.w(4 * 8, 40, 40)
-        f["W_K"] = g.w(4 * 8, 40, 40)
-        f["W_V"] = g.w(4 * 5, 40, 40)
-        f["W_O"] = g.w(40, 4 * 5, 20)
-        f["b_Q"], f["b_K"], f["b_V"], f["b_O"] = g(32, s=0.2), g(32, s=0.2), g(20, s=0.2), g(40, s=0.2)
+        linear_weights(f, g, 40, 4, 8, 5)
     case("linear", "--heads 4 --layout linear", dict(XWB, layout="linear"), 4, 4, 8, 5)
 
     # fused blocks: linear with GQA; xw without
@@ -661,11 +652,7 @@ def write_variants():
 
     # cross-attention: a rank-2 --kv shared by the batch, default key positions 0..m-1, causal
     g = Gen(302)
-    with h5py.File(path("cross_rope_default_kvpos"), "w") as f:
-        f["X"] = g(2, 10, 32)
-        f["Y"] = g(13, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["P"] = (3 + np.arange(10)).astype(np.int64)
+    shared_kv_input(path("cross_rope_default_kvpos"), g, 13, 3)
     case("cross_rope_default_kvpos", "--heads 4 --kv Y --rope 10000 --rope-style gptj --positions P --causal",
          dict(XW, Y="@/Y", rope_theta=10000.0, rope_style="gptj", positions="@/P", causal=True),
          4, 4, 8, 8)

@@ -1,22 +1,32 @@
-# tests/ref/run_table.sh - the table of runs that test_models.sh and
-# test_summaries.sh share: sourced after tests/lib/checks.sh, with ATTNRUN,
-# PY, TESTS, TIME_LIMIT and T set.
-#
-# run_table MODULE: tests/ref/MODULE make $T/c writes the fixtures
-# ($T/c/<case>/in.h5 and spec.json) and $T/c/runs.tsv ("case TAB mode TAB
-# attnrun options"); a failed setup ends the suite.  Then every run of the
+# tests/ref/run_table.sh - the tables of runs that test_models.sh,
+# test_summaries.sh, test_store.sh and test_tokens.sh share: sourced after
+# tests/lib/checks.sh, with ATTNRUN, PY, TESTS, TIME_LIMIT and T set.
+
+# make_table MODULE [cases]: tests/ref/MODULE make $T/c writes the fixtures
+# and $T/c/runs.tsv (one run a line, its case or name first); a failed
+# setup ends the suite.  The check says how many runs (and with "cases",
+# how many cases) the table holds.
+make_table() {
+    local count
+    mkdir -p "$T/c" "$T/o"
+    if ! PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/$1" make "$T/c" >"$T/mk.log" 2>&1; then
+        bad "setup: generating the inputs failed: $(tail -n 3 "$T/mk.log")"
+        finish
+    fi
+    count="$(wc -l <"$T/c/runs.tsv") runs"
+    [ "${2:-}" = cases ] && count="$(cut -f1 "$T/c/runs.tsv" | sort -u | wc -l) cases, $count"
+    ok "fixtures generated ($count)"
+}
+
+# run_table MODULE: make_table MODULE, the fixtures $T/c/<case>/in.h5 and
+# runs.tsv lines "case TAB mode TAB attnrun options".  Then every run of the
 # table: attnrun -q $T/c/<case>/in.h5 -o $T/o/<case>.<mode>.h5 OPTIONS under
 # the hang guard.  Each run that ends with status 0 and writes its file is
 # listed in $T/done.tsv ("case TAB mode TAB out TAB options"), each other
 # is a FAIL; RUN_TABLE_FAILED counts those.
 run_table() {
-    local module=$1 case mode args out rc argv
-    mkdir -p "$T/c" "$T/o"
-    if ! PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/$module" make "$T/c" >"$T/mk.log" 2>&1; then
-        bad "setup: generating the inputs failed: $(tail -n 3 "$T/mk.log")"
-        finish
-    fi
-    ok "fixtures generated ($(cut -f1 "$T/c/runs.tsv" | sort -u | wc -l) cases, $(wc -l <"$T/c/runs.tsv") runs)"
+    local case mode args out rc argv
+    make_table "$1" cases
 
     : >"$T/done.tsv"
     RUN_TABLE_FAILED=0

@@ -26,8 +26,9 @@ import numpy as np
 import h5py
 
 import summaries_ref as R
-from case_table import Gen, Table, XW, XWB, gpt2_layer, per_head_weights, read_done, read_spec, \
-    same_bits, variant_kwargs, xw_weights
+from case_table import (
+    Gen, Table, XW, XWB, gpt2_layer, linear_weights, per_head_weights, read_done, read_spec,
+    same_bits, shared_kv_input, variant_kwargs, xw_weights)
 
 
 OLD4 = "scores,weights,heads,output"
@@ -202,11 +203,7 @@ def write_cases():
     # cross-attention, a rank-2 --kv (m = 21) for every item, query positions
     # only (keys at 0..20), causal (top-left: query q sees keys 0..q)
     g = Gen(11)
-    with h5py.File(path("cross_defpos"), "w") as f:
-        f["X"] = g(2, 10, 32)
-        f["Y"] = g(21, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["P"] = (50 + np.arange(10)).astype(np.int64)
+    shared_kv_input(path("cross_defpos"), g, 21, 50)
     case("cross_defpos", "--heads 4 --kv Y --positions P --causal",
          dict(XW, Y="@/Y", positions="@/P", causal=True), 4, CORE + SLICES, positions_matter=True)
 
@@ -214,9 +211,7 @@ def write_cases():
     g = Gen(12)
     with h5py.File(path("linear"), "w") as f:
         f["X"] = g(2, 11, 40)
-        f["W_Q"], f["W_K"] = g.w(4 * 8, 40, 40), g.w(4 * 8, 40, 40)
-        f["W_V"], f["W_O"] = g.w(4 * 5, 40, 40), g.w(40, 4 * 5, 20)
-        f["b_Q"], f["b_K"], f["b_V"], f["b_O"] = g(32, s=0.2), g(32, s=0.2), g(20, s=0.2), g(40, s=0.2)
+        linear_weights(f, g, 40, 4, 8, 5)
     case("linear", "--heads 4 --layout linear", dict(XWB, layout="linear"), 4, CORE + SLICES)
 
     # 3-D per-head weights, d_v != d_k
