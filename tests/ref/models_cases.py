@@ -408,13 +408,74 @@ def write_presets():
 
 # ================================================================ variants
 # Default names W_Q W_K W_V W_O (b_*) at the root unless said otherwise.
-def write_variants():
+
+# The cases of the xw layout that differ only in their sizes, options and
+# the datasets written after the weights: name, seed, X's shape, (D, H, G,
+# d_k, d_v), biases, the datasets extra(g) draws after the weights (in
+# order, from the same seed), the options, the reference's arguments
+# beyond XW / XWB.
+XW_CASES = [
     # GQA, packed xw weights with biases, d_v != d_k
-    g = Gen(200)
-    with h5py.File(path("gqa"), "w") as f:
-        f["X"] = g(2, 10, 32)
-        xw_weights(f, g, 32, 4, 2, 8, 6, bias=True)
-    case("gqa", "--heads 4 --kv-heads 2 --causal", dict(XWB, causal=True), 4, 2, 8, 6)
+    ("gqa", 200, (2, 10, 32), (32, 4, 2, 8, 6), True, None,
+     "--heads 4 --kv-heads 2 --causal", dict(causal=True)),
+    # a rank-2 X (no batch axis): GQA, RoPE at (n) positions, (m) mask
+    ("rank2_gqa_rope", 202, (11, 32), (32, 4, 2, 8, 8), True,
+     lambda g: {"P": (2 + np.arange(11)).astype(np.int64),
+                "M": np.array([1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0], np.int8)},
+     "--heads 4 --kv-heads 2 --rope 10000 --positions P --mask M --causal",
+     dict(rope_theta=10000.0, positions="@/P", keep="@/M", causal=True)),
+    # RoPE neox over the whole head, causal
+    ("rope_neox", 210, (3, 16, 32), (32, 4, 4, 8, 8), False, None,
+     "--heads 4 --rope 10000 --causal", dict(rope_theta=10000.0, causal=True)),
+    # RoPE neox on 4 of 8 features, (B, n) int64 positions
+    ("rope_neox_partial_pos", 211, (3, 16, 32), (32, 4, 4, 8, 8), True,
+     lambda g: {"P": positions(3, 16, 211)},
+     "--heads 4 --rope 500 --rope-dim 4 --positions P --causal",
+     dict(rope_theta=500.0, rope_dim=4, positions="@/P", causal=True)),
+    # RoPE gptj on 6 of 8 features, (n) int32 positions, not causal
+    ("rope_gptj_partial_pos", 212, (2, 12, 32), (32, 4, 4, 8, 8), False,
+     lambda g: {"P": (5 + 2 * np.arange(12)).astype(np.int32)},
+     "--heads 4 --rope 10000 --rope-dim 6 --rope-style gptj --positions P",
+     dict(rope_theta=10000.0, rope_dim=6, rope_style="gptj", positions="@/P")),
+    # RoPE gptj full head with GQA and a large base
+    ("rope_gptj_gqa", 213, (2, 20, 64), (64, 8, 2, 8, 8), False, None,
+     "--heads 8 --kv-heads 2 --rope 1000000 --rope-style gptj --causal",
+     dict(rope_theta=1000000.0, rope_style="gptj", causal=True)),
+    # ALiBi with 6 heads (not a power of two), causal; 8 heads not causal
+    ("alibi6", 220, (2, 14, 24), (24, 6, 6, 4, 4), False, None,
+     "--heads 6 --alibi --causal", dict(alibi_slopes="slopes", causal=True)),
+    ("alibi8", 221, (2, 12, 32), (32, 8, 8, 4, 4), False, None,
+     "--heads 8 --alibi", dict(alibi_slopes="slopes")),
+    # --alibi-slopes from a dataset (implies --alibi)
+    ("alibi_slopes", 222, (2, 10, 32), (32, 4, 4, 8, 8), False,
+     lambda g: {"S": np.array([0.5, 0.125, 0.03, 1.0], np.float32)},
+     "--heads 4 --alibi-slopes S --causal", dict(alibi_slopes="@/S", causal=True)),
+    # ALiBi at --positions (pos_k - pos_q uses the positions, not the indices)
+    ("alibi_positions", 223, (3, 12, 32), (32, 4, 4, 8, 8), False,
+     lambda g: {"P": positions(3, 12, 223, offset=3)},
+     "--heads 4 --alibi --positions P --causal",
+     dict(alibi_slopes="slopes", positions="@/P", causal=True)),
+    # sliding window, with and without --causal
+    ("window_causal", 230, (2, 16, 32), (32, 4, 4, 8, 8), False, None,
+     "--heads 4 --window 3 --causal", dict(window=3, causal=True)),
+    ("window_only", 231, (2, 12, 32), (32, 4, 4, 8, 8), False, None,
+     "--heads 4 --window 4", dict(window=4)),
+    # --mask-invert with an (m) uint8 mask, nonzero = masked
+    ("mask_invert_1d", 261, (2, 10, 32), (32, 4, 4, 8, 8), False,
+     lambda g: {"PAD": np.array([0, 2, 0, 0, 1, 0, 0, 0, 255, 0], np.uint8)},
+     "--heads 4 --mask PAD --mask-invert --causal", dict(keep={"not": "@/PAD"}, causal=True)),
+]
+
+
+def write_variants():
+    for name, seed, X, (D, H, G, dk, dv), bias, extra, options, more in XW_CASES:
+        g = Gen(seed)
+        with h5py.File(path(name), "w") as f:
+            f["X"] = g(*X)
+            xw_weights(f, g, D, H, G, dk, dv, bias=bias)
+            for k, v in (extra(g) if extra else {}).items():
+                f[k] = v
+        case(name, options, dict(XWB if bias else XW, **more), H, G, dk, dv)
 
     # MQA with per-head 3-D weights (G = 1)
     g = Gen(201)
@@ -422,94 +483,6 @@ def write_variants():
         f["X"] = g(3, 9, 24)
         per_head_weights(f, g, 24, 4, 1, 6, 6, wo_scale=24 ** -0.5)
     case("mqa_per_head", "--heads 4 --kv-heads 1", dict(XW), 4, 1, 6, 6)
-
-    # a rank-2 X (no batch axis): GQA, RoPE at (n) positions, (m) mask
-    g = Gen(202)
-    with h5py.File(path("rank2_gqa_rope"), "w") as f:
-        f["X"] = g(11, 32)
-        xw_weights(f, g, 32, 4, 2, 8, 8, bias=True)
-        f["P"] = (2 + np.arange(11)).astype(np.int64)
-        f["M"] = np.array([1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0], np.int8)
-    case("rank2_gqa_rope", "--heads 4 --kv-heads 2 --rope 10000 --positions P --mask M --causal",
-         dict(XWB, rope_theta=10000.0, positions="@/P", keep="@/M", causal=True), 4, 2, 8, 8)
-
-    # RoPE neox over the whole head, causal
-    g = Gen(210)
-    with h5py.File(path("rope_neox"), "w") as f:
-        f["X"] = g(3, 16, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-    case("rope_neox", "--heads 4 --rope 10000 --causal",
-         dict(XW, rope_theta=10000.0, causal=True), 4, 4, 8, 8)
-
-    # RoPE neox on 4 of 8 features, (B, n) int64 positions
-    g = Gen(211)
-    with h5py.File(path("rope_neox_partial_pos"), "w") as f:
-        f["X"] = g(3, 16, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8, bias=True)
-        f["P"] = positions(3, 16, 211)
-    case("rope_neox_partial_pos", "--heads 4 --rope 500 --rope-dim 4 --positions P --causal",
-         dict(XWB, rope_theta=500.0, rope_dim=4, positions="@/P", causal=True), 4, 4, 8, 8)
-
-    # RoPE gptj on 6 of 8 features, (n) int32 positions, not causal
-    g = Gen(212)
-    with h5py.File(path("rope_gptj_partial_pos"), "w") as f:
-        f["X"] = g(2, 12, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["P"] = (5 + 2 * np.arange(12)).astype(np.int32)
-    case("rope_gptj_partial_pos", "--heads 4 --rope 10000 --rope-dim 6 --rope-style gptj --positions P",
-         dict(XW, rope_theta=10000.0, rope_dim=6, rope_style="gptj", positions="@/P"), 4, 4, 8, 8)
-
-    # RoPE gptj full head with GQA and a large base
-    g = Gen(213)
-    with h5py.File(path("rope_gptj_gqa"), "w") as f:
-        f["X"] = g(2, 20, 64)
-        xw_weights(f, g, 64, 8, 2, 8, 8)
-    case("rope_gptj_gqa", "--heads 8 --kv-heads 2 --rope 1000000 --rope-style gptj --causal",
-         dict(XW, rope_theta=1000000.0, rope_style="gptj", causal=True), 8, 2, 8, 8)
-
-    # ALiBi with 6 heads (not a power of two), causal; 8 heads not causal
-    g = Gen(220)
-    with h5py.File(path("alibi6"), "w") as f:
-        f["X"] = g(2, 14, 24)
-        xw_weights(f, g, 24, 6, 6, 4, 4)
-    case("alibi6", "--heads 6 --alibi --causal", dict(XW, alibi_slopes="slopes", causal=True),
-         6, 6, 4, 4)
-    g = Gen(221)
-    with h5py.File(path("alibi8"), "w") as f:
-        f["X"] = g(2, 12, 32)
-        xw_weights(f, g, 32, 8, 8, 4, 4)
-    case("alibi8", "--heads 8 --alibi", dict(XW, alibi_slopes="slopes"), 8, 8, 4, 4)
-
-    # --alibi-slopes from a dataset (implies --alibi)
-    g = Gen(222)
-    with h5py.File(path("alibi_slopes"), "w") as f:
-        f["X"] = g(2, 10, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["S"] = np.array([0.5, 0.125, 0.03, 1.0], np.float32)
-    case("alibi_slopes", "--heads 4 --alibi-slopes S --causal",
-         dict(XW, alibi_slopes="@/S", causal=True), 4, 4, 8, 8)
-
-    # ALiBi at --positions (pos_k - pos_q uses the positions, not the indices)
-    g = Gen(223)
-    with h5py.File(path("alibi_positions"), "w") as f:
-        f["X"] = g(3, 12, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["P"] = positions(3, 12, 223, offset=3)
-    case("alibi_positions", "--heads 4 --alibi --positions P --causal",
-         dict(XW, alibi_slopes="slopes", positions="@/P", causal=True), 4, 4, 8, 8)
-
-    # sliding window, with and without --causal
-    g = Gen(230)
-    with h5py.File(path("window_causal"), "w") as f:
-        f["X"] = g(2, 16, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-    case("window_causal", "--heads 4 --window 3 --causal", dict(XW, window=3, causal=True),
-         4, 4, 8, 8)
-    g = Gen(231)
-    with h5py.File(path("window_only"), "w") as f:
-        f["X"] = g(2, 12, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-    case("window_only", "--heads 4 --window 4", dict(XW, window=4), 4, 4, 8, 8)
 
     # softcap on logits that exceed it (--scale 1, larger weights)
     g = Gen(240)
@@ -541,7 +514,7 @@ def write_variants():
     case("attn_bias_neg_inf", "--heads 4 --attn-bias AB",
          dict(XW, attn_bias="@/AB"), 4, 4, 8, 8, names={"attn_bias": "AB"})
 
-    # --mask-invert: (B, m) bool True = padding, one item fully padded; (m) uint8 nonzero = masked
+    # --mask-invert: (B, m) bool True = padding, one item fully padded
     g = Gen(260)
     with h5py.File(path("mask_invert"), "w") as f:
         f["X"] = g(3, 10, 32)
@@ -553,13 +526,6 @@ def write_variants():
         f["PAD"] = pm
     case("mask_invert", "--heads 4 --mask PAD --mask-invert", dict(XWB, keep={"not": "@/PAD"}),
          4, 4, 8, 8)
-    g = Gen(261)
-    with h5py.File(path("mask_invert_1d"), "w") as f:
-        f["X"] = g(2, 10, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["PAD"] = np.array([0, 2, 0, 0, 1, 0, 0, 0, 255, 0], np.uint8)
-    case("mask_invert_1d", "--heads 4 --mask PAD --mask-invert --causal",
-         dict(XW, keep={"not": "@/PAD"}, causal=True), 4, 4, 8, 8)
 
     # QK-norm before RoPE, explicit and default eps
     for name, seed, n, G, options, more in (
