@@ -12,6 +12,7 @@ options", one line per run).
                                 writes spec.json and one run per mode
     Gen(seed)                   float32 normal arrays of a fixed seed
     xw_weights(f, g, ...)       W_Q ... W_O (and b_Q ... b_O) in the xw layout
+    xw_input(path, seed, ...)   X, xw_weights and datasets drawn after them
     linear_weights(f, g, ...)   W_Q ... W_O and biases in the linear layout
     per_head_weights(f, g, ...) W_Q ... W_O as one matrix per head
     shared_kv_input(path, g, ...) cross-attention to one rank-2 --kv
@@ -56,6 +57,17 @@ def xw_weights(f, g, D, H, G, dk, dv, bias=False, wscale=1.0):
     if bias:
         f["b_Q"], f["b_K"], f["b_V"], f["b_O"] = (g(H * dk, s=0.2), g(G * dk, s=0.2),
                                                   g(G * dv, s=0.2), g(D, s=0.2))
+
+
+def xw_input(path, seed, X, D, H, G, dk, dv, bias=False, extra=None):
+    """path: X of shape X drawn from Gen(seed), then xw_weights, then the
+    datasets extra(g) returns (drawn in that order from the same seed)."""
+    g = Gen(seed)
+    with h5py.File(path, "w") as f:
+        f["X"] = g(*X)
+        xw_weights(f, g, D, H, G, dk, dv, bias=bias)
+        for k, v in (extra(g) if extra else {}).items():
+            f[k] = v
 
 
 def linear_weights(f, g, D, H, dk, dv):

@@ -28,7 +28,7 @@ import h5py
 import models_ref as M
 from case_table import (
     Gen, Table, XW, XWB, gpt2_layer, linear_weights, per_head_weights, read_done, read_spec,
-    resolve, same_bits, shared_kv_input, variant_kwargs, xw_weights)
+    resolve, same_bits, shared_kv_input, variant_kwargs, xw_input, xw_weights)
 from outputs_compare import compare
 
 SAVE_ALL = "--save scores,weights,heads,output,q,k,v"
@@ -469,12 +469,7 @@ XW_CASES = [
 
 def write_variants():
     for name, seed, X, (D, H, G, dk, dv), bias, extra, options, more in XW_CASES:
-        g = Gen(seed)
-        with h5py.File(path(name), "w") as f:
-            f["X"] = g(*X)
-            xw_weights(f, g, D, H, G, dk, dv, bias=bias)
-            for k, v in (extra(g) if extra else {}).items():
-                f[k] = v
+        xw_input(path(name), seed, X, D, H, G, dk, dv, bias, extra)
         case(name, options, dict(XWB if bias else XW, **more), H, G, dk, dv)
 
     # MQA with per-head 3-D weights (G = 1)

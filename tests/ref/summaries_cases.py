@@ -28,7 +28,7 @@ import h5py
 import summaries_ref as R
 from case_table import (
     Gen, Table, XW, XWB, gpt2_layer, linear_weights, per_head_weights, read_done, read_spec,
-    same_bits, shared_kv_input, variant_kwargs, xw_weights)
+    same_bits, shared_kv_input, variant_kwargs, xw_input, xw_weights)
 
 
 OLD4 = "scores,weights,heads,output"
@@ -84,30 +84,42 @@ def case(name, args, generic, H, modes, **flags):
     TABLE.case(name, spec, args, modes)
 
 
-def write_cases():
-
+# The cases of the xw layout that differ only in their sizes, options and
+# the datasets written after the weights: name, seed, X's shape, (D, H, G,
+# d_k, d_v), biases, the datasets extra(g) draws after the weights (in
+# order, from the same seed), the options, the reference's arguments beyond
+# XW / XWB, the modes, the flags of case().
+XW_CASES = [
     # rank-3 X, every bias
-    g = Gen(1)
-    with h5py.File(path("r3"), "w") as f:
-        f["X"] = g(3, 13, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8, bias=True)
-    case("r3", "--heads 4", XWB, 4, CORE + SLICES + EXTRA, xarray=True)
-
+    ("r3", 1, (3, 13, 32), (32, 4, 4, 8, 8), True, None, "--heads 4", {},
+     CORE + SLICES + EXTRA, dict(xarray=True)),
     # rank-2 X, rank-1 mask hiding key 0, causal: query 0 sees no key
-    g = Gen(2)
-    with h5py.File(path("r2"), "w") as f:
-        f["X"] = g(11, 24)
-        xw_weights(f, g, 24, 3, 3, 8, 8)
-        f["M"] = np.array([0] + [1] * 10, np.uint8)
-    case("r2", "--heads 3 --causal --mask M", dict(XW, keep="@/M", causal=True), 3,
-         CORE + EXTRA, xarray=True)
-
+    ("r2", 2, (11, 24), (24, 3, 3, 8, 8), False,
+     lambda g: {"M": np.array([0] + [1] * 10, np.uint8)},
+     "--heads 3 --causal --mask M", dict(keep="@/M", causal=True), CORE + EXTRA, dict(xarray=True)),
     # causal
-    g = Gen(3)
-    with h5py.File(path("causal"), "w") as f:
-        f["X"] = g(2, 20, 32)
-        xw_weights(f, g, 32, 2, 2, 16, 16, bias=True)
-    case("causal", "--heads 2 --causal", dict(XWB, causal=True), 2, CORE + SLICES)
+    ("causal", 3, (2, 20, 32), (32, 2, 2, 16, 16), True, None, "--heads 2 --causal",
+     dict(causal=True), CORE + SLICES, {}),
+    # sliding windows, without and with causal
+    ("window", 5, (2, 24, 32), (32, 4, 4, 8, 8), False, None, "--heads 4 --window 5",
+     dict(window=5), CORE + SLICES, {}),
+    ("window_causal", 6, (2, 24, 32), (32, 4, 4, 8, 8), False, None,
+     "--heads 4 --window 3 --causal", dict(window=3, causal=True), CORE + SLICES, {}),
+    # (n) positions without RoPE: only distance sees them
+    ("positions_1d", 8, (2, 12, 32), (32, 4, 4, 8, 8), False,
+     lambda g: {"P": (1000 + 7 * np.arange(12) ** 2).astype(np.int32)},
+     "--heads 4 --positions P", dict(positions="@/P"), CORE + SLICES, dict(positions_matter=True)),
+    # GQA: 8 query heads on 2 K/V heads, RoPE, window + causal
+    ("gqa", 9, (2, 15, 64), (64, 8, 2, 8, 8), True, None,
+     "--heads 8 --kv-heads 2 --rope 10000 --causal --window 6",
+     dict(kv_heads=2, rope_theta=10000.0, causal=True, window=6), CORE + SLICES, dict(xarray=True)),
+]
+
+
+def write_cases():
+    for name, seed, X, (D, H, G, dk, dv), bias, extra, options, more, modes, flags in XW_CASES:
+        xw_input(path(name), seed, X, D, H, G, dk, dv, bias, extra)
+        case(name, options, dict(XWB if bias else XW, **more), H, modes, **flags)
 
     # key-padding mask: item 1 fully masked; item 0 hides key 0, so with
     # --causal its query 0 sees nothing; item 2 hides every third key
@@ -138,22 +150,8 @@ def write_cases():
         f["AB"] = AB
     case("bias_inf", "--heads 4 --attn-bias AB", dict(XW, attn_bias="@/AB"), 4, CORE + SLICES)
 
-    # sliding windows, without and with causal
-    g = Gen(5)
-    with h5py.File(path("window"), "w") as f:
-        f["X"] = g(2, 24, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-    case("window", "--heads 4 --window 5", dict(XW, window=5), 4, CORE + SLICES)
-    g = Gen(6)
-    with h5py.File(path("window_causal"), "w") as f:
-        f["X"] = g(2, 24, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-    case("window_causal", "--heads 4 --window 3 --causal", dict(XW, window=3, causal=True), 4,
-         CORE + SLICES)
-
     # --positions (B, n): a shifted spread run, sorted randoms, all equal (every
-    # distance 0); with RoPE and causal.  And (n) positions without RoPE: only
-    # distance sees them.
+    # distance 0); with RoPE and causal.
     g = Gen(7)
     with h5py.File(path("positions"), "w") as f:
         f["X"] = g(3, 14, 32)
@@ -166,22 +164,6 @@ def write_cases():
     case("positions", "--heads 4 --positions P --rope 10000 --causal",
          dict(XW, positions="@/P", rope_theta=10000.0, causal=True), 4, CORE + SLICES,
          positions_matter=True)
-    g = Gen(8)
-    with h5py.File(path("positions_1d"), "w") as f:
-        f["X"] = g(2, 12, 32)
-        xw_weights(f, g, 32, 4, 4, 8, 8)
-        f["P"] = (1000 + 7 * np.arange(12) ** 2).astype(np.int32)
-    case("positions_1d", "--heads 4 --positions P", dict(XW, positions="@/P"), 4, CORE + SLICES,
-         positions_matter=True)
-
-    # GQA: 8 query heads on 2 K/V heads, RoPE, window + causal
-    g = Gen(9)
-    with h5py.File(path("gqa"), "w") as f:
-        f["X"] = g(2, 15, 64)
-        xw_weights(f, g, 64, 8, 2, 8, 8, bias=True)
-    case("gqa", "--heads 8 --kv-heads 2 --rope 10000 --causal --window 6",
-         dict(XWB, kv_heads=2, rope_theta=10000.0, causal=True, window=6), 8, CORE + SLICES,
-         xarray=True)
 
     # cross-attention, m = 17 != n = 9: both positions given, a mask
     g = Gen(10)
