@@ -15,7 +15,8 @@
 #     examples/hf-export.py has the names, shapes and types of GPT-2 small's
 #     layer that the gpt2 preset reads, and attnrun on it agrees with
 #     tests/ref/models_ref.py's gpt2() and with the export's /reference.
-# The checks of numbers are in tests/ref/docs_check.py.
+# The checks of numbers are in tests/ref/docs_check.py, those of the
+# walkthrough's files against each other in tests/ref/walkthrough_files_check.py.
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_docs.sh     # from the repository root
 #
@@ -59,6 +60,12 @@ check_py() {
     PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/docs_check.py" "$@" >"$T/$name.log" 2>&1
     rc=$?
     report_verdicts "$T/$name.log" "$rc"
+}
+
+# walkthrough_files CHECK ARGS...: tests/ref/walkthrough_files_check.py, the
+# walkthrough's files against each other; status 0 when the check holds.
+walkthrough_files() {
+    PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/walkthrough_files_check.py" "$@"
 }
 
 # ------------------------------------------------------- standing alone
@@ -106,19 +113,7 @@ if run_ok "examples/hf-export.py --stand-in --layer 3" "$T/export.log" \
             "$T/run3.log" "$ATTNRUN" "$T/layer3.h5" -o "$T/out.h5" --preset gpt2 --heads 12 \
             --mask attention_mask --tokens tokens --save weights,entropy,output -q; then
         check_py walkthrough walkthrough "$T/layer3.h5" "$T/out.h5"
-        if "$PY" - "$T/layer3.h5" "$T/out.h5" <<'PYEOF2'
-import sys, h5py, numpy as np
-src, out = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-tokens = src["tokens"].asstr()[...]
-w = out["weights"][...].astype(np.float64)
-with np.errstate(divide="ignore", invalid="ignore"):
-    entropy = -np.where(w > 0, w * np.log(w), 0).sum(-1)
-ok = (out["query_token"].asstr()[...] == tokens).all() and \
-     (out["key_token"].asstr()[...] == tokens).all() and \
-     out["entropy"].shape == w.shape[:-1] and np.abs(out["entropy"][...] - entropy).max() < 1e-4
-sys.exit(0 if ok else 1)
-PYEOF2
-        then
+        if walkthrough_files tokens-entropy "$T/layer3.h5" "$T/out.h5"; then
             ok "walkthrough: the tokens on both axes, entropy = -sum p log p of the weights"
         else
             bad "walkthrough: tokens or entropy differ from the export and the weights"
@@ -141,9 +136,7 @@ PYEOF2
     done
     if [ "$appended" = 2 ] &&
        "$ATTNRUN" plot "$T/results.h5" --group /layer5 --heads 0-3 -o "$T/layer5.png" &&
-       "$PY" -c 'import sys, h5py, numpy as np
-r, o = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-sys.exit(0 if np.array_equal(r["layer3/weights"][...], o["weights"][...]) else 1)' "$T/results.h5" "$T/out.h5"; then
+       walkthrough_files same-weights "$T/results.h5" "$T/out.h5"; then
         ok "walkthrough: layers 3 and 5 appended to results.h5, layer 3 equal to out.h5, layer 5 drawn"
     else
         bad "walkthrough: the --append loop or its picture failed"
@@ -156,15 +149,7 @@ if PYTHONPATH= "$PY" -c 'import torch, transformers' 2>/dev/null; then
 elif run_ok "examples/hf-export.py without transformers" "$T/fallback.log" \
         "$PY" "$export_script" "$T/fallback.h5"; then
     if grep -q 'writing a stand-in' "$T/fallback.log" &&
-       "$PY" - "$T/layer3.h5" "$T/fallback.h5" <<'PYEOF'
-import sys, h5py, numpy as np
-a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
-names = []
-a.visit(names.append)
-sys.exit(0 if all(isinstance(a[n], h5py.Group) or np.array_equal(a[n][...], b[n][...])
-                  for n in names) else 1)
-PYEOF
-    then
+       walkthrough_files same-datasets "$T/layer3.h5" "$T/fallback.h5"; then
         ok "without transformers: a message, and the stand-in of layer 3"
     else
         bad "without transformers: no message, or not the same file as --stand-in"

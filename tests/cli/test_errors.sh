@@ -23,6 +23,7 @@ set -u
 ATTNRUN=${ATTNRUN:-build/attnrun}
 PYTHON=${PYTHON:-/usr/bin/python3}
 TIME_LIMIT=10
+TESTS=$(cd "$(dirname "$0")/.." && pwd)      # errors_cases.py
 
 # A relative path to the binary is taken from the directory we started in.
 case $ATTNRUN in
@@ -160,17 +161,32 @@ report() {
     fi
 }
 
+# errors_cases COMMAND ARG: tests/ref/errors_cases.py (the inputs, and the
+# look of a valid run's output).
+errors_cases() { "$PYTHON" "$TESTS/ref/errors_cases.py" "$@"; }
+
 skip_case() {
     n_case=$((n_case + 1))
     n_skip=$((n_skip + 1))
     echo "skip $n_case $1: $2"
 }
 
+# run_case ARGS...: the next case: attnrun ARGS run between two snapshots
+# of $W (BEFORE, AFTER), WHY emptied, then how it ended checked.
+run_case() {
+    n_case=$((n_case + 1))
+    WHY=()
+    BEFORE=$(snapshot)
+    run_attnrun "$@"
+    AFTER=$(snapshot)
+    check_termination
+}
+
 # expect_failure CODE NAME [--stderr-has TEXT] -- ARGS...
 #   Runs attnrun ARGS and expects exit status CODE, one "attnrun: " line on
 #   stderr (containing TEXT if given), and no change to any file.
 expect_failure() {
-    local code=$1 name=$2 must_have="" before after
+    local code=$1 name=$2 must_have=""
     shift 2
     while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
         case $1 in
@@ -179,20 +195,13 @@ expect_failure() {
         esac
     done
     [ "${1:-}" = "--" ] && shift
-    n_case=$((n_case + 1))
-    WHY=()
-
-    before=$(snapshot)
-    run_attnrun "$@"
-    after=$(snapshot)
-
-    check_termination
+    run_case "$@"
     [ "$RC" -eq "$code" ] || WHY+=("exit status $RC, expected $code")
     check_error_line
     if [ -n "$must_have" ] && ! grep -qF -- "$must_have" "$C/stderr"; then
         WHY+=("stderr does not mention '$must_have'")
     fi
-    [ "$before" = "$after" ] || WHY+=("files: $(snapshot_diff "$before" "$after")")
+    [ "$BEFORE" = "$AFTER" ] || WHY+=("files: $(snapshot_diff "$BEFORE" "$AFTER")")
     report "$name"
 }
 
@@ -200,17 +209,10 @@ expect_failure() {
 #   For --help and --version: exit 0, stdout matching PATTERN (grep -Ei),
 #   nothing on stderr, no change to any file.
 expect_info() {
-    local name=$1 pattern=$2 before after
+    local name=$1 pattern=$2
     shift 2
     [ "${1:-}" = "--" ] && shift
-    n_case=$((n_case + 1))
-    WHY=()
-
-    before=$(snapshot)
-    run_attnrun "$@"
-    after=$(snapshot)
-
-    check_termination
+    run_case "$@"
     [ "$RC" -eq 0 ] || WHY+=("exit status $RC, expected 0")
     if [ ! -s "$C/stdout" ]; then
         WHY+=("nothing on stdout")
@@ -218,7 +220,7 @@ expect_info() {
         WHY+=("stdout does not match /$pattern/")
     fi
     [ -s "$C/stderr" ] && WHY+=("stderr is not empty")
-    [ "$before" = "$after" ] || WHY+=("files: $(snapshot_diff "$before" "$after")")
+    [ "$BEFORE" = "$AFTER" ] || WHY+=("files: $(snapshot_diff "$BEFORE" "$AFTER")")
     report "$name"
 }
 
@@ -227,36 +229,16 @@ expect_info() {
 #   directory (so no temporary file is left and the input is unchanged), and
 #   OUT is an HDF5 file whose "output" and "weights" look like attention.
 expect_success() {
-    local name=$1 out=$2 before after changes
+    local name=$1 out=$2 changes
     shift 2
     [ "${1:-}" = "--" ] && shift
-    n_case=$((n_case + 1))
-    WHY=()
-
-    before=$(snapshot)
-    run_attnrun "$@"
-    after=$(snapshot)
-
-    check_termination
+    run_case "$@"
     [ "$RC" -eq 0 ] || WHY+=("exit status $RC, expected 0")
     [ -s "$C/stderr" ] && WHY+=("stderr is not empty")
-    changes=$(snapshot_diff "$before" "$after")
+    changes=$(snapshot_diff "$BEFORE" "$AFTER")
     [ "$changes" = "new ./${out#"$W"/}" ] ||
         WHY+=("files: expected only 'new ./${out#"$W"/}', got '$changes'")
-    if [ -f "$out" ] && ! "$PYTHON" - "$out" >"$C/check" 2>&1 <<'EOF'
-import sys
-import h5py
-import numpy as np
-
-with h5py.File(sys.argv[1], "r") as f:
-    out = f["output"][...]
-    w = f["weights"][...]
-assert out.shape == (2, 4, 8), "output shape %s" % (out.shape,)
-assert w.shape == (2, 2, 4, 4), "weights shape %s" % (w.shape,)
-assert np.all(np.isfinite(out)), "output has non-finite values"
-assert np.allclose(w.sum(axis=-1), 1.0, atol=1e-5), "weights rows do not sum to 1"
-EOF
-    then
+    if [ -f "$out" ] && ! errors_cases valid-output "$out" >"$C/check" 2>&1; then
         WHY+=("reading OUT: $(tail -n 1 "$C/check")")
     fi
     report "$name"
@@ -273,50 +255,7 @@ fi
 
 # good.h5 is a valid input for --heads 2; every bad file differs from it in
 # one respect only.
-if ! "$PYTHON" - "$I" >"$C/make" 2>&1 <<'EOF'
-import os
-import sys
-import h5py
-import numpy as np
-
-d = sys.argv[1]
-rng = np.random.default_rng(7)
-B, n, dm = 2, 4, 8
-
-
-def f32(*shape):
-    return (rng.standard_normal(shape) * 0.3).astype(np.float32)
-
-
-good = {"X": f32(B, n, dm), "W_Q": f32(dm, 8), "W_K": f32(dm, 8),
-        "W_V": f32(dm, 8), "W_O": f32(8, dm)}
-
-
-def write(name, **changes):
-    data = dict(good)
-    data.update(changes)
-    with h5py.File(os.path.join(d, name), "w") as f:
-        for key, value in data.items():
-            if value is not None:
-                f[key] = value
-
-
-write("good.h5")
-write("no_wv.h5", W_V=None)
-write("x_rank4.h5", X=f32(1, B, n, dm))
-write("wq_7x8.h5", W_Q=f32(7, 8))
-# per head: 2 heads of d_k = d_v = 4
-write("per_head.h5", W_Q=f32(2, dm, 4), W_K=f32(2, dm, 4),
-      W_V=f32(2, dm, 4), W_O=f32(2, 4, dm))
-write("x_int32.h5", X=rng.integers(-3, 4, size=(B, n, dm)).astype(np.int32))
-wk = good["W_K"].copy()
-wk[3, 5] = np.nan
-write("nan_wk.h5", W_K=wk)
-
-with open(os.path.join(d, "text.h5"), "w") as f:
-    f.write("this is a text file, not HDF5\n")
-EOF
-then
+if ! errors_cases inputs "$I" >"$C/make" 2>&1; then
     setup_failed "making input files: $(tail -n 1 "$C/make")"
 fi
 

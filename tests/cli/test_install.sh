@@ -169,40 +169,9 @@ lines=$(wc -l <"$ROOT/examples/forward.c")
     || bad "examples/forward.c has $lines lines, more than 40"
 
 # check_numbers NAME OUTPUT: the example's output against numpy float64
-# (written from the formulas: x W per head, scale 1/sqrt(d_k), causal mask,
-# softmax over keys, weights V, concat W_O), to 1e-9.
+# (tests/ref/forward_example_check.py, written from the formulas), to 1e-9.
 check_numbers() {
-    "$PY" - "$2" >"$T/numbers.log" 2>&1 <<'EOF'
-import sys
-import numpy as np
-N, D, H, DK = 3, 4, 2, 2
-def fill(count, k):
-    return np.array([((i * k) % 9 - 4) / 4.0 for i in range(count)])
-x = fill(N * D, 1).reshape(N, D)
-wq, wk, wv = (fill(D * H * DK, k).reshape(D, H * DK) for k in (2, 4, 5))
-wo = fill(H * DK * D, 7).reshape(H * DK, D)
-q, k, v = x @ wq, x @ wk, x @ wv
-weights, concat = np.zeros((H, N, N)), np.zeros((N, H * DK))
-for h in range(H):
-    cols = slice(h * DK, (h + 1) * DK)
-    scores = q[:, cols] @ k[:, cols].T / np.sqrt(DK)
-    scores[np.triu_indices(N, 1)] = -np.inf
-    e = np.exp(scores - scores.max(axis=1, keepdims=True))
-    weights[h] = e / e.sum(axis=1, keepdims=True)
-    concat[:, cols] = weights[h] @ v[:, cols]
-expected = np.concatenate([weights.ravel(), (concat @ wo).ravel()])
-rows = [line.split() for line in open(sys.argv[1]).read().splitlines()]
-shape = [len(r) for r in rows]
-if shape != [N] * (H * N) + [D] * N:
-    sys.exit("printed rows of %s values, expected %d rows of %d then %d of %d"
-             % (shape, H * N, N, N, D))
-got = np.array([float(v) for r in rows for v in r])
-err = np.abs(got - expected).max()
-if not err <= 1e-9:
-    sys.exit("largest difference %g at %d: %r vs %r" % (err, int(np.argmax(np.abs(got - expected))),
-             got.tolist(), expected.tolist()))
-print("%d values, largest difference %.1e" % (got.size, err))
-EOF
+    "$PY" "$TESTS/ref/forward_example_check.py" "$2" >"$T/numbers.log" 2>&1
     local rc=$?
     if [ $rc -eq 0 ]; then
         ok "$1: the numpy float64 reference ($(tail -n 1 "$T/numbers.log"))"
@@ -297,57 +266,11 @@ else
 fi
 
 # ---- the library speaks of its own settings, not of options -----------------
-# Every string literal of lib/ (adjacent ones joined, comments skipped):
-# none may name an option such as --force or -o.
-"$PY" - "$ROOT"/lib/*/*.c "$ROOT"/lib/*/*.h "$ROOT"/lib/*/*.inc "$ROOT"/include/attn/*.h >"$T/strings.log" 2>&1 <<'EOF'
-import re, sys
-FLAG = re.compile(r"--[a-z]|(?<![\w-])-[a-zA-Z](?=[ :'\"]|$)")
-def literals(text):
-    """(line, value) of each string literal, adjacent literals joined."""
-    i, line, out, joined = 0, 1, [], None
-    while i < len(text):
-        c = text[i]
-        if text.startswith("//", i):
-            i = text.find("\n", i)
-            i = len(text) if i < 0 else i
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2) + 2
-            line += text.count("\n", i, end)
-            i = end
-        elif c == "'":
-            i = text.index("'", i + 1 + (text[i + 1] == "\\") + 1) + 1
-        elif c == '"':
-            j = i + 1
-            while text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            value = text[i + 1:j]
-            if joined is not None:
-                out[-1] = (out[-1][0], out[-1][1] + value)
-            else:
-                out.append((line, value))
-            joined, i = True, j + 1
-        else:
-            if c == "\n":
-                line += 1
-            if not c.isspace():
-                joined = None
-            i += 1
-    return out
-found, count = [], 0
-for path in sys.argv[1:]:
-    for line, value in literals(open(path).read()):
-        count += 1
-        if FLAG.search(value):
-            found.append("%s:%d: \"%s\"" % (path.rsplit("/", 2)[-2] + "/" + path.rsplit("/", 1)[-1],
-                                            line, value[:100]))
-# The scanner itself must see what it looks for.
-assert FLAG.search("use --force to replace it") and FLAG.search("-o '': expected")
-assert not FLAG.search("-inf may mask") and not FLAG.search("key/value-heads")
-assert literals('a = "x" /* c */ "y"; // "z"\n') == [(1, "xy")]
-if found:
-    sys.exit("library strings naming options:\n" + "\n".join(found))
-print("%d string literals" % count)
-EOF
+# Every string literal of lib/ (adjacent ones joined, comments skipped;
+# tests/ref/install_strings_check.py): none may name an option such as
+# --force or -o.
+"$PY" "$TESTS/ref/install_strings_check.py" "$ROOT"/lib/*/*.c "$ROOT"/lib/*/*.h "$ROOT"/lib/*/*.inc \
+    "$ROOT"/include/attn/*.h >"$T/strings.log" 2>&1
 if [ $? -eq 0 ]; then
     ok "no string of lib/ names a command-line option ($(tail -n 1 "$T/strings.log"))"
 else

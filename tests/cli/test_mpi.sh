@@ -136,6 +136,18 @@ mpi_problem() {
     fi
 }
 
+# mpi_check NAME COMMAND ARGS...: ok NAME when mpi_cases COMMAND ARGS holds
+# (with what it says, if anything), else FAIL with its last line.
+mpi_check() {
+    local name=$1 out
+    shift
+    if out=$(mpi_cases "$@" 2>&1); then
+        ok "$name${out:+ ($out)}"
+    else
+        bad "$name: $(printf '%s\n' "$out" | tail -n 1)"
+    fi
+}
+
 workdir() {
     local d=$T/$1
     rm -rf "$d"
@@ -146,23 +158,10 @@ workdir() {
 # listing DIR: every name in DIR (hidden ones too), one line.
 listing() { (cd "$1" && ls -A | LC_ALL=C sort | tr '\n' ' '); }
 
-# norm.py ATTR... -- FILE...: sets each attribute named ATTR, on every
-# object of each FILE where it exists, to one fixed string, so that h5diff
-# compares the rest.
-cat >"$T/norm.py" <<'EOF'
-import sys
-import h5py
-i = sys.argv.index("--")
-names, files = sys.argv[1:i], sys.argv[i + 1:]
-for path in files:
-    with h5py.File(path, "r+") as f:
-        objs = [f]
-        f.visititems(lambda n, o: objs.append(o))
-        for o in objs:
-            for a in names:
-                if a in o.attrs:
-                    o.attrs[a] = "normalized for h5diff"
-EOF
+# mpi_cases COMMAND ARGS...: tests/ref/mpi_cases.py -- the inputs, the
+# attributes made equal for h5diff (normalize), the mutated copies of the
+# comparison's self-check and the checks of the plans.
+mpi_cases() { "$PY" "$TESTS/ref/mpi_cases.py" "$@"; }
 
 # same NAME SERIAL MPI [ATTR...]: ok when mpi_compare.py finds MPI equal to
 # SERIAL (ignoring created_utc, command_line and each ATTR) and h5diff -r
@@ -187,7 +186,7 @@ same() {
         bad "$name: cannot copy the files for h5diff"
         return 1
     }
-    if ! out=$("$PY" "$T/norm.py" "${IGNORE[@]}" "$@" -- "$T/h5diff/serial.h5" "$T/h5diff/mpi.h5" 2>&1); then
+    if ! out=$(mpi_cases normalize "${IGNORE[@]}" "$@" -- "$T/h5diff/serial.h5" "$T/h5diff/mpi.h5" 2>&1); then
         bad "$name: cannot set the attributes for h5diff: $(printf '%s' "$out" | tail -n 1)"
         return 1
     fi
@@ -231,45 +230,10 @@ identity() {
 
 # ---------------------------------------------------------------- inputs
 
-# gen.py DIR: the generated inputs (random, float32 weights (D, D)):
-#   b5.h5    X (5, 40, 32), tokens (5, 40) UTF-8 strings, key_mask (5, 40)
-#   nan.h5   b5.h5 with one NaN in the last item's X only
-#   long.h5  X (1, 1100, 64): one item, its query rows in blocks
-#   big.h5   X (6, 2048, 64): ~10 s of work under mpirun -n 2, ~800 MB of
-#            scores and weights
-cat >"$T/gen.py" <<'EOF'
-import os, sys
-import numpy as np
-import h5py
-
-top = sys.argv[1]
-rng = np.random.default_rng(20250)
-UTF8 = h5py.string_dtype("utf-8")
-
-
-def write(name, X, extra=None):
-    D = X.shape[-1]
-    with h5py.File(os.path.join(top, name), "w") as f:
-        f["X"] = X.astype(np.float32)
-        for w in ("W_Q", "W_K", "W_V", "W_O"):
-            f[w] = (rng.standard_normal((D, D)) / np.sqrt(D)).astype(np.float32)
-        for k, v in (extra or {}).items():
-            f[k] = v
-
-
-X5 = rng.standard_normal((5, 40, 32)).astype(np.float32)
-tokens = np.array([["t%d.%d" % (b, i) if i % 7 else "Ġ日本%d" % b for i in range(40)]
-                   for b in range(5)], dtype=UTF8)
-mask = (rng.random((5, 40)) > 0.2).astype(np.int8)
-mask[:, 0] = 1
-write("b5.h5", X5, {"tokens": tokens, "key_mask": mask})
-Xn = X5.copy()
-Xn[4, 39, 31] = np.nan
-write("nan.h5", Xn)
-write("long.h5", rng.standard_normal((1, 1100, 64)))
-write("big.h5", rng.standard_normal((6, 2048, 64)))
-EOF
-if ! out=$("$PY" "$T/gen.py" "$T" 2>&1); then
+# The generated inputs (tests/ref/mpi_cases.py inputs): b5.h5 (B = 5, with
+# tokens and a key mask), nan.h5 (a NaN in its last item), long.h5 (one item
+# of n = 1100) and big.h5 (~800 MB of scores and weights).
+if ! out=$(mpi_cases inputs "$T" 2>&1); then
     bad "setup: generating the inputs: $(printf '%s' "$out" | tail -n 1)"
     finish
 fi
@@ -282,7 +246,7 @@ ALL=scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result
 # ------------------------------------------------- 0. the comparison can fail
 
 check_comparison() {
-    local d m out x missed=""
+    local d out missed=""
     d=$(workdir selfcheck)
     serial "$FIX/gpt2.h5" -o "$d/ref.h5" --heads 12 &&
         serial "$B5" -o "$d/tokref.h5" --heads 4 --tokens tokens --save weights
@@ -290,42 +254,8 @@ check_comparison() {
         bad "comparison self-check: the serial run failed: $(head -c 300 "$T/stderr")"
         return
     fi
-    cat >"$T/mutate.py" <<'EOF'
-import shutil, sys
-import numpy as np
-import h5py
-d = sys.argv[1]
-ref = d + "/ref.h5"
-
-
-def copy(name):
-    shutil.copy(ref, "%s/%s.h5" % (d, name))
-    return h5py.File("%s/%s.h5" % (d, name), "r+")
-
-
-with copy("value") as f:              # one element, one ulp
-    w = f["weights"]
-    v = w[0, 0, 0, 0]
-    w[0, 0, 0, 0] = np.nextafter(v, np.float32(np.inf), dtype=np.float32)
-with copy("attr") as f:               # a root attribute
-    f.attrs.modify("heads", f.attrs["heads"] + 1)
-with copy("dsattr") as f:             # a dataset's attribute gone
-    del f["output"].attrs["description"]
-with copy("label") as f:              # an axis label
-    f["weights"].dims[2].label = "row"
-with copy("detach") as f:             # a scale detached from one axis
-    f["scores"].dims[3].detach_scale(f["key"])
-with copy("extra") as f:              # one more dataset
-    f["extra"] = np.zeros(3, np.float32)
-shutil.copy(d + "/tokref.h5", d + "/token.h5")
-with h5py.File(d + "/token.h5", "r+") as f:   # one token string
-    t = f["query_token"]
-    t[4, 39] = t[4, 39].decode() + "x"
-with copy("created") as f:            # an attribute the test ignores
-    f.attrs["created_utc"] = "1970-01-01T00:00:00Z"
-EOF
-    if ! out=$("$PY" "$T/mutate.py" "$d" 2>&1); then
-        bad "comparison self-check: mutate.py: $(printf '%s' "$out" | tail -n 1)"
+    if ! out=$(mpi_cases mutate "$d" 2>&1); then
+        bad "comparison self-check: mpi_cases.py mutate: $(printf '%s' "$out" | tail -n 1)"
         return
     fi
     h5repack -l /weights:CHUNK=1x1x32x32 "$d/ref.h5" "$d/chunk.h5" &&
@@ -334,17 +264,22 @@ EOF
         bad "comparison self-check: h5repack failed"
         return
     }
-    for m in value attr dsattr label detach extra chunk filter; do
-        "$PY" "$TESTS/ref/mpi_compare.py" "$d/ref.h5" "$d/$m.h5" --ignore-attr created_utc >/dev/null 2>&1
-        [ $? -eq 1 ] || missed="$missed $m"
-    done
-    "$PY" "$TESTS/ref/mpi_compare.py" "$d/tokref.h5" "$d/token.h5" >/dev/null 2>&1
-    [ $? -eq 1 ] || missed="$missed token"
-    "$PY" "$TESTS/ref/mpi_compare.py" "$d/ref.h5" "$d/created.h5" >/dev/null 2>&1
-    [ $? -eq 1 ] || missed="$missed created_utc-not-ignored"
-    for m in created repacked; do
-        "$PY" "$TESTS/ref/mpi_compare.py" "$d/ref.h5" "$d/$m.h5" --ignore-attr created_utc >/dev/null 2>&1
-        [ $? -eq 0 ] || missed="$missed $m-equal"
+    # Each: the file, its copy, the status mpi_compare.py must end with (1:
+    # it sees a difference), the name of a miss, the attribute ignored (-: none).
+    local row a b status what ignore
+    for row in "ref value 1 value created_utc" "ref attr 1 attr created_utc" \
+               "ref dsattr 1 dsattr created_utc" "ref label 1 label created_utc" \
+               "ref detach 1 detach created_utc" "ref extra 1 extra created_utc" \
+               "ref chunk 1 chunk created_utc" "ref filter 1 filter created_utc" \
+               "tokref token 1 token -" "ref created 1 created_utc-not-ignored -" \
+               "ref created 0 created-equal created_utc" "ref repacked 0 repacked-equal created_utc"; do
+        read -r a b status what ignore <<<"$row"
+        if [ "$ignore" = - ]; then
+            "$PY" "$TESTS/ref/mpi_compare.py" "$d/$a.h5" "$d/$b.h5" >/dev/null 2>&1
+        else
+            "$PY" "$TESTS/ref/mpi_compare.py" "$d/$a.h5" "$d/$b.h5" --ignore-attr "$ignore" >/dev/null 2>&1
+        fi
+        [ $? -eq "$status" ] || missed="$missed $what"
     done
     h5diff -r "$d/ref.h5" "$d/value.h5" >/dev/null 2>&1
     [ $? -eq 1 ] || missed="$missed h5diff-value"
@@ -365,14 +300,8 @@ check_plan() {
         bad "the long item's plan: exit $rc: $(head -c 300 "$T/stderr")"
         return
     fi
-    expect_py "the long item (n = 1100) is planned in query-row blocks smaller than n" "$T/stdout" <<'EOF'
-import json, sys
-j = json.load(open(sys.argv[1]))
-p, n = j["plan"], j["dims"]["n"]
-if not (p["rows_per_block"] < n and p["row_blocks"] > 1 and j["dims"]["batch"] == 1):
-    print("rows_per_block %s, row_blocks %s, n %s" % (p["rows_per_block"], p["row_blocks"], n)); sys.exit(1)
-print("%d blocks of %d rows" % (p["row_blocks"], p["rows_per_block"]))
-EOF
+    mpi_check "the long item (n = 1100) is planned in query-row blocks smaller than n" \
+        row-blocks "$T/stdout"
     serial "$LONG" --heads 4 --causal --dry-run
     if grep -q '^rows .*blocks of' "$T/stdout"; then
         ok "the long item's text plan: $(grep '^rows' "$T/stdout" | tr -s ' ')"
@@ -500,23 +429,8 @@ check_dry_run() {
         bad "mpirun -n 2 --dry-run --json: $why"
         return
     fi
-    expect_py "mpirun -n 2 --dry-run --json: one JSON document, the serial one's but for the plan" \
-        "$T/stdout" "$d/serial.json" <<'EOF'
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    j = json.loads(text)          # two documents: "Extra data"
-except ValueError as e:
-    print("not one JSON document (%s): %r" % (e, text[:200])); sys.exit(1)
-if text.strip().count("\n") != 0:
-    print("%d lines" % (text.strip().count("\n") + 1)); sys.exit(1)
-s = json.load(open(sys.argv[2]))
-for k in sorted(set(s) | set(j)):
-    if k != "plan" and s.get(k) != j.get(k):
-        print("%s: %r, serial %r" % (k, j.get(k), s.get(k))); sys.exit(1)
-if not isinstance(j.get("plan"), dict):
-    print("no plan"); sys.exit(1)
-EOF
+    mpi_check "mpirun -n 2 --dry-run --json: one JSON document, the serial one's but for the plan" \
+        dry-run-json "$T/stdout" "$d/serial.json"
     if [ -s "$T/stderr" ]; then
         bad "mpirun -n 2 --dry-run --json: stderr not empty: $(head -n 2 "$T/stderr" | tr '\n' ' ')"
     else
@@ -662,10 +576,11 @@ check_existing() {
     rm -rf "$d"
 }
 
-# A write failing on one rank only (strace makes rank 1's pwritev calls
-# fail with ENOSPC from its third on): the ranks agree on the failure, but
-# HDF5 may now see the file differently on each, so they do not close it
-# together -- the temporary goes and the job is aborted with the status.
+# A write failing on one rank only (tests/ref/enospc_on_rank1.sh: strace
+# makes rank 1's pwritev calls fail with ENOSPC from its third on): the
+# ranks agree on the failure, but HDF5 may now see the file differently on
+# each, so they do not close it together -- the temporary goes and the job
+# is aborted with the status.
 check_one_rank_write_fails() {
     local d
     d=$(workdir inject)
@@ -673,17 +588,8 @@ check_one_rank_write_fails() {
         skip "a write failing on one rank: strace not found"
         return
     fi
-    cat >"$T/inject.sh" <<'EOF'
-#!/bin/sh
-if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
-    exec strace -f -qq -o /dev/null -e trace=pwritev,pwrite64 \
-        -e inject=pwritev,pwrite64:error=ENOSPC:when=3+ "$@"
-fi
-exec "$@"
-EOF
-    chmod +x "$T/inject.sh"
-    timeout -s KILL "$TL" "${MPIRUN[@]}" -n 2 "$T/inject.sh" "$ATTNRUN_MPI" "$LONG" -o "$d/out.h5" \
-        --heads 4 --causal --save weights,scores </dev/null >"$T/stdout" 2>"$T/stderr"
+    timeout -s KILL "$TL" "${MPIRUN[@]}" -n 2 sh "$TESTS/ref/enospc_on_rank1.sh" "$ATTNRUN_MPI" \
+        "$LONG" -o "$d/out.h5" --heads 4 --causal --save weights,scores </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
     [ $rc -eq 137 ] && reap
     failed "a write failing on rank 1 only (ENOSPC injected), P=2: exit 1, one line, no OUT, no temporary" \

@@ -1,0 +1,67 @@
+"""tests/ref/errors_cases.py - the inputs of tests/cli/test_errors.sh and the
+look of a valid run's output.
+
+    python3 tests/ref/errors_cases.py inputs DIR
+        DIR/good.h5, a valid input for --heads 2 (B=2, n=4, d_model=8), and
+        bad files that each differ from it in one respect only
+    python3 tests/ref/errors_cases.py valid-output OUT.h5
+        OUT's output (2, 4, 8) is finite and its weights (2, 2, 4, 4) rows
+        sum to 1 (an AssertionError names what is not)
+"""
+import os
+import sys
+
+import h5py
+import numpy as np
+
+
+def inputs(d):
+    rng = np.random.default_rng(7)
+    B, n, dm = 2, 4, 8
+
+    def f32(*shape):
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    good = {"X": f32(B, n, dm), "W_Q": f32(dm, 8), "W_K": f32(dm, 8),
+            "W_V": f32(dm, 8), "W_O": f32(8, dm)}
+
+    def write(name, **changes):
+        data = dict(good)
+        data.update(changes)
+        with h5py.File(os.path.join(d, name), "w") as f:
+            for key, value in data.items():
+                if value is not None:
+                    f[key] = value
+
+    write("good.h5")
+    write("no_wv.h5", W_V=None)
+    write("x_rank4.h5", X=f32(1, B, n, dm))
+    write("wq_7x8.h5", W_Q=f32(7, 8))
+    # per head: 2 heads of d_k = d_v = 4
+    write("per_head.h5", W_Q=f32(2, dm, 4), W_K=f32(2, dm, 4),
+          W_V=f32(2, dm, 4), W_O=f32(2, 4, dm))
+    write("x_int32.h5", X=rng.integers(-3, 4, size=(B, n, dm)).astype(np.int32))
+    wk = good["W_K"].copy()
+    wk[3, 5] = np.nan
+    write("nan_wk.h5", W_K=wk)
+
+    with open(os.path.join(d, "text.h5"), "w") as f:
+        f.write("this is a text file, not HDF5\n")
+
+
+def valid_output(path):
+    with h5py.File(path, "r") as f:
+        out = f["output"][...]
+        w = f["weights"][...]
+    assert out.shape == (2, 4, 8), "output shape %s" % (out.shape,)
+    assert w.shape == (2, 2, 4, 4), "weights shape %s" % (w.shape,)
+    assert np.all(np.isfinite(out)), "output has non-finite values"
+    assert np.allclose(w.sum(axis=-1), 1.0, atol=1e-5), "weights rows do not sum to 1"
+
+
+COMMANDS = {"inputs": inputs, "valid-output": valid_output}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    COMMANDS[sys.argv[1]](sys.argv[2])

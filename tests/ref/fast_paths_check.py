@@ -1,0 +1,175 @@
+"""tests/ref/fast_paths_check.py - the paths attnrun takes for speed (threads,
+the online softmax, query rows in blocks) give the same answers, for
+tests/cli/test_fast.sh.  The reference below is written from the formulas of
+docs/contract.md §2 with its rules for NaN rows and rows that see no key,
+independently of attnrun.  Each command prints nothing and exits 0 when the
+check holds, else prints the problems and exits 1.
+
+    python3 tests/ref/fast_paths_check.py inputs DIR
+        the suite's inputs: DIR/self.h5, cross.h5, many.h5, nan.h5, odd.h5, long.h5
+    python3 tests/ref/fast_paths_check.py compare A.h5 B.h5 exact|close|online
+        the datasets of A against B's -- exact: the same bytes; close: within
+        float32 tolerance; online: the output only, within float32 tolerance
+    python3 tests/ref/fast_paths_check.py reference IN.h5 OUT.h5 HEADS CAUSAL MASK KV
+        OUT's weights, heads and output against float64 numpy (CAUSAL 1 or 0,
+        MASK and KV a dataset name or -)
+"""
+import sys
+
+import numpy as np
+import h5py
+
+OUTPUTS = ("scores", "weights", "heads", "output", "q", "k", "v")
+
+
+def inputs(d):
+    """Several query blocks (64 rows) and projection blocks (128 rows) per
+    item, so that the threads really share the work."""
+    rng = np.random.default_rng(20261129)
+
+    def layer(f, D, H, bias):
+        for w in ("W_Q", "W_K", "W_V", "W_O"):
+            f[w] = (rng.standard_normal((D, D)) / np.sqrt(D)).astype("f4")
+        if bias:
+            for b in ("b_Q", "b_K", "b_V", "b_O"):
+                f[b] = (0.1 * rng.standard_normal(D)).astype("f4")
+
+    with h5py.File(f"{d}/self.h5", "w") as f:          # B=3, n=200, D=48, H=4
+        f["X"] = rng.standard_normal((3, 200, 48)).astype("f4")
+        keep = rng.random((3, 200)) > 0.2
+        keep[1, :] = False                              # an item with no key at all
+        f["pad"] = keep
+        layer(f, 48, 4, True)
+
+    with h5py.File(f"{d}/cross.h5", "w") as f:         # n=70 queries, m=700 keys
+        f["X"] = rng.standard_normal((2, 70, 32)).astype("f4")
+        f["mem"] = rng.standard_normal((2, 700, 32)).astype("f4")
+        layer(f, 32, 4, False)
+
+    with h5py.File(f"{d}/many.h5", "w") as f:          # many small concurrent GEMMs
+        f["X"] = rng.standard_normal((1024, 32, 64)).astype("f4")
+        layer(f, 64, 4, False)
+
+    with h5py.File(f"{d}/nan.h5", "w") as f:           # --allow-nonfinite semantics
+        x = rng.standard_normal((2, 300, 16)).astype("f4")
+        x[1, 200, 3] = np.nan                           # reaches K and V of item 1
+        f["X"] = x
+        keep = np.ones((2, 300), bool)
+        keep[0, :] = False                              # item 0: no key at all
+        f["pad"] = keep
+        layer(f, 16, 2, True)
+
+    with h5py.File(f"{d}/odd.h5", "w") as f:           # odd sizes: buffers end unaligned
+        f["X"] = rng.standard_normal((3, 5, 6)).astype("f4")
+        f["pad"] = rng.random((3, 5)) > 0.3
+        layer(f, 6, 2, True)
+
+    with h5py.File(f"{d}/long.h5", "w") as f:          # one (1024, 1024) map per head
+        f["X"] = rng.standard_normal((1, 1024, 16)).astype("f4")
+        layer(f, 16, 2, True)
+    return []
+
+
+def compare(a_path, b_path, mode):
+    problems = []
+    with h5py.File(a_path, "r") as a, h5py.File(b_path, "r") as b:
+        names = [n for n in OUTPUTS if n in a]
+        if mode == "online":
+            names = ["output"]
+        # close: every dataset within float32 tolerance (the masked -inf
+        # scores must match exactly)
+        if not names:
+            problems.append("no datasets")
+        for n in names:
+            x, y = a[n][()], b[n][()]
+            if x.shape != y.shape or x.dtype != y.dtype:
+                problems.append(f"{n}: {x.shape} {x.dtype} vs {y.shape} {y.dtype}")
+            elif mode == "exact":
+                if x.tobytes() != y.tobytes():
+                    diff = np.abs(x.astype("f8") - y.astype("f8"))
+                    problems.append(f"{n}: {np.count_nonzero(diff)} values differ, max {np.nanmax(diff):g}")
+            else:
+                finite = np.isfinite(y)
+                if (np.isfinite(x) != finite).any() or (x[~finite] != y[~finite]).any():
+                    problems.append(f"{n}: the non-finite values differ")
+                    continue
+                scale = max(float(np.abs(y[finite]).max()), 1e-30)
+                err = float(np.abs(x[finite].astype("f8") - y[finite].astype("f8")).max()) / scale
+                if not err <= 1e-5:
+                    problems.append(f"{n}: relative difference {err:g} > 1e-5")
+    return problems
+
+
+def attention(in_path, H, causal, mask, kv):
+    """weights, heads and output of IN in float64: a row with a NaN is NaN
+    throughout, a row that sees no key is 0."""
+    with h5py.File(in_path, "r") as f:
+        X = f["X"][()].astype("f8")
+        Y = f[kv][()].astype("f8") if kv != "-" else X
+        keep = f[mask][()].astype(bool) if mask != "-" else None
+        W = {w: f[w][()].astype("f8") for w in ("W_Q", "W_K", "W_V", "W_O")}
+        b = {k: (f[k][()].astype("f8") if k in f else 0.0) for k in ("b_Q", "b_K", "b_V", "b_O")}
+    B, n, D = X.shape
+    m = Y.shape[1]
+    dk = W["W_Q"].shape[1] // H
+    dv = W["W_V"].shape[1] // H
+
+    def split(T, d):                      # (B, rows, H*d) -> (B, H, rows, d)
+        return T.reshape(B, T.shape[1], H, d).transpose(0, 2, 1, 3)
+    Q = split(X @ W["W_Q"] + b["b_Q"], dk)
+    K = split(Y @ W["W_K"] + b["b_K"], dk)
+    V = split(Y @ W["W_V"] + b["b_V"], dv)
+    S = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dk)
+    hidden = np.zeros((B, 1, n, m), bool)
+    if causal:
+        hidden |= np.triu(np.ones((n, m), bool), 1)[None, None]
+    if keep is not None:
+        hidden |= ~keep[:, None, None, :]
+    S = np.where(hidden, -np.inf, S)
+    top = S.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        E = np.where(hidden, 0.0, np.exp(S - np.where(np.isfinite(top), top, 0.0)))
+    total = E.sum(axis=-1, keepdims=True)
+    A = np.divide(E, total, out=np.zeros_like(E), where=(total > 0) | np.isnan(total))
+    heads_out = A @ V
+    O = heads_out.transpose(0, 2, 1, 3).reshape(B, n, H * dv) @ W["W_O"] + b["b_O"]
+    return {"weights": A, "heads": heads_out, "output": O}
+
+
+def reference(in_path, out_path, heads, causal, mask, kv):
+    ref = attention(in_path, int(heads), causal == "1", mask, kv)
+    # weights absolute, heads and output relative to their largest magnitude
+    want = {"weights": (1e-5, False), "heads": (1e-4, True), "output": (1e-4, True)}
+    problems = []
+    with h5py.File(out_path, "r") as f:
+        for name, (tol, relative) in want.items():
+            if name not in f:
+                continue
+            got = f[name][()].astype("f8")
+            if got.shape != ref[name].shape:
+                problems.append(f"{name}: shape {got.shape}, expected {ref[name].shape}")
+                continue
+            nan = np.isnan(ref[name])
+            if (np.isnan(got) != nan).any():
+                problems.append(f"{name}: NaN at {np.count_nonzero(np.isnan(got))} places, "
+                                f"expected {np.count_nonzero(nan)}")
+                continue
+            if nan.all():
+                continue
+            err = np.abs(got[~nan] - ref[name][~nan]).max()
+            if relative:
+                err /= max(np.abs(ref[name][~nan]).max(), 1e-30)
+            if not err <= tol:
+                problems.append(f"{name}: error {err:g} > {tol:g}")
+    return problems
+
+
+COMMANDS = {"inputs": (inputs, 1), "compare": (compare, 3), "reference": (reference, 6)}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS or len(sys.argv) - 2 != COMMANDS[sys.argv[1]][1]:
+        sys.exit(__doc__)
+    found = COMMANDS[sys.argv[1]][0](*sys.argv[2:])
+    if found:
+        print("; ".join(found))
+        sys.exit(1)
