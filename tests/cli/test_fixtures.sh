@@ -40,15 +40,8 @@ H5DUMP=${H5DUMP:-h5dump}
 FIX=fixtures
 OUTPUT_NAMES="scores weights heads output q k v"
 
-pass=0
-fail=0
-ok()  { echo "ok $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
-finish() {
-    echo "fixtures: $pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+SUITE=fixtures
+. "$(dirname "$0")/../lib/checks.sh"
 indent() { sed 's/^/    /' | head -n "${1:-40}"; }
 
 for tool in "$H5DIFF" "$H5DUMP"; do

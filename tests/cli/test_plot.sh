@@ -231,29 +231,7 @@ if [ -n "${FAULT_ATTNRUN:-}" ] && [ -x "$FAULT_ATTNRUN" ]; then
     export ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1
     export LSAN_OPTIONS=suppressions=$TESTS/lib/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=exitcode=87
-    problems=0
-    for ((n = 1; n <= 200; n++)); do
-        rm -rf "$T/fault"
-        mkdir "$T/fault"
-        ATTN_FAIL_ALLOC=$n "$FAULT_ATTNRUN" plot "$K" --item 1 --heads 0-2 -o "$T/fault/x.png" </dev/null \
-            >/dev/null 2>"$T/stderr"
-        rc=$?
-        [ "$rc" -eq 0 ] && break
-        why=$(run_problem "$rc" 1 "$T/stderr")
-        [ -z "$why" ] && [ -n "$(ls -A "$T/fault")" ] && why="left $(ls -A "$T/fault")"
-        if [ -n "$why" ]; then
-            bad "allocation $n failing: $why"
-            problems=$((problems + 1))
-            [ "$problems" -ge 3 ] && break
-        fi
-    done
-    if [ "$rc" -ne 0 ]; then
-        bad "allocation failures: still failing after $n"
-    elif [ "$problems" -eq 0 ] && [ "$n" -gt 1 ]; then
-        ok "each of plot's $((n - 1)) allocations failing: exit 1, one line, no file"
-    elif [ "$n" -eq 1 ]; then
-        bad "allocation failures: the first failing allocation went unnoticed"
-    fi
+    alloc_sweep "plot" 200 "$K" plot IN --item 1 --heads 0-2 -o OUT.png
 else
     echo "    (no FAULT_ATTNRUN: the allocation-failure sweep is skipped)"
 fi

@@ -152,28 +152,8 @@ report_verdicts "$T/verify.log" $?
 if [ -n "$FAULT_ATTNRUN" ] && [ -x "$FAULT_ATTNRUN" ]; then
     export ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1
     export UBSAN_OPTIONS=exitcode=87
-    problems=0
-    for ((n = 1; n <= 400; n++)); do
-        rm -rf "$T/fault"
-        mkdir "$T/fault"
-        ATTN_FAIL_ALLOC=$n "$FAULT_ATTNRUN" -q "$T/c/cross.h5" -o "$T/fault/out.h5" -H 2 --kv Y \
-            --tokens qt --kv-tokens Y@tokens --save weights </dev/null >/dev/null 2>"$T/fault.stderr"
-        rc=$?
-        [ "$rc" -eq 0 ] && break
-        why=$(run_problem "$rc" 1 "$T/fault.stderr")
-        [ -z "$why" ] && grep -q 'internal error' "$T/fault.stderr" && why="a crash"
-        [ -z "$why" ] && [ -n "$(ls -A "$T/fault")" ] && why="left $(ls -A "$T/fault")"
-        if [ -n "$why" ]; then
-            bad "allocation $n failing in a tokens run: $why"
-            problems=$((problems + 1))
-            [ "$problems" -ge 3 ] && break
-        fi
-    done
-    if [ "$n" -gt 400 ]; then
-        bad "allocation failures: still failing after 400 allocations"
-    elif [ "$problems" -eq 0 ]; then
-        ok "each of the $((n - 1)) allocations of a tokens run failing ends with exit 1 and one line"
-    fi
+    alloc_sweep "a tokens run (a dataset and an attribute)" 400 "$T/c/cross.h5" -q IN -o OUT.h5 \
+        -H 2 --kv Y --tokens qt --kv-tokens Y@tokens --save weights
 else
     echo "(no FAULT_ATTNRUN: the allocation sweep is skipped)"
 fi

@@ -96,3 +96,65 @@ run_problem() {
         echo "stderr is not one 'attnrun: ' line: $(head -c 300 "$stderr")"
     fi
 }
+
+# alloc_sweep NAME LIMIT SOURCE ARGS...: the fault-injection build
+# ($FAULT_ATTNRUN) run on ARGS with its 1st, 2nd, ... allocation failing
+# (ATTN_FAIL_ALLOC=N) until a run needs fewer than N (at most LIMIT).
+# Every failing run must end as documented for exit 1 (run_problem), not
+# by the fatal-signal handler, leaving nothing beside OUT, no temporary
+# beside IN and IN as it was; and a run with a later allocation failing
+# must succeed too (else the last failure went unnoticed).  In ARGS, IN
+# stands for a copy of SOURCE (restored after each run) and OUT for a name
+# in an empty directory (write OUT.h5, OUT.png).  Uses $T.
+alloc_sweep() {
+    local name=$1 limit=$2 source=$3 input=$T/sweep/in.h5
+    shift 3
+    mkdir -p "$T/sweep"
+    cp "$source" "$T/sweep/pristine"
+    cp "$source" "$input"
+    local before n rc why problems=0 later
+    before=$(sha256sum <"$input")
+    set -- "${@//IN/$input}"
+    set -- "${@//OUT/$T/sweep/out/out}"
+    for ((n = 1; n <= limit; n++)); do
+        rm -rf "$T/sweep/out"
+        mkdir "$T/sweep/out"
+        ATTN_FAIL_ALLOC=$n "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>"$T/sweep/stderr"
+        rc=$?
+        [ "$rc" -eq 0 ] && break       # fewer than n allocations: all of them failed once
+        why=$(run_problem "$rc" 1 "$T/sweep/stderr")
+        if [ -z "$why" ] && grep -q 'internal error' "$T/sweep/stderr"; then
+            why="a crash, caught by the fatal-signal handler"
+        elif [ -z "$why" ] && [ -n "$(ls -A "$T/sweep/out")" ]; then
+            why="left $(ls -A "$T/sweep/out" | tr '\n' ' ')"
+        elif [ -z "$why" ] && [ -n "$(find "$T/sweep" -maxdepth 1 -name '*attnrun-tmp*')" ]; then
+            why="left a temporary next to the input"
+        elif [ -z "$why" ] && [ "$(sha256sum <"$input")" != "$before" ]; then
+            why="the input changed"
+        fi
+        if [ -n "$why" ]; then
+            bad "$name: allocation $n failing: $why: $(head -c 400 "$T/sweep/stderr")"
+            problems=$((problems + 1))
+            [ "$problems" -ge 3 ] && break
+        fi
+        cp "$T/sweep/pristine" "$input"
+    done
+    for later in $((n + 1)) $((n + 2)) $((n + 5)); do
+        cp "$T/sweep/pristine" "$input"
+        rm -rf "$T/sweep/out"
+        mkdir "$T/sweep/out"
+        if ! ATTN_FAIL_ALLOC=$later "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>&1; then
+            bad "$name: allocation $n failing went unnoticed (the run succeeded, with $later failing it does not)"
+            problems=$((problems + 1))
+            break
+        fi
+    done
+    rm -rf "$T/sweep"
+    if [ "$n" -gt "$limit" ]; then
+        bad "$name: still failing after $limit allocations"
+    elif [ "$n" -eq 1 ]; then
+        bad "$name: the first failing allocation went unnoticed"
+    elif [ "$problems" -eq 0 ]; then
+        ok "$name: each of its $((n - 1)) allocations failing ends with exit 1 and one line"
+    fi
+}
