@@ -32,8 +32,6 @@
 # status is 1 when M > 0.
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 TL=${TIME_LIMIT:-20}
 FIX=$PWD/fixtures
 
@@ -45,28 +43,6 @@ skip() { echo "skip $*"; }
 suite_setup append numpy h5py xarray netCDF4
 
 # ---------------------------------------------------------------- helpers
-
-# ref MODULE ARGS...: a check or generator of tests/ref (see its docstring).
-ref() { "$PY" "$TESTS/ref/$1" "${@:2}"; }
-
-# expect NAME COMMAND... [+ COMMAND...]...: ok NAME when every COMMAND
-# exits 0 (what they printed shown after the name), else FAIL NAME with the
-# last line the first failing one printed.
-expect() {
-    local name=$1 out="" said cmd
-    shift
-    while [ $# -gt 0 ]; do
-        cmd=()
-        while [ $# -gt 0 ] && [ "$1" != + ]; do cmd+=("$1"); shift; done
-        [ $# -gt 0 ] && shift
-        if ! said=$("${cmd[@]}" 2>&1); then
-            bad "$name: $(printf '%s\n' "${said:-${cmd[*]} failed}" | tail -n 1)"
-            return 1
-        fi
-        out=$out$said
-    done
-    ok "$name${out:+ ($out)}"
-}
 
 # from_root COMMAND...: COMMAND run from /, for links that must not depend
 # on the working directory.

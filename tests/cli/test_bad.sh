@@ -9,7 +9,6 @@
 # Run from the repository root: ATTNRUN=build/attnrun bash tests/cli/test_bad.sh
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
 PYTHON=${PYTHON:-/usr/bin/python3}
 TIME_LIMIT=${TIME_LIMIT:-10}
 

@@ -19,8 +19,6 @@
 
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 FIX=$PWD/fixtures
 SUITE="cli"
 TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, the checks in ref/
@@ -32,17 +30,6 @@ suite_setup cli numpy h5py
 ALL=scores,weights,heads,output,q,k,v
 
 # ---------------------------------------------------------------- helpers
-
-# ref MODULE ARGS...: a check or generator of tests/ref (see its docstring).
-ref() { "$PY" "$TESTS/ref/$1" "${@:2}"; }
-
-# expect NAME COMMAND...: ok NAME when COMMAND exits 0 (what it printed
-# shown after the name), else FAIL NAME with the last line it printed.
-expect() {
-    local name=$1 out
-    shift
-    if out=$("$@" 2>&1); then ok "$name${out:+ ($out)}"; else bad "$name: $(printf '%s\n' "$out" | tail -n 1)"; fi
-}
 
 # gen PATH B n d_model [seed] [--same-rows] [--nan-at b,q,c]: a generated input.
 gen() { ref attention_inputs.py random "$@"; }

@@ -27,8 +27,6 @@
 # M > 0.
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 TIME_LIMIT=${TIME_LIMIT:-60}
 
 SUITE="docs"

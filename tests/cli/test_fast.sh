@@ -10,8 +10,6 @@
 # root: ATTNRUN=build/attnrun bash tests/cli/test_fast.sh
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 
 SUITE="fast"
 TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, fast_paths_check.py

@@ -34,7 +34,6 @@
 # "fixtures: N passed, M failed"; exits 1 when M > 0.
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
 H5DIFF=${H5DIFF:-h5diff}
 H5DUMP=${H5DUMP:-h5dump}
 FIX=fixtures

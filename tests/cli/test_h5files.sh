@@ -23,8 +23,6 @@
 # the last line is "hdf5 files: N passed, M failed".
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 TIME_LIMIT=${TIME_LIMIT:-10}
 # item 10: "a 5 s limit", scaled with TIME_LIMIT (valgrind)
 BOMB_LIMIT=$(( TIME_LIMIT / 2 > 5 ? TIME_LIMIT / 2 : 5 ))

@@ -24,8 +24,6 @@
 set -u
 
 SUITE=install
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 MAKE=${MAKE:-make}
 CC=${CC:-cc}
 TESTS=$(cd "$(dirname "$0")/.." && pwd)

@@ -47,7 +47,6 @@ set -u
 
 ATTNRUN=${ATTNRUN:-build/attnrun}
 ATTNRUN_MPI=${ATTNRUN_MPI:-build/attnrun-mpi}
-PY=${PYTHON:-/usr/bin/python3}
 TL=${TIME_LIMIT:-60}
 FIX=$PWD/fixtures
 # CI runs as root on a 2-core machine: up to 4 ranks need both options.

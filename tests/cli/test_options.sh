@@ -9,8 +9,6 @@
 set -u
 
 SUITE=options
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 TESTS=$(cd "$(dirname "$0")/.." && pwd)
 ROOT=$(dirname "$TESTS")
 . "$TESTS/lib/checks.sh"

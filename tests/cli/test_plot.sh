@@ -34,8 +34,6 @@
 # "plot: N passed, M failed"; the exit status is 1 when M > 0.
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 TIME_LIMIT=${TIME_LIMIT:-60}
 
 SUITE="plot"

@@ -22,7 +22,6 @@
 set -u
 
 ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 TL=${TIME_LIMIT:-10}
 FIX=$PWD/fixtures
 
@@ -54,9 +53,6 @@ ALL=scores,weights,heads,output,q,k,v
 
 # ---------------------------------------------------------------- helpers
 
-# ref MODULE ARGS...: a check, driver or generator of tests/ref (see its docstring).
-ref() { "$PY" "$TESTS/ref/$1" "${@:2}"; }
-
 # drive MODULE ARGS...: a driver of tests/ref under a hang guard of its own;
 # what it printed in $drv.
 drive() {
@@ -64,16 +60,8 @@ drive() {
     [ -n "$drv" ] || drv="driver failed: $(tail -n 1 "$T/driver.err")"
 }
 
-# expect NAME COMMAND...: ok NAME when COMMAND exits 0 and prints nothing,
-# else FAIL NAME with the last line it printed.
-expect() {
-    local name=$1 out
-    shift
-    if out=$("$@" 2>&1) && [ -z "$out" ]; then ok "$name"; else bad "$name: $(printf '%s\n' "$out" | tail -n 1)"; fi
-}
-
 # values_ok NAME OUT GROUP IN HEADS [NAMES]: OUT's group against the reference.
-values_ok() { expect "$1" ref reference_values.py values "${@:2}"; }
+values_ok() { expect_silent "$1" ref reference_values.py values "${@:2}"; }
 
 ERR=$T/stderr
 # Runs attnrun under the hang guard; stdout in $T/stdout, stderr in $ERR; sets $rc.
@@ -189,7 +177,7 @@ check_closed_descriptors() {
         esac
         rc=$?
         verdict "$name" 0 "" "$d" "$d/$mode.h5" || continue
-        expect "$name" ref identical_outputs.py datasets "$d/open.h5" "$d/$mode.h5"
+        expect_silent "$name" ref identical_outputs.py datasets "$d/open.h5" "$d/$mode.h5"
     done
 
     timeout -s KILL "$TL" "$ATTNRUN" "$FIX/batch_bias.h5" --heads 4 --dry-run </dev/null >&- 2>"$ERR"
@@ -686,7 +674,7 @@ check_fake_clock() {
             ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
             run "$FIX/toy.h5" -o "$d/out.h5" --heads 1
         verdict "$name" 0 "" "$d" "$d/out.h5" || continue
-        expect "$name" ref provenance_check.py created_utc "$d/out.h5" "$expected"
+        expect_silent "$name" ref provenance_check.py created_utc "$d/out.h5" "$expected"
     done
 }
 

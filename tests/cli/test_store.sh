@@ -31,8 +31,6 @@
 # "store: N passed, M failed"; the exit status is 1 when M > 0.
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
-PY=${PYTHON:-/usr/bin/python3}
 H5DUMP=${H5DUMP:-h5dump}
 TIME_LIMIT=${TIME_LIMIT:-30}
 

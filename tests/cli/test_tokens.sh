@@ -34,9 +34,7 @@
 # "tokens: N passed, M failed"; the exit status is 1 when M > 0.
 set -u
 
-ATTNRUN=${ATTNRUN:-build/attnrun}
 FAULT_ATTNRUN=${FAULT_ATTNRUN:-}
-PY=${PYTHON:-/usr/bin/python3}
 NCDUMP=${NCDUMP:-ncdump}
 TIME_LIMIT=${TIME_LIMIT:-30}
 

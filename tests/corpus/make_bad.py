@@ -24,6 +24,15 @@ B, N, D, H = 2, 4, 8, 2
 OK_ARGS = "--heads 2"
 
 
+def write_all_but_x(f):
+    """The valid input's datasets but X into f; returns them all."""
+    arrays = base_arrays()
+    for name, value in arrays.items():
+        if name != "X":
+            f[name] = value
+    return arrays
+
+
 def base_arrays():
     rng = np.random.default_rng(4)
     arrays = {"X": rng.standard_normal((B, N, D)).astype("f4")}
@@ -165,19 +174,13 @@ def shapes_and_types(c):
     # a chunked X declaring 2^40 values, none of them written
     path = c.path("absurd_shape")
     with h5py.File(path, "w") as f:
-        arrays = base_arrays()
-        for name, value in arrays.items():
-            if name != "X":
-                f[name] = value
+        arrays = write_all_but_x(f)
         f.create_dataset("X", shape=(2 ** 24, 2 ** 8, D), chunks=(1, 16, D), dtype="f4")
     c.case("absurd_shape", 3, "IN --heads 2", path)
     # the same, with half of a normal X written
     path = c.path("half_written")
     with h5py.File(path, "w") as f:
-        arrays = base_arrays()
-        for name, value in arrays.items():
-            if name != "X":
-                f[name] = value
+        arrays = write_all_but_x(f)
         x = f.create_dataset("X", shape=(B, N, D), chunks=(1, N, D), dtype="f4")
         x[0] = arrays["X"][0]
     c.case("half_written", 3, "IN --heads 2", path)
@@ -185,10 +188,7 @@ def shapes_and_types(c):
     # chunks hold more bytes than the extent: bytes alone would pass)
     path = c.path("missing_chunk")
     with h5py.File(path, "w") as f:
-        arrays = base_arrays()
-        for name, value in arrays.items():
-            if name != "X":
-                f[name] = value
+        arrays = write_all_but_x(f)
         x = f.create_dataset("X", shape=(3, 3, D), chunks=(2, 2, D), dtype="f4")
         x[0:2, 0:3] = 1
         x[2, 0:2] = 1

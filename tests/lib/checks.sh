@@ -2,6 +2,10 @@
 # suites: set SUITE, then source this file.  finish prints
 # "<SUITE>: N passed, M failed" and exits nonzero when any check failed;
 # run_problem judges how a run of attnrun ended.
+# What every suite runs: attnrun, and Debian's Python (numpy, h5py).
+ATTNRUN=${ATTNRUN:-build/attnrun}
+PY=${PYTHON:-/usr/bin/python3}
+
 pass=0
 fail=0
 ok()  { echo "ok $*"; pass=$((pass + 1)); }
@@ -12,17 +16,36 @@ finish() {
     exit
 }
 
-# pycheck ARGS... <<'EOF' check EOF: runs a Python check (modules from
-# $T and the tests directory, $TESTS) and prints its output.
-pycheck() { PYTHONPATH=$T${TESTS:+:$TESTS/ref} "$PY" - "$@" 2>&1; }
+# ref MODULE ARGS...: runs tests/ref/MODULE (a check, a generator, a
+# driver) with $PY.
+ref() { "$PY" "$TESTS/ref/$1" "${@:2}"; }
 
-# expect_py NAME ARGS... <<'EOF' check EOF: ok when the check exits 0
-# (with its output, if any), else FAIL with its last line.
-expect_py() {
+# expect NAME COMMAND... [+ COMMAND...]...: ok NAME when every COMMAND
+# exits 0 (what they printed shown after the name), else FAIL NAME with
+# the last line the first failing one printed.
+expect() {
+    local name=$1 out="" said cmd
+    shift
+    while [ $# -gt 0 ]; do
+        cmd=()
+        while [ $# -gt 0 ] && [ "$1" != + ]; do cmd+=("$1"); shift; done
+        [ $# -gt 0 ] && shift
+        if ! said=$("${cmd[@]}" 2>&1); then
+            bad "$name: $(printf '%s\n' "${said:-${cmd[*]} failed}" | tail -n 1)"
+            return 1
+        fi
+        out=$out$said
+    done
+    ok "$name${out:+ ($out)}"
+}
+
+# expect_silent NAME COMMAND...: ok NAME when COMMAND exits 0 and prints
+# nothing, else FAIL NAME with the last line it printed.
+expect_silent() {
     local name=$1 out
     shift
-    if out=$(pycheck "$@"); then
-        ok "$name${out:+ ($out)}"
+    if out=$("$@" 2>&1) && [ -z "$out" ]; then
+        ok "$name"
     else
         bad "$name: $(printf '%s\n' "$out" | tail -n 1)"
     fi
