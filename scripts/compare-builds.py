@@ -7,7 +7,7 @@
 Runs OLD and NEW (two attnrun programs, e.g. the last release's and this
 tree's) on the same inputs with the same options, one thread each side
 and the same --memory, and compares their output files with
-tests/ref/mpi_compare.py: every link, attribute (type and value), dataset
+tests/ref/same_file.py: every link, attribute (type and value), dataset
 (shape, type, chunks, filters, fill, every byte) and dimension scale.
 Only the attributes that differ between any two runs are left out:
 created_utc, command_line, and attnrun_version (which a release changes).
@@ -42,7 +42,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
-import mpi_compare  # noqa: E402  (tests/ref/mpi_compare.py)
+import same_file  # noqa: E402  (tests/ref/same_file.py)
 
 IGNORED = ("created_utc", "command_line", "attnrun_version")
 FULL = "scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result"
@@ -61,11 +61,11 @@ def run(program, args, out):
 
 def same_files(a, b):
     """None when the files are the same, else the first difference."""
-    mpi_compare.CHUNKS = True
+    same_file.CHUNKS = True
     try:
         with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
-            mpi_compare.walk("/", fa, fb, IGNORED)
-    except mpi_compare.Differ as d:
+            same_file.walk("/", fa, fb, IGNORED)
+    except same_file.Differ as d:
         return str(d)
     return None
 

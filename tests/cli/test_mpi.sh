@@ -18,7 +18,7 @@
 #     writes the file `attnrun IN -o OUT ...` writes: the same groups,
 #     datasets, shapes, types, chunks, filters, bit-identical values,
 #     attributes (all but created_utc and command_line) and dimension
-#     scales (tests/ref/mpi_compare.py, h5py and numpy), and `h5diff -r` finds
+#     scales (tests/ref/same_file.py, h5py and numpy), and `h5diff -r` finds
 #     no difference once those two attributes are made equal; on fixtures
 #     and generated inputs whose batch is no multiple of P (B = 5 in slices
 #     of 1 and 2), a long item (n = 1100) whose query rows are split among
@@ -55,7 +55,7 @@ PS="1 2 3 4"
 IGNORE=(created_utc command_line)       # differ between any two runs
 
 SUITE="mpi"
-TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, mpi_compare.py
+TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, same_file.py
 . "$TESTS/lib/checks.sh"
 skip() { echo "skip $*"; }
 
@@ -162,7 +162,7 @@ listing() { (cd "$1" && ls -A | LC_ALL=C sort | tr '\n' ' '); }
 # comparison's self-check and the checks of the plans.
 mpi_cases() { "$PY" "$TESTS/ref/mpi_cases.py" "$@"; }
 
-# same NAME SERIAL MPI [ATTR...]: ok when mpi_compare.py finds MPI equal to
+# same NAME SERIAL MPI [ATTR...]: ok when same_file.py finds MPI equal to
 # SERIAL (ignoring created_utc, command_line and each ATTR) and h5diff -r
 # finds no difference between copies with those attributes made equal.
 same() {
@@ -173,10 +173,10 @@ same() {
     # process plans with: all cores for the serial run, each rank's share
     # under mpirun (CHUNKS=1: compared too, when both plan alike).
     [ "${CHUNKS:-0}" = 1 ] || ign+=(--no-chunks)
-    out=$("$PY" "$TESTS/ref/mpi_compare.py" "$a" "$b" "${ign[@]}" 2>&1)
+    out=$("$PY" "$TESTS/ref/same_file.py" "$a" "$b" "${ign[@]}" 2>&1)
     x=$?
     if [ $x -ne 0 ]; then
-        bad "$name: mpi_compare.py exit $x: $(printf '%s' "$out" | tail -n 1 | head -c 400)"
+        bad "$name: same_file.py exit $x: $(printf '%s' "$out" | tail -n 1 | head -c 400)"
         return 1
     fi
     mkdir -p "$T/h5diff"
@@ -263,7 +263,7 @@ check_comparison() {
         bad "comparison self-check: h5repack failed"
         return
     }
-    # Each: the file, its copy, the status mpi_compare.py must end with (1:
+    # Each: the file, its copy, the status same_file.py must end with (1:
     # it sees a difference), the name of a miss, the attribute ignored (-: none).
     local row a b status what ignore
     for row in "ref value 1 value created_utc" "ref attr 1 attr created_utc" \
@@ -274,16 +274,16 @@ check_comparison() {
                "ref created 0 created-equal created_utc" "ref repacked 0 repacked-equal created_utc"; do
         read -r a b status what ignore <<<"$row"
         if [ "$ignore" = - ]; then
-            "$PY" "$TESTS/ref/mpi_compare.py" "$d/$a.h5" "$d/$b.h5" >/dev/null 2>&1
+            "$PY" "$TESTS/ref/same_file.py" "$d/$a.h5" "$d/$b.h5" >/dev/null 2>&1
         else
-            "$PY" "$TESTS/ref/mpi_compare.py" "$d/$a.h5" "$d/$b.h5" --ignore-attr "$ignore" >/dev/null 2>&1
+            "$PY" "$TESTS/ref/same_file.py" "$d/$a.h5" "$d/$b.h5" --ignore-attr "$ignore" >/dev/null 2>&1
         fi
         [ $? -eq "$status" ] || missed="$missed $what"
     done
     h5diff -r "$d/ref.h5" "$d/value.h5" >/dev/null 2>&1
     [ $? -eq 1 ] || missed="$missed h5diff-value"
     if [ -z "$missed" ]; then
-        ok "comparison self-check: mpi_compare.py sees a changed value (1 ulp), attribute, label, scale, chunk shape, filter, member, token string; h5diff the value; equal files compare equal"
+        ok "comparison self-check: same_file.py sees a changed value (1 ulp), attribute, label, scale, chunk shape, filter, member, token string; h5diff the value; equal files compare equal"
     else
         bad "comparison self-check: missed:$missed"
     fi

@@ -1,5 +1,5 @@
 """tests/ref/mpi_cases.py - the inputs of tests/cli/test_mpi.sh and the checks
-it makes besides tests/ref/mpi_compare.py.  A check prints why it fails and
+it makes besides tests/ref/same_file.py.  A check prints why it fails and
 exits 1.
 
     python3 tests/ref/mpi_cases.py inputs DIR

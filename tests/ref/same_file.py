@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""tests/ref/mpi_compare.py - are two attnrun output files the same file?
+"""tests/ref/same_file.py - are two attnrun output files the same file?
 
-    mpi_compare.py SERIAL.h5 MPI.h5 [--ignore-attr NAME ...] [--no-chunks]
+    same_file.py A.h5 B.h5 [--ignore-attr NAME ...] [--no-chunks]
 
-Written for tests/cli/test_mpi.sh, independently of attnrun (h5py and numpy
+Written for tests/cli/test_mpi.sh (a serial run against an MPI one) and
+scripts/compare-builds.py (two builds), independently of attnrun (h5py and numpy
 only): walks both files from the root through every hard link and
 requires
   - the same links in every group, of the same kinds (a soft link's path
@@ -68,7 +69,7 @@ def compare_attrs(path, oa, ob, ignore):
     if na != nb:
         only_a = sorted(set(na) - set(nb))
         only_b = sorted(set(nb) - set(na))
-        differ("%s: attributes differ: only in serial %s, only in mpi %s" % (path, only_a, only_b))
+        differ("%s: attributes differ: only in the first %s, only in the second %s" % (path, only_a, only_b))
     for k in na:
         ia, ib = oa.attrs.get_id(k), ob.attrs.get_id(k)
         if not ia.get_type().equal(ib.get_type()):
@@ -131,7 +132,7 @@ def compare_dataset(path, a, b):
 def compare_scales(path, a, b):
     sa, sb = h5py.h5ds.is_scale(a.id), h5py.h5ds.is_scale(b.id)
     if sa != sb:
-        differ("%s: a dimension scale in one file only (serial %s, mpi %s)" % (path, sa, sb))
+        differ("%s: a dimension scale in one file only (first %s, second %s)" % (path, sa, sb))
     if sa:
         ka, kb = h5py.h5ds.get_scale_name(a.id), h5py.h5ds.get_scale_name(b.id)
         if ka != kb:
@@ -178,7 +179,7 @@ def walk(path, a, b, ignore):
     if ka != kb:
         only_a = sorted(set(ka) - set(kb))
         only_b = sorted(set(kb) - set(ka))
-        differ("%s: members differ: only in serial %s, only in mpi %s" % (path, only_a, only_b))
+        differ("%s: members differ: only in the first %s, only in the second %s" % (path, only_a, only_b))
     for k in ka:
         child = path.rstrip("/") + "/" + k
         la, lb = link_kind(a, k), link_kind(b, k)
@@ -199,7 +200,7 @@ def main(argv):
             i += 1
         elif argv[i] == "--ignore-attr":
             if i + 1 >= len(argv):
-                print("usage: mpi_compare.py SERIAL.h5 MPI.h5 [--ignore-attr NAME ...]")
+                print("usage: same_file.py SERIAL.h5 MPI.h5 [--ignore-attr NAME ...]")
                 return 2
             ignore.add(argv[i + 1])
             i += 2
@@ -210,7 +211,7 @@ def main(argv):
             files.append(argv[i])
             i += 1
     if len(files) != 2:
-        print("usage: mpi_compare.py SERIAL.h5 MPI.h5 [--ignore-attr NAME ...]")
+        print("usage: same_file.py SERIAL.h5 MPI.h5 [--ignore-attr NAME ...]")
         return 2
     try:
         fa = h5py.File(files[0], "r")
