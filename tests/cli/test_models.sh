@@ -47,8 +47,8 @@ self_check models_ref.py
 # ------------------------------------------------------- the inputs and runs
 
 # The fixtures, the table of runs and their checks are in
-# tests/ref/models_cases.py; run_table and verify_table in tests/ref/run_table.sh.
-. "$TESTS/ref/run_table.sh"
+# tests/ref/models_cases.py; run_table and verify_table in tests/lib/run_table.sh.
+. "$TESTS/lib/run_table.sh"
 run_table models_cases.py
 verify_table models_cases.py
 

@@ -575,7 +575,7 @@ check_existing() {
     rm -rf "$d"
 }
 
-# A write failing on one rank only (tests/ref/enospc_on_rank1.sh: strace
+# A write failing on one rank only (tests/lib/enospc_on_rank1.sh: strace
 # makes rank 1's pwritev calls fail with ENOSPC from its third on): the
 # ranks agree on the failure, but HDF5 may now see the file differently on
 # each, so they do not close it together -- the temporary goes and the job
@@ -587,7 +587,7 @@ check_one_rank_write_fails() {
         skip "a write failing on one rank: strace not found"
         return
     fi
-    timeout -s KILL "$TL" "${MPIRUN[@]}" -n 2 sh "$TESTS/ref/enospc_on_rank1.sh" "$ATTNRUN_MPI" \
+    timeout -s KILL "$TL" "${MPIRUN[@]}" -n 2 sh "$TESTS/lib/enospc_on_rank1.sh" "$ATTNRUN_MPI" \
         "$LONG" -o "$d/out.h5" --heads 4 --causal --save weights,scores </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
     [ $rc -eq 137 ] && reap

@@ -54,7 +54,7 @@ self_check store_ref.py
 # the --dry-run input (dry-input).
 store_cases() { PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/store_cases.py" "$@"; }
 
-. "$TESTS/ref/run_table.sh"            # make_table
+. "$TESTS/lib/run_table.sh"            # make_table
 make_table store_cases.py
 
 # ------------------------------------------------------------ the runs

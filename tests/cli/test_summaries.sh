@@ -65,8 +65,8 @@ self_check summaries_ref.py
 # ------------------------------------------------------- the inputs and runs
 
 # The fixtures, the table of runs and their checks are in
-# tests/ref/summaries_cases.py; run_table and verify_table in tests/ref/run_table.sh.
-. "$TESTS/ref/run_table.sh"
+# tests/ref/summaries_cases.py; run_table and verify_table in tests/lib/run_table.sh.
+. "$TESTS/lib/run_table.sh"
 run_table summaries_cases.py
 [ "$RUN_TABLE_FAILED" -eq 0 ] && ok "every run ended with status 0"
 verify_table summaries_cases.py

@@ -58,7 +58,7 @@ esac
 # and the table of runs (make), the checks of the finished runs (verify).
 tokens_cases() { "$PY" "$TESTS/ref/tokens_cases.py" "$@"; }
 
-. "$TESTS/ref/run_table.sh"            # make_table
+. "$TESTS/lib/run_table.sh"            # make_table
 make_table tokens_cases.py
 
 # ------------------------------------------------------------ the runs

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/ref/enospc_on_rank1.sh COMMAND...: runs COMMAND; on MPI rank 1 under
+# tests/lib/enospc_on_rank1.sh COMMAND...: runs COMMAND; on MPI rank 1 under
 # strace, which makes its pwritev and pwrite64 calls fail with ENOSPC from
 # the third on (tests/cli/test_mpi.sh: a write failing on one rank only).
 if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then

@@ -1,4 +1,4 @@
-# tests/ref/run_table.sh - the tables of runs that test_models.sh,
+# tests/lib/run_table.sh - the tables of runs that test_models.sh,
 # test_summaries.sh, test_store.sh and test_tokens.sh share: sourced after
 # tests/lib/checks.sh, with ATTNRUN, PY, TESTS, TIME_LIMIT and T set.
 
