@@ -171,7 +171,7 @@ bool attn_parsing_file(void);
  * Every allocation of attnrun's own goes through these (free() releases
  * them).  A size of 0 allocates 1 byte.  In the test build made with
  * -DATTN_FAULT_INJECTION, ATTN_FAIL_ALLOC=N makes the Nth call fail, so
- * that tests/test_alloc.sh can check every failure path.
+ * that tests/cli/test_alloc.sh can check every failure path.
  */
 void *attn_malloc(size_t size);
 void *attn_calloc(size_t count, size_t size);
