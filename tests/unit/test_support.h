@@ -188,6 +188,20 @@ static inline double *fill_values(size_t count, double seed)
     return values;
 }
 
+/* out (rows, cols) = in (rows, d) . w (d, cols) + bias, by the definition:
+ * the references' projection, in double, sharing no code with lib/. */
+static inline void reference_project(const double *in, size_t rows, size_t d, const double *w,
+                                     size_t cols, const double *bias, double *out)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < cols; j++) {
+            double sum = bias ? bias[j] : 0.0;
+            for (size_t i = 0; i < d; i++)
+                sum += in[r * d + i] * w[i * cols + j];
+            out[r * cols + j] = sum;
+        }
+}
+
 /* ---- NaN-strict comparisons ------------------------------------------------ */
 
 /*

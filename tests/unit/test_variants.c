@@ -465,19 +465,6 @@ typedef struct reference {
     double *output;             /* (c, n, D)                              */
 } reference;
 
-/* out (rows, cols) = in (rows, d) . w (d, cols) + bias, by the definition. */
-static void reference_project(const double *in, size_t rows, size_t d, const double *w,
-                              size_t cols, const double *bias, double *out)
-{
-    for (size_t r = 0; r < rows; r++)
-        for (size_t j = 0; j < cols; j++) {
-            double sum = bias ? bias[j] : 0.0;
-            for (size_t i = 0; i < d; i++)
-                sum += in[r * d + i] * w[i * cols + j];
-            out[r * cols + j] = sum;
-        }
-}
-
 /* x (d) = x / sqrt(mean(x^2) + eps) * w, by the definition. */
 static void reference_rms_norm(double *x, size_t d, const double *w, double eps)
 {
@@ -586,33 +573,20 @@ static void free_reference(reference *r)
     free(r->concat); free(r->output);
 }
 
-static void assert_array_near(const void *actual, const double *expected, size_t count,
-                              double tolerance, const char *what)
-{
-    const double *a = actual;
-    for (size_t i = 0; i < count; i++) {
-        bool ok = isinf(expected[i]) ? a[i] == expected[i]
-                                     : fabs(a[i] - expected[i]) <= tolerance;
-        if (!ok)
-            fail_msg("%s[%zu] is %.17g, expected %.17g (tolerance %g)", what, i, a[i],
-                     expected[i], tolerance);
-    }
-}
-
 /* Every buffer of a slice computed with maps against the reference. */
 static void assert_slice_matches(const attn_slice *s, const layer *L, const reference *r)
 {
     const size_t c = L->c, n = L->n, H = L->H, G = L->G;
-    assert_array_near(s->q, r->q, c * n * H * L->dk, F64_FORWARD_TOLERANCE, "q");
-    assert_array_near(s->k, r->k, c * n * G * L->dk, F64_FORWARD_TOLERANCE, "k");
-    assert_array_near(s->v, r->v, c * n * G * L->dv, F64_FORWARD_TOLERANCE, "v");
+    assert_doubles_near(s->q, r->q, c * n * H * L->dk, F64_FORWARD_TOLERANCE, "q");
+    assert_doubles_near(s->k, r->k, c * n * G * L->dk, F64_FORWARD_TOLERANCE, "k");
+    assert_doubles_near(s->v, r->v, c * n * G * L->dv, F64_FORWARD_TOLERANCE, "v");
     if (s->scores != NULL) {
-        assert_array_near(s->scores, r->scores, c * H * n * n, F64_FORWARD_TOLERANCE, "scores");
-        assert_array_near(s->weights, r->weights, c * H * n * n, F64_FORWARD_TOLERANCE,
+        assert_doubles_near(s->scores, r->scores, c * H * n * n, F64_FORWARD_TOLERANCE, "scores");
+        assert_doubles_near(s->weights, r->weights, c * H * n * n, F64_FORWARD_TOLERANCE,
                           "weights");
     }
-    assert_array_near(s->concat, r->concat, c * n * H * L->dv, F64_FORWARD_TOLERANCE, "concat");
-    assert_array_near(s->output, r->output, c * n * L->D, F64_FORWARD_TOLERANCE, "output");
+    assert_doubles_near(s->concat, r->concat, c * n * H * L->dv, F64_FORWARD_TOLERANCE, "concat");
+    assert_doubles_near(s->output, r->output, c * n * L->D, F64_FORWARD_TOLERANCE, "output");
 }
 
 /* scale q_h . k_g of item b, query i, key j, from a slice's packed q and k. */
@@ -639,9 +613,9 @@ static void assert_online_matches(const attn_config *cfg, const attn_weights *w,
     s.bias_head_stride = bias_head_stride;
     attn_forward(cfg, w, &s);
     const size_t rows = L->c * L->n;
-    assert_array_near(s.concat, full->concat, rows * L->H * L->dv, F64_FORWARD_TOLERANCE,
+    assert_doubles_near(s.concat, full->concat, rows * L->H * L->dv, F64_FORWARD_TOLERANCE,
                       "online concat");
-    assert_array_near(s.output, full->output, rows * L->D, F64_FORWARD_TOLERANCE,
+    assert_doubles_near(s.output, full->output, rows * L->D, F64_FORWARD_TOLERANCE,
                       "online output");
     free_slice(&s);
 }
@@ -814,13 +788,13 @@ static void test_forward_gqa_head_map(void **state)
     attn_slice rs = new_slice(&rcfg, &R, true);
     attn_forward(&rcfg, &rw, &rs);
     const size_t maps = L.c * L.H * L.n * L.n, rows = L.c * L.n;
-    assert_array_near(rs.scores, s.scores, maps, F64_FORWARD_TOLERANCE, "repeated scores");
-    assert_array_near(rs.weights, s.weights, maps, F64_FORWARD_TOLERANCE, "repeated weights");
-    assert_array_near(rs.heads, s.heads, maps / L.n * L.dv, F64_FORWARD_TOLERANCE,
+    assert_doubles_near(rs.scores, s.scores, maps, F64_FORWARD_TOLERANCE, "repeated scores");
+    assert_doubles_near(rs.weights, s.weights, maps, F64_FORWARD_TOLERANCE, "repeated weights");
+    assert_doubles_near(rs.heads, s.heads, maps / L.n * L.dv, F64_FORWARD_TOLERANCE,
                       "repeated heads");
-    assert_array_near(rs.concat, s.concat, rows * L.H * L.dv, F64_FORWARD_TOLERANCE,
+    assert_doubles_near(rs.concat, s.concat, rows * L.H * L.dv, F64_FORWARD_TOLERANCE,
                       "repeated concat");
-    assert_array_near(rs.output, s.output, rows * L.D, F64_FORWARD_TOLERANCE, "repeated output");
+    assert_doubles_near(rs.output, s.output, rows * L.D, F64_FORWARD_TOLERANCE, "repeated output");
     free_slice(&rs);
     free(R.w_k); free(R.w_v); free(R.b_k); free(R.b_v);
 
@@ -958,9 +932,9 @@ static void test_attend_row_blocks_window_alibi_bias(void **state)
                         }
         }
         attn_project_output(&cfg, &w, &s);
-        assert_array_near(s.concat, r.concat, L.c * n * hv, F64_FORWARD_TOLERANCE,
+        assert_doubles_near(s.concat, r.concat, L.c * n * hv, F64_FORWARD_TOLERANCE,
                           online ? "online concat" : "concat");
-        assert_array_near(s.output, r.output, L.c * n * L.D, F64_FORWARD_TOLERANCE,
+        assert_doubles_near(s.output, r.output, L.c * n * L.D, F64_FORWARD_TOLERANCE,
                           online ? "online output" : "output");
         free_slice(&s);
     }
@@ -1089,14 +1063,14 @@ static void test_forward_qk_norm_and_rope(void **state)
                             assert_near(v[at], rb->v[ref], F64_FORWARD_TOLERANCE);
                         }
                 const size_t maps = H * n * n, rows = n * H * L.dv;
-                assert_array_near((const double *)s.scores + b * maps, rb->scores + item * maps,
+                assert_doubles_near((const double *)s.scores + b * maps, rb->scores + item * maps,
                                   maps, F64_FORWARD_TOLERANCE, "scores");
-                assert_array_near((const double *)s.weights + b * maps,
+                assert_doubles_near((const double *)s.weights + b * maps,
                                   rb->weights + item * maps, maps, F64_FORWARD_TOLERANCE,
                                   "weights");
-                assert_array_near((const double *)s.concat + b * rows, rb->concat + item * rows,
+                assert_doubles_near((const double *)s.concat + b * rows, rb->concat + item * rows,
                                   rows, F64_FORWARD_TOLERANCE, "concat");
-                assert_array_near((const double *)s.output + b * n * D,
+                assert_doubles_near((const double *)s.output + b * n * D,
                                   rb->output + item * n * D, n * D, F64_FORWARD_TOLERANCE,
                                   "output");
             }
@@ -1151,9 +1125,9 @@ static void test_forward_linear_layout(void **state)
         assert_slice_matches(&s, &L, &r);
         assert_slice_matches(&ls, &L, &r);
         const size_t rows = L.c * L.n;
-        assert_array_near(ls.output, s.output, rows * L.D, F64_FORWARD_TOLERANCE,
+        assert_doubles_near(ls.output, s.output, rows * L.D, F64_FORWARD_TOLERANCE,
                           "linear output");
-        assert_array_near(ls.concat, s.concat, rows * L.H * L.dv, F64_FORWARD_TOLERANCE,
+        assert_doubles_near(ls.concat, s.concat, rows * L.H * L.dv, F64_FORWARD_TOLERANCE,
                           "linear concat");
         free((void *)lw.w_q); free((void *)lw.w_k); free((void *)lw.w_v); free((void *)lw.w_o);
         free_reference(&r);
@@ -1232,16 +1206,16 @@ static void test_forward_heads_interleaved_fused(void **state)
                 }
         const size_t maps_count = c * H * n * n, rows = c * n;
         if (maps) {
-            assert_array_near(fs.scores, s.scores, maps_count, F64_FORWARD_TOLERANCE,
+            assert_doubles_near(fs.scores, s.scores, maps_count, F64_FORWARD_TOLERANCE,
                               "fused scores");
-            assert_array_near(fs.weights, s.weights, maps_count, F64_FORWARD_TOLERANCE,
+            assert_doubles_near(fs.weights, s.weights, maps_count, F64_FORWARD_TOLERANCE,
                               "fused weights");
         }
-        assert_array_near(fs.heads, s.heads, c * H * n * L.dv, F64_FORWARD_TOLERANCE,
+        assert_doubles_near(fs.heads, s.heads, c * H * n * L.dv, F64_FORWARD_TOLERANCE,
                           "fused heads");
-        assert_array_near(fs.concat, s.concat, rows * H * L.dv, F64_FORWARD_TOLERANCE,
+        assert_doubles_near(fs.concat, s.concat, rows * H * L.dv, F64_FORWARD_TOLERANCE,
                           "fused concat");
-        assert_array_near(fs.output, s.output, rows * D, F64_FORWARD_TOLERANCE, "fused output");
+        assert_doubles_near(fs.output, s.output, rows * D, F64_FORWARD_TOLERANCE, "fused output");
         fs.k = fs.v = NULL;
         free_slice(&fs);
     }
