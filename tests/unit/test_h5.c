@@ -251,8 +251,7 @@ static void test_round_trip_types_labels_chunks_attributes(void **state)
 {
     const char *path = written_outputs(state);
 
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     hid_t group = H5Gopen2(file, "/runs/first", H5P_DEFAULT);
     assert_true(group >= 0);
 
@@ -339,8 +338,7 @@ static void test_out_clear_result_only_with_force(void **state)
     assert_int_equal(attn_h5out_clear_axis(out, "head", 3, true, &err), ATTN_OK);
     assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
 
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     assert_int_equal(H5Lexists(file, "/runs/first/weights", H5P_DEFAULT), 0);
     assert_int_equal(H5Lexists(file, "/runs/first/head", H5P_DEFAULT), 0);
     assert_true(H5Lexists(file, "/runs/first/output", H5P_DEFAULT) > 0);
@@ -358,8 +356,7 @@ static void test_out_clear_result_only_with_force(void **state)
 static void test_out_clear_never_touches_a_user_object(void **state)
 {
     const char *path = written_outputs(state);
-    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(path, H5F_ACC_RDWR);
     hsize_t three = 3;
     hid_t space = H5Screate_simple(1, &three, NULL);
     const char *const user[] = {"/runs/first/mine", "/runs/first/query", "/runs/first/precision"};
@@ -414,8 +411,7 @@ static void test_out_group_through_a_dataset_is_usage_error(void **state)
     /* and a new file's group under an existing group is created */
     assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/second/deeper", &out, &err), ATTN_OK);
     assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     assert_true(H5Lexists(file, "/runs/second/deeper", H5P_DEFAULT) > 0);
     assert_true(H5Lexists(file, "/runs/first/weights", H5P_DEFAULT) > 0);
     H5Fclose(file);
@@ -506,9 +502,9 @@ static void test_describe_checks_kind_and_presence(void **state)
 static void test_nested_path(void **state)
 {
     attn_h5in *in = open_input(*state);
-    attn_error err = {0};
     describe_float(in, "/a/b/X", 2, (size_t[]){2, 2});
     double values[2][2];
+    attn_error err = {0};
     assert_int_equal(attn_h5in_read_floats(in, "/a/b/X", ATTN_F64, 0, 2, values, &err), ATTN_OK);
     assert_true(values[0][0] == 1.5 && values[0][1] == 2.5);
     assert_true(values[1][0] == 3.5 && values[1][1] == 4.5);

@@ -14,6 +14,16 @@ static inline int test_h5_setup(void **state, size_t size, const char *prefix)
     return test_dir_setup(state, size, prefix);
 }
 
+/* path opened with the HDF5 C API (flags H5F_ACC_RDONLY or H5F_ACC_RDWR);
+ * fails the test when it cannot be. */
+static inline hid_t test_h5_open(const char *path, unsigned flags)
+{
+    hid_t file = H5Fopen(path, flags, H5P_DEFAULT);
+    if (file < 0)
+        fail_msg("cannot open %s", path);
+    return file;
+}
+
 /* A dataset `name` of file type `file_type`, shape dims (rank), from
  * values in memory type `mem_type`; intermediate groups are created. */
 static inline void test_h5_put(hid_t file, const char *name, hid_t file_type, hid_t mem_type,

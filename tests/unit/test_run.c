@@ -253,9 +253,7 @@ static void read_outputs(const char *path, const char *group, outputs *o)
         {"heads", 4, {B, H, N, DV}, &o->heads[0][0][0][0]},
         {"output", 3, {B, N, D}, &o->output[0][0][0]},
     };
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0)
-        fail_msg("cannot open %s", path);
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     const char *sep = strcmp(group, "/") == 0 ? "" : "/";
     for (size_t i = 0; i < COUNT(sets); i++) {
         char name[128];
@@ -577,8 +575,7 @@ static void test_in_place_adds_results_under_group_and_keeps_inputs(void **state
         assert_near((&o.output[0][0][0])[i], (&r.output[0][0][0])[i], REFERENCE_TOLERANCE);
 
     /* the original datasets are still there, with their values */
-    hid_t file = H5Fopen(f->input, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(f->input, H5F_ACC_RDONLY);
     assert_int_equal(H5Lexists(file, "/output", H5P_DEFAULT), 0);   /* not at the root */
     input_dataset sets[INPUT_DATASETS];
     input_datasets(&v, &v.x[0][0][0], B, N, sets);
