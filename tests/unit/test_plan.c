@@ -191,7 +191,7 @@ static void test_layout_packed_weights_derive_sizes(void **state)
     assert_head_sizes(&layout, 4, 2, 3);
 }
 
-static void test_layout_per_head_weights_derive_heads(void **state)
+static void test_layout_per_head_and_mixed_weights_derive_heads(void **state)
 {
     (void)state;
     attn_tensor_info in[ATTN_IN_COUNT];
@@ -1529,7 +1529,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_packed_weights_derive_sizes),
-        cmocka_unit_test(test_layout_per_head_weights_derive_heads),
+        cmocka_unit_test(test_layout_per_head_and_mixed_weights_derive_heads),
         cmocka_unit_test(test_layout_rank2_x_is_one_unbatched_item),
         cmocka_unit_test(test_layout_cross_attention_and_biases),
         cmocka_unit_test(test_layout_hints_the_heads_setting),

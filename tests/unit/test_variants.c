@@ -583,7 +583,7 @@ static void assert_slice_matches(const attn_slice *s, const layer *L, const refe
     if (s->scores != NULL) {
         assert_doubles_near(s->scores, r->scores, c * H * n * n, F64_FORWARD_TOLERANCE, "scores");
         assert_doubles_near(s->weights, r->weights, c * H * n * n, F64_FORWARD_TOLERANCE,
-                          "weights");
+                            "weights");
     }
     assert_doubles_near(s->concat, r->concat, c * n * H * L->dv, F64_FORWARD_TOLERANCE, "concat");
     assert_doubles_near(s->output, r->output, c * n * L->D, F64_FORWARD_TOLERANCE, "output");
@@ -614,9 +614,9 @@ static void assert_online_matches(const attn_config *cfg, const attn_weights *w,
     attn_forward(cfg, w, &s);
     const size_t rows = L->c * L->n;
     assert_doubles_near(s.concat, full->concat, rows * L->H * L->dv, F64_FORWARD_TOLERANCE,
-                      "online concat");
+                        "online concat");
     assert_doubles_near(s.output, full->output, rows * L->D, F64_FORWARD_TOLERANCE,
-                      "online output");
+                        "online output");
     free_slice(&s);
 }
 
@@ -916,8 +916,10 @@ static void test_forward_attention_bias(void **state)
                     if (k > q)
                         assert_true(got == -INFINITY);
                     else
-                        assert_near(got, raw_logit(&run.s, L, run.cfg.variant.scale, b, h, h, q, k) +
-                                             bias[h * nm + q * L->n + k], F64_TOLERANCE);
+                        assert_near(got,
+                                    raw_logit(&run.s, L, run.cfg.variant.scale, b, h, h, q, k) +
+                                        bias[h * nm + q * L->n + k],
+                                    F64_TOLERANCE);
                 }
     check_and_free_run(&run);
     free(bias);
@@ -966,9 +968,9 @@ static void test_attend_row_blocks_window_alibi_bias(void **state)
         }
         attn_project_output(&cfg, &run.w, &s);
         assert_doubles_near(s.concat, r.concat, L.c * n * hv, F64_FORWARD_TOLERANCE,
-                          online ? "online concat" : "concat");
+                            online ? "online concat" : "concat");
         assert_doubles_near(s.output, r.output, L.c * n * L.D, F64_FORWARD_TOLERANCE,
-                          online ? "online output" : "output");
+                            online ? "online output" : "output");
         free_slice(&s);
     }
     free_reference(&r);
