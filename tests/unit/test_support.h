@@ -13,7 +13,9 @@
  *     {
  *         return test_dir_setup(state, sizeof(my_fixture), "test_mine");
  *     }
- *     ... test_with_fixture(test_something), in main's list
+ *     static int teardown(void **state) { return test_dir_teardown(state); }
+ *     ...
+ *     test_with_fixture(test_something),     // in main's list of tests
  */
 #ifndef TEST_SUPPORT_H
 #define TEST_SUPPORT_H
@@ -27,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The number of elements of array a. */
 #define COUNT(a) (sizeof (a) / sizeof (a)[0])
 
 /* ---- scratch directories ------------------------------------------------ */
