@@ -24,60 +24,20 @@
 
 #include "h5/h5.h"
 #include "test_support.h"
+#include "test_hdf5.h"
 
-/* A per-test temporary directory holding plain files only. */
-typedef struct h5_fixture {
-    char dir[128];
-    char path[256];   /* scratch for fixture_path */
-} h5_fixture;
-
-static const char *fixture_path(h5_fixture *f, const char *name)
-{
-    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
-    return f->path;
-}
-
+/* Each test's fixture: a temporary directory holding plain files only. */
 static int setup(void **state)
 {
-    h5_fixture *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return -1;
-    if (test_make_dir(f->dir, sizeof f->dir, "test_h5") != 0) {
-        free(f);
-        return -1;
-    }
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* failures are expected here */
-    *state = f;
-    return 0;
+    return test_h5_setup(state, sizeof(test_dir), "test_h5");
 }
 
 static int teardown(void **state)
 {
-    h5_fixture *f = *state;
-    int result = test_remove_dir(f->dir);
-    free(f);
-    return result;
+    return test_dir_teardown(state);
 }
 
 /* ---- writing inputs with the HDF5 API ---------------------------------- */
-
-/* A dataset `name` of file type `file_type`, shape dims (rank), from
- * values in memory type `mem_type`; intermediate groups are created. */
-static void put_dataset(hid_t file, const char *name, hid_t file_type, hid_t mem_type, int rank,
-                        const hsize_t *dims, const void *values)
-{
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    assert_true(lcpl >= 0);
-    assert_true(H5Pset_create_intermediate_group(lcpl, 1) >= 0);
-    hid_t space = H5Screate_simple(rank, dims, NULL);
-    assert_true(space >= 0);
-    hid_t dset = H5Dcreate2(file, name, file_type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-    assert_true(dset >= 0);
-    assert_true(H5Dwrite(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
-    H5Dclose(dset);
-    H5Sclose(space);
-    H5Pclose(lcpl);
-}
 
 /* X64 (4, 3) float64 holding 10 r + c + 0.25, except X64[3][2] = 0.1 */
 static double x64_value(size_t r, size_t c)
@@ -105,29 +65,29 @@ static void make_input_file(const char *path)
     for (size_t r = 0; r < 4; r++)
         for (size_t c = 0; c < 3; c++)
             x64[r][c] = x64_value(r, c);
-    put_dataset(file, "/X64", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, (hsize_t[]){4, 3}, x64);
+    test_h5_put(file, "/X64", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 2, (hsize_t[]){4, 3}, x64);
 
     const float nested[4] = {1.5f, 2.5f, 3.5f, 4.5f};
-    put_dataset(file, "/a/b/X", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, (hsize_t[]){2, 2}, nested);
+    test_h5_put(file, "/a/b/X", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, (hsize_t[]){2, 2}, nested);
 
     const int32_t ints[3] = {1, 2, 3};
-    put_dataset(file, "/ints", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, (hsize_t[]){3}, ints);
+    test_h5_put(file, "/ints", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, (hsize_t[]){3}, ints);
 
     const int32_t mask[6] = {0, 5, -1, 1, 0, 0};
-    put_dataset(file, "/mask", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, (hsize_t[]){2, 3}, mask);
+    test_h5_put(file, "/mask", H5T_STD_I32LE, H5T_NATIVE_INT32, 2, (hsize_t[]){2, 3}, mask);
 
     const int8_t mask8[3] = {0, -128, 1};
-    put_dataset(file, "/mask8", H5T_STD_I8LE, H5T_NATIVE_INT8, 1, (hsize_t[]){3}, mask8);
+    test_h5_put(file, "/mask8", H5T_STD_I8LE, H5T_NATIVE_INT8, 1, (hsize_t[]){3}, mask8);
 
     const uint64_t mask64[2] = {(uint64_t)1 << 40, 0};
-    put_dataset(file, "/mask64", H5T_STD_U64LE, H5T_NATIVE_UINT64, 1, (hsize_t[]){2}, mask64);
+    test_h5_put(file, "/mask64", H5T_STD_U64LE, H5T_NATIVE_UINT64, 1, (hsize_t[]){2}, mask64);
 
     hid_t boolean = H5Tenum_create(H5T_NATIVE_INT8);
     int8_t no = 0, yes = 1;
     assert_true(H5Tenum_insert(boolean, "FALSE", &no) >= 0);
     assert_true(H5Tenum_insert(boolean, "TRUE", &yes) >= 0);
     const int8_t flags[3] = {1, 0, 1};
-    put_dataset(file, "/bool", boolean, boolean, 1, (hsize_t[]){3}, flags);
+    test_h5_put(file, "/bool", boolean, boolean, 1, (hsize_t[]){3}, flags);
     H5Tclose(boolean);
 
     hid_t group = H5Gcreate2(file, "/group", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -136,11 +96,11 @@ static void make_input_file(const char *path)
     assert_true(H5Fclose(file) >= 0);
 }
 
-static attn_h5in *open_input(h5_fixture *f)
+static attn_h5in *open_input(test_dir *f)
 {
     attn_h5in *in = NULL;
     attn_error err = {0};
-    const char *path = fixture_path(f, "in.h5");
+    const char *path = test_path(f, "in.h5");
     make_input_file(path);
     int status = attn_h5in_open(path, &in, &err);
     if (status != ATTN_OK)
@@ -211,29 +171,39 @@ static void write_outputs(const char *path)
         fail_msg("attn_h5out_close: %d %s", status, err.msg);
 }
 
+/* out.h5 of the test's directory, holding write_outputs' results. */
+static const char *written_outputs(void **state)
+{
+    const char *path = test_path(*state, "out.h5");
+    write_outputs(path);
+    return path;
+}
+
+/* Describes the required float dataset `name` of in, asserting that it is
+ * present, of shape dims (rank). */
+static attn_tensor_info describe_float(attn_h5in *in, const char *name, size_t rank,
+                                       const size_t *dims)
+{
+    attn_error err = {0};
+    attn_tensor_info info = {.name = name};
+    if (attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &info, &err) != ATTN_OK)
+        fail_msg("%s: %s", name, err.msg);
+    assert_true(info.present);
+    assert_int_equal(info.rank, rank);
+    for (size_t a = 0; a < rank; a++)
+        assert_int_equal(info.dims[a], dims[a]);
+    return info;
+}
+
 static void test_round_trip_read_back_with_h5in(void **state)
 {
-    h5_fixture *f = *state;
-    const char *path = fixture_path(f, "out.h5");
-    write_outputs(path);
-
+    const char *path = written_outputs(state);
     attn_h5in *in = NULL;
     attn_error err = {0};
     assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_OK);
-
-    attn_tensor_info w = {.name = "/runs/first/weights"};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &w, &err), ATTN_OK);
-    assert_true(w.present);
-    assert_int_equal(w.rank, 3);
-    assert_int_equal(w.dims[0], 4);
-    assert_int_equal(w.dims[1], 2);
-    assert_int_equal(w.dims[2], 3);
-
-    attn_tensor_info o = {.name = "runs/first/output"};   /* no leading slash */
-    if (attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &o, &err) != ATTN_OK) fail_msg("%s", err.msg);
-    assert_int_equal(o.rank, 2);
-    assert_int_equal(o.dims[0], 4);
-    assert_int_equal(o.dims[1], 5);
+    attn_tensor_info w = describe_float(in, "/runs/first/weights", 3, (size_t[]){4, 2, 3});
+    /* no leading slash */
+    attn_tensor_info o = describe_float(in, "runs/first/output", 2, (size_t[]){4, 5});
 
     /* weights rows 1..3 as float and as double: crosses both writes */
     float w32[3][2][3];
@@ -279,12 +249,9 @@ static void assert_string_attribute(hid_t object, const char *name, const char *
 
 static void test_round_trip_types_labels_chunks_attributes(void **state)
 {
-    h5_fixture *f = *state;
-    const char *path = fixture_path(f, "out.h5");
-    write_outputs(path);
+    const char *path = written_outputs(state);
 
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     hid_t group = H5Gopen2(file, "/runs/first", H5P_DEFAULT);
     assert_true(group >= 0);
 
@@ -350,9 +317,7 @@ static void test_round_trip_types_labels_chunks_attributes(void **state)
  * detached; without force nothing does. */
 static void test_out_clear_result_only_with_force(void **state)
 {
-    h5_fixture *f = *state;
-    const char *path = fixture_path(f, "out.h5");
-    write_outputs(path);
+    const char *path = written_outputs(state);
 
     attn_h5out *out = NULL;
     attn_error err = {0};
@@ -373,8 +338,7 @@ static void test_out_clear_result_only_with_force(void **state)
     assert_int_equal(attn_h5out_clear_axis(out, "head", 3, true, &err), ATTN_OK);
     assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
 
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     assert_int_equal(H5Lexists(file, "/runs/first/weights", H5P_DEFAULT), 0);
     assert_int_equal(H5Lexists(file, "/runs/first/head", H5P_DEFAULT), 0);
     assert_true(H5Lexists(file, "/runs/first/output", H5P_DEFAULT) > 0);
@@ -391,11 +355,8 @@ static void test_out_clear_result_only_with_force(void **state)
  * and links are separate names. */
 static void test_out_clear_never_touches_a_user_object(void **state)
 {
-    h5_fixture *f = *state;
-    const char *path = fixture_path(f, "out.h5");
-    write_outputs(path);
-    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
-    assert_true(file >= 0);
+    const char *path = written_outputs(state);
+    hid_t file = test_h5_open(path, H5F_ACC_RDWR);
     hsize_t three = 3;
     hid_t space = H5Screate_simple(1, &three, NULL);
     const char *const user[] = {"/runs/first/mine", "/runs/first/query", "/runs/first/precision"};
@@ -435,12 +396,10 @@ static void test_out_clear_never_touches_a_user_object(void **state)
 
 static void test_out_group_through_a_dataset_is_usage_error(void **state)
 {
-    h5_fixture *f = *state;
-    const char *path = fixture_path(f, "out.h5");
-    write_outputs(path);
+    const char *path = written_outputs(state);
 
     /* /runs/first/weights is a dataset: no group can live under it */
-    attn_h5out *out = (attn_h5out *)f;   /* must be reset to NULL */
+    attn_h5out *out = *state;   /* must be reset to NULL */
     attn_error err = {0};
     assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/first/weights/sub", &out, &err),
                      ATTN_EUSAGE);
@@ -452,8 +411,7 @@ static void test_out_group_through_a_dataset_is_usage_error(void **state)
     /* and a new file's group under an existing group is created */
     assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/second/deeper", &out, &err), ATTN_OK);
     assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     assert_true(H5Lexists(file, "/runs/second/deeper", H5P_DEFAULT) > 0);
     assert_true(H5Lexists(file, "/runs/first/weights", H5P_DEFAULT) > 0);
     H5Fclose(file);
@@ -465,12 +423,7 @@ static void test_read_float64_dataset_as_f32_and_f64(void **state)
 {
     attn_h5in *in = open_input(*state);
     attn_error err = {0};
-    attn_tensor_info x = {.name = "/X64"};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &x, &err), ATTN_OK);
-    assert_true(x.present);
-    assert_int_equal(x.rank, 2);
-    assert_int_equal(x.dims[0], 4);
-    assert_int_equal(x.dims[1], 3);
+    describe_float(in, "/X64", 2, (size_t[]){4, 3});
 
     /* rows 2..3 */
     float x32[2][3];
@@ -498,70 +451,60 @@ static void test_read_floats_out_of_range_is_an_error(void **state)
     attn_h5in_close(in);
 }
 
-static void test_describe_rejects_integer_dataset_as_float(void **state)
-{
-    attn_h5in *in = open_input(*state);
-    attn_error err = {0};
-    attn_tensor_info ints = {.name = "/ints"};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &ints, &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "/ints"));
-    assert_false(ints.present);
-    /* optional does not excuse a wrong type */
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, false, &ints, &err), ATTN_EINPUT);
+/* One attn_h5in_describe of the input file and what it must give. */
+typedef struct describe_case {
+    const char *name;
+    attn_data_kind kind;
+    bool required;
+    bool stale;             /* the info says present, rank 9, beforehand */
+    int status;
+    bool present;           /* afterwards */
+    size_t rank;            /* when present */
+    const char *message;    /* in the error, or NULL */
+} describe_case;
+
+static const describe_case describe_cases[] = {
+    /* an integer dataset is no float, required or optional */
+    {"/ints", ATTN_DATA_FLOAT, true, false, ATTN_EINPUT, false, 0, "/ints"},
+    {"/ints", ATTN_DATA_FLOAT, false, false, ATTN_EINPUT, false, 0, NULL},
     /* and the other way round: a float dataset is no mask */
-    attn_tensor_info x = {.name = "/X64"};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_MASK, true, &x, &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "/X64"));
+    {"/X64", ATTN_DATA_MASK, true, false, ATTN_EINPUT, false, 0, "/X64"},
     /* integer and boolean masks are fine */
-    attn_tensor_info mask = {.name = "/mask"}, flags = {.name = "/bool"};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_MASK, true, &mask, &err), ATTN_OK);
-    assert_true(mask.present);
-    assert_int_equal(mask.rank, 2);
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_MASK, true, &flags, &err), ATTN_OK);
-    assert_true(flags.present);
-    attn_h5in_close(in);
-}
+    {"/mask", ATTN_DATA_MASK, true, false, ATTN_OK, true, 2, NULL},
+    {"/bool", ATTN_DATA_MASK, true, false, ATTN_OK, true, 1, NULL},
+    /* a missing optional dataset, or one in a missing group, is absent */
+    {"/b_Q", ATTN_DATA_FLOAT, false, true, ATTN_OK, false, 0, NULL},
+    {"/a/zzz/X", ATTN_DATA_FLOAT, false, true, ATTN_OK, false, 0, NULL},
+    /* a missing required one, or a group, is an error */
+    {"/b_Q", ATTN_DATA_FLOAT, true, false, ATTN_EINPUT, false, 0, "/b_Q"},
+    {"/group", ATTN_DATA_FLOAT, true, false, ATTN_EINPUT, false, 0, "/group"},
+};
 
-static void test_describe_missing_optional_and_required(void **state)
+static void test_describe_checks_kind_and_presence(void **state)
 {
     attn_h5in *in = open_input(*state);
-    attn_error err = {0};
-    attn_tensor_info missing = {.name = "/b_Q", .present = true, .rank = 9};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, false, &missing, &err), ATTN_OK);
-    assert_false(missing.present);
-    /* a missing group on the way is just as absent */
-    attn_tensor_info deep = {.name = "/a/zzz/X", .present = true};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, false, &deep, &err), ATTN_OK);
-    assert_false(deep.present);
-
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &missing, &err), ATTN_EINPUT);
-    assert_false(missing.present);
-    assert_non_null(strstr(err.msg, "/b_Q"));
-    attn_h5in_close(in);
-}
-
-static void test_describe_rejects_a_group(void **state)
-{
-    attn_h5in *in = open_input(*state);
-    attn_error err = {0};
-    attn_tensor_info group = {.name = "/group"};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &group, &err), ATTN_EINPUT);
-    assert_false(group.present);
-    assert_non_null(strstr(err.msg, "/group"));
+    for (size_t i = 0; i < COUNT(describe_cases); i++) {
+        const describe_case *c = &describe_cases[i];
+        attn_error err = {0};
+        attn_tensor_info info = {.name = c->name, .present = c->stale, .rank = c->stale ? 9 : 0};
+        int status = attn_h5in_describe(in, c->kind, c->required, &info, &err);
+        if (status != c->status || info.present != c->present)
+            fail_msg("case %zu (%s): status %d, present %d (message: '%s')", i, c->name, status,
+                     info.present, err.msg);
+        if (c->present)
+            assert_int_equal(info.rank, c->rank);
+        if (c->message != NULL && strstr(err.msg, c->message) == NULL)
+            fail_msg("case %zu: message '%s' does not name %s", i, err.msg, c->message);
+    }
     attn_h5in_close(in);
 }
 
 static void test_nested_path(void **state)
 {
     attn_h5in *in = open_input(*state);
-    attn_error err = {0};
-    attn_tensor_info x = {.name = "/a/b/X"};
-    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &x, &err), ATTN_OK);
-    assert_true(x.present);
-    assert_int_equal(x.rank, 2);
-    assert_int_equal(x.dims[0], 2);
-    assert_int_equal(x.dims[1], 2);
+    describe_float(in, "/a/b/X", 2, (size_t[]){2, 2});
     double values[2][2];
+    attn_error err = {0};
     assert_int_equal(attn_h5in_read_floats(in, "/a/b/X", ATTN_F64, 0, 2, values, &err), ATTN_OK);
     assert_true(values[0][0] == 1.5 && values[0][1] == 2.5);
     assert_true(values[1][0] == 3.5 && values[1][1] == 4.5);
@@ -571,42 +514,32 @@ static void test_nested_path(void **state)
     attn_h5in_close(in);
 }
 
-static void test_read_mask_int32(void **state)
-{
-    attn_h5in *in = open_input(*state);
-    attn_error err = {0};
-    /* /mask (2, 3) = 0 5 -1 / 1 0 0 */
+/* Rows of a mask dataset of the input file and the keep flags they give. */
+static const struct {
+    const char *name;
+    size_t first, rows, count;
     unsigned char keep[6];
-    memset(keep, 0xee, sizeof keep);
-    assert_int_equal(attn_h5in_read_mask(in, "/mask", 0, 2, keep, &err), ATTN_OK);
-    const unsigned char expected[6] = {0, 1, 1, 1, 0, 0};
-    assert_memory_equal(keep, expected, 6);
+} mask_cases[] = {
+    {"/mask", 0, 2, 6, {0, 1, 1, 1, 0, 0}},     /* int32 0 5 -1 / 1 0 0 */
+    {"/mask", 1, 1, 3, {1, 0, 0}},              /* its row 1 alone */
+    {"/mask8", 0, 3, 3, {0, 1, 1}},             /* int8 0, -128, 1 */
+    {"/mask64", 0, 2, 2, {1, 0}},               /* uint64 2^40, 0: no narrowing to 0 */
+    {"/bool", 0, 3, 3, {1, 0, 1}},              /* enum TRUE FALSE TRUE */
+};
 
-    unsigned char row[3];
-    memset(row, 0xee, sizeof row);
-    assert_int_equal(attn_h5in_read_mask(in, "/mask", 1, 1, row, &err), ATTN_OK);
-    assert_memory_equal(row, expected + 3, 3);
-    attn_h5in_close(in);
-}
-
-static void test_read_mask_other_integer_widths_and_bool(void **state)
+static void test_read_masks_of_every_integer_width_and_bool(void **state)
 {
     attn_h5in *in = open_input(*state);
     attn_error err = {0};
-    unsigned char keep[3];
-
-    memset(keep, 0xee, sizeof keep);   /* int8 0, -128, 1 */
-    assert_int_equal(attn_h5in_read_mask(in, "/mask8", 0, 3, keep, &err), ATTN_OK);
-    assert_memory_equal(keep, ((unsigned char[]){0, 1, 1}), 3);
-
-    memset(keep, 0xee, sizeof keep);   /* uint64 2^40, 0: no narrowing to 0 */
-    assert_int_equal(attn_h5in_read_mask(in, "/mask64", 0, 2, keep, &err), ATTN_OK);
-    assert_memory_equal(keep, ((unsigned char[]){1, 0}), 2);
-
-    memset(keep, 0xee, sizeof keep);   /* enum TRUE FALSE TRUE */
-    assert_int_equal(attn_h5in_read_mask(in, "/bool", 0, 3, keep, &err), ATTN_OK);
-    assert_memory_equal(keep, ((unsigned char[]){1, 0, 1}), 3);
-
+    unsigned char keep[6];
+    for (size_t i = 0; i < COUNT(mask_cases); i++) {
+        memset(keep, 0xee, sizeof keep);
+        int status = attn_h5in_read_mask(in, mask_cases[i].name, mask_cases[i].first,
+                                         mask_cases[i].rows, keep, &err);
+        if (status != ATTN_OK)
+            fail_msg("%s: %d %s", mask_cases[i].name, status, err.msg);
+        assert_memory_equal(keep, mask_cases[i].keep, mask_cases[i].count);
+    }
     /* a float dataset is no mask */
     assert_int_equal(attn_h5in_read_mask(in, "/X64", 0, 1, keep, &err), ATTN_EINPUT);
     attn_h5in_close(in);
@@ -614,10 +547,10 @@ static void test_read_mask_other_integer_widths_and_bool(void **state)
 
 static void test_open_missing_file(void **state)
 {
-    h5_fixture *f = *state;
+    test_dir *f = *state;
     attn_h5in *in = (attn_h5in *)f;   /* must be reset to NULL */
     attn_error err = {0};
-    const char *path = fixture_path(f, "missing.h5");
+    const char *path = test_path(f, "missing.h5");
     assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_EINPUT);
     assert_null(in);
     assert_non_null(strstr(err.msg, "missing.h5"));
@@ -625,14 +558,12 @@ static void test_open_missing_file(void **state)
 
 static void test_open_text_file(void **state)
 {
-    h5_fixture *f = *state;
+    test_dir *f = *state;
     attn_h5in *in = NULL;
     attn_error err = {0};
-    const char *path = fixture_path(f, "notes.txt");
-    FILE *text = fopen(path, "w");
-    assert_non_null(text);
-    fputs("this is not an HDF5 file\n", text);
-    assert_int_equal(fclose(text), 0);
+    const char *path = test_path(f, "notes.txt");
+    static const char text[] = "this is not an HDF5 file\n";
+    test_write_file(path, text, strlen(text));
     assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_EINPUT);
     assert_null(in);
     assert_non_null(strstr(err.msg, "notes.txt"));
@@ -645,21 +576,18 @@ static void test_open_text_file(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_round_trip_read_back_with_h5in, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_round_trip_types_labels_chunks_attributes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_clear_result_only_with_force, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_clear_never_touches_a_user_object, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_out_group_through_a_dataset_is_usage_error, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_float64_dataset_as_f32_and_f64, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_floats_out_of_range_is_an_error, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_describe_rejects_integer_dataset_as_float, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_describe_missing_optional_and_required, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_describe_rejects_a_group, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nested_path, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_mask_int32, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_mask_other_integer_widths_and_bool, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_missing_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_text_file, setup, teardown),
+        test_with_fixture(test_round_trip_read_back_with_h5in),
+        test_with_fixture(test_round_trip_types_labels_chunks_attributes),
+        test_with_fixture(test_out_clear_result_only_with_force),
+        test_with_fixture(test_out_clear_never_touches_a_user_object),
+        test_with_fixture(test_out_group_through_a_dataset_is_usage_error),
+        test_with_fixture(test_read_float64_dataset_as_f32_and_f64),
+        test_with_fixture(test_read_floats_out_of_range_is_an_error),
+        test_with_fixture(test_describe_checks_kind_and_presence),
+        test_with_fixture(test_nested_path),
+        test_with_fixture(test_read_masks_of_every_integer_width_and_bool),
+        test_with_fixture(test_open_missing_file),
+        test_with_fixture(test_open_text_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

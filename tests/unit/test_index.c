@@ -160,24 +160,19 @@ static void test_long_groups_are_cut_and_hashed(void **state)
 /* ---- appends committed ------------------------------------------------------ */
 
 typedef struct index_fixture {
-    char dir[128];
+    test_dir tmp;
     char index[256];        /* dir/results.h5, not created by setup */
-    char parts[256];        /* dir/results.h5.parts                  */
+    char parts[264];        /* the index's name + ".parts"            */
 } index_fixture;
 
 static int setup(void **state)
 {
-    index_fixture *f = calloc(1, sizeof *f);
-    if (f == NULL)
-        return -1;
-    if (test_make_dir(f->dir, sizeof f->dir, "test_index") != 0) {
-        free(f);
-        return -1;
-    }
-    snprintf(f->index, sizeof f->index, "%s/results.h5", f->dir);
-    snprintf(f->parts, sizeof f->parts, "%s/results.h5.parts", f->dir);
     attn_h5_prepare();
-    *state = f;
+    if (test_dir_setup(state, sizeof(index_fixture), "test_index") != 0)
+        return -1;
+    index_fixture *f = *state;
+    snprintf(f->index, sizeof f->index, "%s/results.h5", f->tmp.dir);
+    snprintf(f->parts, sizeof f->parts, "%s.parts", f->index);
     return 0;
 }
 
@@ -192,7 +187,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 static int teardown(void **state)
 {
     index_fixture *f = *state;
-    int result = nftw(f->dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int result = nftw(f->tmp.dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(f);
     return result;
 }
@@ -212,6 +207,14 @@ static void list_dir(const char *dir, char *out, size_t len)
         free(names[i]);
     }
     free(names);
+}
+
+/* dir's entries, as list_dir joins them, are `expected`. */
+static void assert_listing(const char *dir, const char *expected)
+{
+    char listing[1024];
+    list_dir(dir, listing, sizeof listing);
+    assert_string_equal(listing, expected);
 }
 
 /* A part's temporary beside the index: an HDF5 file holding `group`,
@@ -274,18 +277,16 @@ static long long layer_through_index(const index_fixture *f, const char *group)
 static void test_appends_gather_groups_in_one_index(void **state)
 {
     index_fixture *f = *state;
+    static const struct { const char *group; long long layer; } appended[] = {
+        {"/layer0", 10}, {"/model/layer1", 11}, {"/model/h.2", 12},
+    };
     attn_error err;
-    char listing[1024];
-    assert_int_equal(append(f, "/layer0", 10, false, &err), ATTN_OK);
-    assert_int_equal(append(f, "/model/layer1", 11, false, &err), ATTN_OK);
-    assert_int_equal(append(f, "/model/h.2", 12, false, &err), ATTN_OK);
-    assert_int_equal(layer_through_index(f, "/layer0"), 10);
-    assert_int_equal(layer_through_index(f, "/model/layer1"), 11);
-    assert_int_equal(layer_through_index(f, "/model/h.2"), 12);
-    list_dir(f->dir, listing, sizeof listing);
-    assert_string_equal(listing, "results.h5 results.h5.parts");
-    list_dir(f->parts, listing, sizeof listing);
-    assert_string_equal(listing, "layer0.1.h5 model+h.2.1.h5 model+layer1.1.h5");
+    for (size_t i = 0; i < COUNT(appended); i++)
+        assert_int_equal(append(f, appended[i].group, appended[i].layer, false, &err), ATTN_OK);
+    for (size_t i = 0; i < COUNT(appended); i++)
+        assert_int_equal(layer_through_index(f, appended[i].group), appended[i].layer);
+    assert_listing(f->tmp.dir, "results.h5 results.h5.parts");
+    assert_listing(f->parts, "layer0.1.h5 model+h.2.1.h5 model+layer1.1.h5");
     /* the index marks itself with its format */
     hid_t file = H5Fopen(f->index, H5F_ACC_RDONLY, H5P_DEFAULT);
     hid_t attr = H5Aopen_by_name(file, "/", ATTN_INDEX_ATTRIBUTE, H5P_DEFAULT, H5P_DEFAULT);
@@ -300,7 +301,6 @@ static void test_force_replaces_the_part_and_removes_the_old(void **state)
 {
     index_fixture *f = *state;
     attn_error err;
-    char listing[1024];
     assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_OK);
     assert_int_equal(append(f, "/layer1", 2, false, &err), ATTN_OK);
     assert_int_equal(append(f, "/layer0", 3, false, &err), ATTN_EUSAGE);
@@ -309,11 +309,9 @@ static void test_force_replaces_the_part_and_removes_the_old(void **state)
     assert_int_equal(append(f, "/layer0", 4, true, &err), ATTN_OK);
     assert_int_equal(layer_through_index(f, "/layer0"), 4);
     assert_int_equal(layer_through_index(f, "/layer1"), 2);
-    list_dir(f->parts, listing, sizeof listing);
-    assert_string_equal(listing, "layer0.2.h5 layer1.1.h5");
+    assert_listing(f->parts, "layer0.2.h5 layer1.1.h5");
     assert_int_equal(append(f, "/layer0", 5, true, &err), ATTN_OK);
-    list_dir(f->parts, listing, sizeof listing);
-    assert_string_equal(listing, "layer0.3.h5 layer1.1.h5");
+    assert_listing(f->parts, "layer0.3.h5 layer1.1.h5");
 }
 
 static void test_groups_above_or_inside_others_are_refused(void **state)
@@ -334,7 +332,6 @@ static void test_a_file_that_is_not_an_index_is_refused_untouched(void **state)
 {
     index_fixture *f = *state;
     attn_error err;
-    char listing[1024];
     /* an HDF5 file of someone else's: never copied or rewritten */
     hid_t file = H5Fcreate(f->index, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     assert_true(file >= 0);
@@ -343,8 +340,7 @@ static void test_a_file_that_is_not_an_index_is_refused_untouched(void **state)
     H5Fclose(file);
     assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_EUSAGE);
     assert_non_null(strstr(err.msg, "not a results index attnrun made"));
-    list_dir(f->dir, listing, sizeof listing);
-    assert_string_equal(listing, "results.h5");
+    assert_listing(f->tmp.dir, "results.h5");
     /* an index that someone wrote a dataset into */
     assert_int_equal(unlink(f->index), 0);
     assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_OK);
@@ -363,7 +359,6 @@ static void test_a_failed_commit_leaves_everything_as_it_was(void **state)
 {
     index_fixture *f = *state;
     attn_error err;
-    char listing[1024];
     /* first append: a file where the parts directory would go, refused
      * by the check before any work */
     FILE *blocker = fopen(f->parts, "w");
@@ -371,8 +366,7 @@ static void test_a_failed_commit_leaves_everything_as_it_was(void **state)
     fclose(blocker);
     assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_EUSAGE);
     assert_non_null(strstr(err.msg, "is not a directory"));
-    list_dir(f->dir, listing, sizeof listing);
-    assert_string_equal(listing, "results.h5.parts");         /* no index, no temporary */
+    assert_listing(f->tmp.dir, "results.h5.parts");         /* no index, no temporary */
     struct stat st;
     assert_int_equal(stat(f->parts, &st), 0);
     assert_true(S_ISREG(st.st_mode) && st.st_size == 0);
@@ -385,10 +379,8 @@ static void test_a_failed_commit_leaves_everything_as_it_was(void **state)
     assert_int_equal(append(f, "/layer1", 2, false, &err), ATTN_EIO);
     assert_int_equal(layer_through_index(f, "/layer0"), 1);
     assert_int_equal(layer_through_index(f, "/layer1"), -1);
-    list_dir(f->dir, listing, sizeof listing);
-    assert_string_equal(listing, "results.h5 results.h5.parts");
-    list_dir(f->parts, listing, sizeof listing);
-    assert_string_equal(listing, "layer0.1.h5 layer1.1.h5");
+    assert_listing(f->tmp.dir, "results.h5 results.h5.parts");
+    assert_listing(f->parts, "layer0.1.h5 layer1.1.h5");
     assert_int_equal(rmdir(blocked), 0);
 }
 
@@ -398,14 +390,12 @@ static void test_a_cancelled_commit_writes_nothing(void **state)
     attn_error err;
     attn_index_target target;
     attn_atomic tx;
-    char listing[1024];
     volatile sig_atomic_t cancel = 1;
     assert_int_equal(attn_index_check(&target, f->index, "/layer0", false, &err), ATTN_OK);
     make_part(f, "/layer0", 1, &tx);
     assert_int_equal(attn_index_commit(&target, &tx, &cancel, &err), ATTN_EINTR);
     assert_int_equal(tx.committing, 0);
-    list_dir(f->dir, listing, sizeof listing);
-    assert_string_equal(listing, "");
+    assert_listing(f->tmp.dir, "");
 }
 
 int main(void)
@@ -416,12 +406,12 @@ int main(void)
         cmocka_unit_test(test_names_of_distinct_groups_differ),
         cmocka_unit_test(test_generation_belongs_to_one_group),
         cmocka_unit_test(test_long_groups_are_cut_and_hashed),
-        cmocka_unit_test_setup_teardown(test_appends_gather_groups_in_one_index, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_force_replaces_the_part_and_removes_the_old, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_groups_above_or_inside_others_are_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_file_that_is_not_an_index_is_refused_untouched, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_failed_commit_leaves_everything_as_it_was, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_a_cancelled_commit_writes_nothing, setup, teardown),
+        test_with_fixture(test_appends_gather_groups_in_one_index),
+        test_with_fixture(test_force_replaces_the_part_and_removes_the_old),
+        test_with_fixture(test_groups_above_or_inside_others_are_refused),
+        test_with_fixture(test_a_file_that_is_not_an_index_is_refused_untouched),
+        test_with_fixture(test_a_failed_commit_leaves_everything_as_it_was),
+        test_with_fixture(test_a_cancelled_commit_writes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,26 +34,19 @@
 
 #include "attn_run.h"
 #include "test_support.h"
+#include "test_hdf5.h"
 
 enum { B = 3, N = 4, D = 4, H = 2, DK = 2, DV = 2 };
 
 #define REFERENCE_TOLERANCE 1e-5   /* float32 pipeline against a double loop */
 
-
 /* A per-test temporary directory holding in.h5 and whatever a run leaves. */
 typedef struct run_fixture {
-    char dir[128];
+    test_dir tmp;
     char input[256];     /* dir/in.h5 */
     char output[256];    /* dir/out.h5 */
-    char path[256];      /* scratch for fixture_path */
     attn_atomic transaction;
 } run_fixture;
-
-static const char *fixture_path(run_fixture *f, const char *name)
-{
-    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
-    return f->path;
-}
 
 /* ---- the input ----------------------------------------------------------- */
 
@@ -88,67 +81,76 @@ static void input_values_fill(input_values *v)
     }
 }
 
-/* A float32 dataset `name` of shape dims (rank). */
-static void put_floats(hid_t file, const char *name, int rank, const hsize_t *dims,
-                       const float *values)
+/* One float32 dataset of the input file. */
+typedef struct input_dataset {
+    const char *name;
+    int rank;
+    hsize_t dims[3];
+    const float *values;
+} input_dataset;
+
+enum { INPUT_WEIGHTS = 5, INPUT_DATASETS = 9 };   /* X and W_*, then the b_* */
+
+/* The datasets of the legend's input with values v, but X (items, n, D)
+ * from x. */
+static void input_datasets(const input_values *v, const float *x, hsize_t items, hsize_t n,
+                           input_dataset sets[INPUT_DATASETS])
 {
-    hid_t space = H5Screate_simple(rank, dims, NULL);
-    assert_true(space >= 0);
-    hid_t dset = H5Dcreate2(file, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT,
-                            H5P_DEFAULT);
-    assert_true(dset >= 0);
-    assert_true(H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
-    H5Dclose(dset);
-    H5Sclose(space);
+    const input_dataset all[INPUT_DATASETS] = {
+        {"/X", 3, {items, n, D}, x},
+        {"/W_Q", 2, {D, H * DK}, &v->w_q[0][0]},
+        {"/W_K", 2, {D, H * DK}, &v->w_k[0][0]},
+        {"/W_V", 2, {D, H * DV}, &v->w_v[0][0]},
+        {"/W_O", 2, {H * DV, D}, &v->w_o[0][0]},
+        {"/b_Q", 1, {H * DK}, v->b_q},
+        {"/b_K", 1, {H * DK}, v->b_k},
+        {"/b_V", 1, {H * DV}, v->b_v},
+        {"/b_O", 1, {D}, v->b_o},
+    };
+    memcpy(sets, all, sizeof all);
+}
+
+/* Writes the first `count` of sets into a new file at path. */
+static void write_datasets(const char *path, const input_dataset *sets, size_t count)
+{
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(file >= 0);
+    for (size_t i = 0; i < count; i++)
+        test_h5_put(file, sets[i].name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, sets[i].rank,
+                    sets[i].dims, sets[i].values);
+    assert_true(H5Fclose(file) >= 0);
 }
 
 /* Writes the input file of the legend at path, with values v. */
 static void write_input(const char *path, const input_values *v)
 {
-    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    assert_true(file >= 0);
-    put_floats(file, "/X", 3, (hsize_t[]){B, N, D}, &v->x[0][0][0]);
-    put_floats(file, "/W_Q", 2, (hsize_t[]){D, H * DK}, &v->w_q[0][0]);
-    put_floats(file, "/W_K", 2, (hsize_t[]){D, H * DK}, &v->w_k[0][0]);
-    put_floats(file, "/W_V", 2, (hsize_t[]){D, H * DV}, &v->w_v[0][0]);
-    put_floats(file, "/W_O", 2, (hsize_t[]){H * DV, D}, &v->w_o[0][0]);
-    put_floats(file, "/b_Q", 1, (hsize_t[]){H * DK}, v->b_q);
-    put_floats(file, "/b_K", 1, (hsize_t[]){H * DK}, v->b_k);
-    put_floats(file, "/b_V", 1, (hsize_t[]){H * DV}, v->b_v);
-    put_floats(file, "/b_O", 1, (hsize_t[]){D}, v->b_o);
-    assert_true(H5Fclose(file) >= 0);
+    input_dataset sets[INPUT_DATASETS];
+    input_datasets(v, &v->x[0][0][0], B, N, sets);
+    write_datasets(path, sets, INPUT_DATASETS);
 }
 
 static int setup(void **state)
 {
-    run_fixture *f = calloc(1, sizeof *f);
-    if (f == NULL)
+    if (test_h5_setup(state, sizeof(run_fixture), "test_run") != 0)
         return -1;
-    if (test_make_dir(f->dir, sizeof f->dir, "test_run") != 0) {
-        free(f);
-        return -1;
-    }
-    snprintf(f->input, sizeof f->input, "%s/in.h5", f->dir);
-    snprintf(f->output, sizeof f->output, "%s/out.h5", f->dir);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);   /* failures are expected here */
-    *state = f;
+    run_fixture *f = *state;
+    snprintf(f->input, sizeof f->input, "%s/in.h5", f->tmp.dir);
+    snprintf(f->output, sizeof f->output, "%s/out.h5", f->tmp.dir);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    run_fixture *f = *state;
-    int result = test_remove_dir(f->dir);
-    free(f);
-    return result;
+    return test_dir_teardown(state);
 }
 
-/* Writes the default input into the fixture's in.h5. */
-static void write_default_input(run_fixture *f)
+/* Writes the default input into the fixture's in.h5; returns its values. */
+static input_values write_default_input(run_fixture *f)
 {
     input_values v;
     input_values_fill(&v);
     write_input(f->input, &v);
+    return v;
 }
 
 /* Options for in.h5 -> out.h5 with --heads 2. */
@@ -162,28 +164,30 @@ static attn_run_options default_options(run_fixture *f)
     return opt;
 }
 
-/* attn_run that must succeed. */
+/* attn_run that must succeed; report may be NULL. */
 static void run_ok(const attn_run_options *opt, attn_run_report *report)
 {
+    attn_run_report unused;
     attn_error err = {0};
-    int status = attn_run(opt, report, &err);
+    int status = attn_run(opt, report != NULL ? report : &unused, &err);
     if (status != ATTN_OK)
         fail_msg("attn_run: %d %s", status, err.msg);
 }
 
 /* ---- the reference --------------------------------------------------------- */
 
-/* Everything the pipeline computes, in double. */
-typedef struct reference {
+/* The four default outputs in double: the reference's, or a file's
+ * (float32, widened exactly). */
+typedef struct outputs {
     double scores[B][H][N][N];
     double weights[B][H][N][N];
     double heads[B][H][N][DV];
     double output[B][N][D];
-} reference;
+} outputs;
 
 /* Q_i = X W_Q^(i) + b_Q^(i) ... output = concat(heads) W_O + b_O, straight
  * from the definitions, for every item and head. */
-static void reference_forward(const input_values *v, reference *r)
+static void reference_forward(const input_values *v, outputs *r)
 {
     const double scale = 1.0 / sqrt((double)DK);
     for (size_t b = 0; b < B; b++) {
@@ -234,75 +238,38 @@ static void reference_forward(const input_values *v, reference *r)
 
 /* ---- reading results back with the HDF5 API ------------------------------ */
 
-/* Asserts that dataset `name` of file is float32 LE of shape dims (rank) and
- * reads it into values (count elements of mem_type). */
-static void read_dataset(hid_t file, const char *name, int rank, const hsize_t *dims,
-                         hid_t mem_type, void *values)
+/* Reads the float32 scores, weights, heads and output of group (e.g. "/"
+ * or "/res"), asserting their shapes. */
+static void read_outputs(const char *path, const char *group, outputs *o)
 {
-    hid_t dset = H5Dopen2(file, name, H5P_DEFAULT);
-    if (dset < 0)
-        fail_msg("no dataset %s", name);
-    hid_t type = H5Dget_type(dset);
-    assert_true(H5Tequal(type, H5T_IEEE_F32LE) > 0);
-    H5Tclose(type);
-    hid_t space = H5Dget_space(dset);
-    hsize_t found[8] = {0};
-    assert_int_equal(H5Sget_simple_extent_ndims(space), rank);
-    assert_int_equal(H5Sget_simple_extent_dims(space, found, NULL), rank);
-    for (int a = 0; a < rank; a++)
-        if (found[a] != dims[a])
-            fail_msg("%s: axis %d is %llu, expected %llu", name, a, (unsigned long long)found[a],
-                     (unsigned long long)dims[a]);
-    H5Sclose(space);
-    assert_true(H5Dread(dset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) >= 0);
-    H5Dclose(dset);
-}
-
-/* The four default outputs of a file, as stored (float) or widened. */
-typedef struct outputs_f32 {
-    float scores[B][H][N][N];
-    float weights[B][H][N][N];
-    float heads[B][H][N][DV];
-    float output[B][N][D];
-} outputs_f32;
-
-/* Reads scores, weights, heads and output of group (e.g. "/" or "/res"). */
-static void read_outputs(const char *path, const char *group, outputs_f32 *o)
-{
-    char name[128];
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0)
-        fail_msg("cannot open %s", path);
+    const struct {
+        const char *name;
+        int rank;
+        hsize_t dims[4];
+        double *values;
+    } sets[] = {
+        {"scores", 4, {B, H, N, N}, &o->scores[0][0][0][0]},
+        {"weights", 4, {B, H, N, N}, &o->weights[0][0][0][0]},
+        {"heads", 4, {B, H, N, DV}, &o->heads[0][0][0][0]},
+        {"output", 3, {B, N, D}, &o->output[0][0][0]},
+    };
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
     const char *sep = strcmp(group, "/") == 0 ? "" : "/";
-    snprintf(name, sizeof name, "%s%sscores", group, sep);
-    read_dataset(file, name, 4, (hsize_t[]){B, H, N, N}, H5T_NATIVE_FLOAT, o->scores);
-    snprintf(name, sizeof name, "%s%sweights", group, sep);
-    read_dataset(file, name, 4, (hsize_t[]){B, H, N, N}, H5T_NATIVE_FLOAT, o->weights);
-    snprintf(name, sizeof name, "%s%sheads", group, sep);
-    read_dataset(file, name, 4, (hsize_t[]){B, H, N, DV}, H5T_NATIVE_FLOAT, o->heads);
-    snprintf(name, sizeof name, "%s%soutput", group, sep);
-    read_dataset(file, name, 3, (hsize_t[]){B, N, D}, H5T_NATIVE_FLOAT, o->output);
+    for (size_t i = 0; i < COUNT(sets); i++) {
+        char name[128];
+        snprintf(name, sizeof name, "%s%s%s", group, sep, sets[i].name);
+        test_h5_read(file, name, H5T_IEEE_F32LE, sets[i].rank, sets[i].dims, H5T_NATIVE_DOUBLE,
+                     sets[i].values);
+    }
     assert_true(H5Fclose(file) >= 0);
 }
 
 /* ---- files in the scratch directory -------------------------------------- */
 
-/* Entries of dir other than . and ..; *temps counts those carrying
- * ATTN_TEMP_MARKER. */
-static size_t count_entries(const char *path, size_t *temps)
+/* The fixture's directory holds exactly `expected` entries and no temporary. */
+static void assert_entries(const run_fixture *f, size_t expected)
 {
-    size_t count = test_count_entries(path, ATTN_TEMP_MARKER, temps);
-    assert_true(count != (size_t)-1);
-    return count;
-}
-
-/* The directory holds exactly `expected` entries and no temporary. */
-static void assert_entries(const char *dir, size_t expected)
-{
-    size_t temps;
-    size_t count = count_entries(dir, &temps);
-    assert_int_equal(temps, 0);
-    assert_int_equal(count, expected);
+    assert_dir_entries(f->tmp.dir, ATTN_TEMP_MARKER, expected, 0);
 }
 
 static bool file_exists(const char *path)
@@ -310,50 +277,21 @@ static bool file_exists(const char *path)
     return access(path, F_OK) == 0;
 }
 
-/* The bytes of a file (malloc'd) and their count. */
-static unsigned char *read_bytes(const char *path, size_t *len)
-{
-    FILE *file = fopen(path, "rb");
-    assert_non_null(file);
-    assert_int_equal(fseek(file, 0, SEEK_END), 0);
-    long size = ftell(file);
-    assert_true(size >= 0);
-    rewind(file);
-    unsigned char *data = malloc((size_t)size + 1);
-    assert_non_null(data);
-    assert_int_equal(fread(data, 1, (size_t)size, file), (size_t)size);
-    fclose(file);
-    *len = (size_t)size;
-    return data;
-}
-
-static void assert_same_bytes(const unsigned char *before, size_t before_len, const char *path)
-{
-    size_t len;
-    unsigned char *now = read_bytes(path, &len);
-    assert_int_equal(len, before_len);
-    assert_memory_equal(now, before, len);
-    free(now);
-}
-
 /* ---- successful runs ------------------------------------------------------ */
 
 static void test_run_writes_outputs_equal_to_reference(void **state)
 {
     run_fixture *f = *state;
-    input_values v;
-    input_values_fill(&v);
-    write_input(f->input, &v);
+    const input_values v = write_default_input(f);
     attn_run_options opt = default_options(f);
     attn_run_report report;
     run_ok(&opt, &report);
 
     assert_true(file_exists(f->output));
-    assert_entries(f->dir, 2);                  /* in.h5, out.h5; no temporary */
+    assert_entries(f, 2);             /* in.h5, out.h5; no temporary */
     assert_string_equal(f->transaction.temp_path, "");
 
-    static reference r;
-    static outputs_f32 o;
+    static outputs r, o;
     reference_forward(&v, &r);
     read_outputs(f->output, "/", &o);
 
@@ -394,11 +332,11 @@ static void test_results_do_not_depend_on_slice_items(void **state)
     write_default_input(f);
     static const size_t slices[3] = {1, 2, 0};
     static const size_t expected_items[3] = {1, 2, B};
-    static outputs_f32 results[3];
+    static outputs results[3];
     for (size_t s = 0; s < 3; s++) {
         char name[32];
         snprintf(name, sizeof name, "out%zu.h5", slices[s]);
-        const char *path = fixture_path(f, name);
+        const char *path = test_path(&f->tmp, name);
         attn_run_options opt = default_options(f);
         opt.output = path;
         opt.slice_items = slices[s];
@@ -407,7 +345,7 @@ static void test_results_do_not_depend_on_slice_items(void **state)
         assert_int_equal(report.slice_items, expected_items[s]);
         read_outputs(path, "/", &results[s]);
     }
-    assert_entries(f->dir, 4);
+    assert_entries(f, 4);
     for (size_t s = 1; s < 3; s++) {
         assert_memory_equal(results[s].output, results[0].output, sizeof results[0].output);
         assert_memory_equal(results[s].heads, results[0].heads, sizeof results[0].heads);
@@ -483,41 +421,43 @@ static void test_dry_run_fills_report_and_creates_no_file(void **state)
 
     /* nothing written: in.h5 alone, and no OUT */
     assert_false(file_exists(f->output));
-    assert_entries(f->dir, 1);
+    assert_entries(f, 1);
 
     /* total_bytes follows --save */
     opt.save = (1u << ATTN_OUT_OUTPUT) | (1u << ATTN_OUT_Q);
     run_ok(&opt, &report);
     assert_int_equal(report.total_bytes, expected[ATTN_OUT_OUTPUT] + expected[ATTN_OUT_Q]);
-    assert_entries(f->dir, 1);
+    assert_entries(f, 1);
 }
 
 /* ---- refusals ----------------------------------------------------------- */
 
+/* attn_run that must fail with status; returns its error. */
+static attn_error run_refused(const attn_run_options *opt, int status)
+{
+    attn_run_report report;
+    attn_error err = {0};
+    assert_int_equal(attn_run(opt, &report, &err), status);
+    return err;
+}
+
 static void test_existing_output_refused_without_force_replaced_with_force(void **state)
 {
     run_fixture *f = *state;
+    static const char older[] = "an older result\n";
     write_default_input(f);
-    FILE *old = fopen(f->output, "w");
-    assert_non_null(old);
-    fputs("an older result\n", old);
-    assert_int_equal(fclose(old), 0);
-    size_t old_len;
-    unsigned char *old_bytes = read_bytes(f->output, &old_len);
+    test_write_file(f->output, older, strlen(older));
 
     attn_run_options opt = default_options(f);
-    attn_run_report report;
-    attn_error err = {0};
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EUSAGE);
+    attn_error err = run_refused(&opt, ATTN_EUSAGE);
     assert_non_null(strstr(err.msg, "out.h5"));
-    assert_same_bytes(old_bytes, old_len, f->output);
-    assert_entries(f->dir, 2);
-    free(old_bytes);
+    assert_file_bytes(f->output, older, strlen(older));
+    assert_entries(f, 2);
 
     opt.force = true;
-    run_ok(&opt, &report);
-    assert_entries(f->dir, 2);
-    static outputs_f32 o;
+    run_ok(&opt, NULL);
+    assert_entries(f, 2);
+    static outputs o;
     read_outputs(f->output, "/", &o);          /* now an HDF5 file with the results */
 }
 
@@ -526,37 +466,30 @@ static void test_output_equal_to_input_is_usage_error(void **state)
     run_fixture *f = *state;
     write_default_input(f);
     size_t in_len;
-    unsigned char *in_bytes = read_bytes(f->input, &in_len);
+    unsigned char *in_bytes = test_read_file(f->input, &in_len);
 
     attn_run_options opt = default_options(f);
     opt.output = f->input;
     opt.force = true;                           /* not even with --force */
-    attn_run_report report;
-    attn_error err = {0};
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EUSAGE);
+    run_refused(&opt, ATTN_EUSAGE);
+    opt.output = test_path(&f->tmp, "./in.h5"); /* another spelling of the same path */
+    run_refused(&opt, ATTN_EUSAGE);
 
-    /* another spelling of the same path */
-    opt.output = fixture_path(f, "./in.h5");
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EUSAGE);
-
-    assert_same_bytes(in_bytes, in_len, f->input);
-    assert_entries(f->dir, 1);
+    assert_file_bytes(f->input, in_bytes, in_len);
+    assert_entries(f, 1);
     free(in_bytes);
 }
 
 static void test_cancel_already_set_gives_eintr_and_no_files(void **state)
 {
     run_fixture *f = *state;
-    write_default_input(f);
     volatile sig_atomic_t cancel = 1;
+    write_default_input(f);
     attn_run_options opt = default_options(f);
     opt.cancel = &cancel;
-    attn_run_report report;
-    attn_error err = {0};
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EINTR);
-    assert_non_null(strstr(err.msg, "interrupted"));
+    assert_non_null(strstr(run_refused(&opt, ATTN_EINTR).msg, "interrupted"));
     assert_false(file_exists(f->output));
-    assert_entries(f->dir, 1);
+    assert_entries(f, 1);
     assert_string_equal(f->transaction.temp_path, "");
 }
 
@@ -566,12 +499,9 @@ static void test_missing_dataset_gives_einput_and_no_files(void **state)
     write_default_input(f);
     attn_run_options opt = default_options(f);
     opt.names[ATTN_IN_WQ] = "nope";
-    attn_run_report report;
-    attn_error err = {0};
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "nope"));
+    assert_non_null(strstr(run_refused(&opt, ATTN_EINPUT).msg, "nope"));
     assert_false(file_exists(f->output));
-    assert_entries(f->dir, 1);
+    assert_entries(f, 1);
 }
 
 /* The default input with X[1][2][3] = NaN. */
@@ -588,19 +518,15 @@ static void test_nan_in_x_gives_einput_with_its_index(void **state)
     run_fixture *f = *state;
     write_input_with_nan(f);
     attn_run_options opt = default_options(f);
-    attn_run_report report;
-    attn_error err = {0};
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EINPUT);
+    attn_error err = run_refused(&opt, ATTN_EINPUT);
     assert_non_null(strstr(err.msg, "dataset X "));
     assert_non_null(strstr(err.msg, "[1, 2, 3]"));
-    assert_entries(f->dir, 1);
+    assert_entries(f, 1);
 
     /* the index is in X, not in the slice that held it */
     opt.slice_items = 1;
-    memset(&err, 0, sizeof err);
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "[1, 2, 3]"));
-    assert_entries(f->dir, 1);
+    assert_non_null(strstr(run_refused(&opt, ATTN_EINPUT).msg, "[1, 2, 3]"));
+    assert_entries(f, 1);
 }
 
 static void test_allow_nonfinite_runs_with_nan_in_x(void **state)
@@ -609,11 +535,10 @@ static void test_allow_nonfinite_runs_with_nan_in_x(void **state)
     write_input_with_nan(f);
     attn_run_options opt = default_options(f);
     opt.allow_nonfinite = true;
-    attn_run_report report;
-    run_ok(&opt, &report);
-    assert_entries(f->dir, 2);
+    run_ok(&opt, NULL);
+    assert_entries(f, 2);
 
-    static outputs_f32 o;
+    static outputs o;
     read_outputs(f->output, "/", &o);
     /* item 1 holds the NaN and its results are NaN; items 0 and 2 are finite */
     assert_true(isnan(o.output[1][2][0]));
@@ -625,68 +550,66 @@ static void test_allow_nonfinite_runs_with_nan_in_x(void **state)
 
 /* ---- in place ------------------------------------------------------------ */
 
-static void test_in_place_adds_results_under_group_and_keeps_inputs(void **state)
+/* Options that add the results to in.h5 under /res. */
+static attn_run_options in_place_options(run_fixture *f)
 {
-    run_fixture *f = *state;
-    input_values v;
-    input_values_fill(&v);
-    write_input(f->input, &v);
     attn_run_options opt = default_options(f);
     opt.output = NULL;
     opt.in_place = true;
     opt.group = "/res";
-    attn_run_report report;
-    run_ok(&opt, &report);
-    assert_entries(f->dir, 1);                  /* in.h5 replaced, no temporary */
+    return opt;
+}
 
-    static reference r;
-    static outputs_f32 o;
+static void test_in_place_adds_results_under_group_and_keeps_inputs(void **state)
+{
+    run_fixture *f = *state;
+    const input_values v = write_default_input(f);
+    attn_run_options opt = in_place_options(f);
+    run_ok(&opt, NULL);
+    assert_entries(f, 1);             /* in.h5 replaced, no temporary */
+
+    static outputs r, o;
     reference_forward(&v, &r);
     read_outputs(f->input, "/res", &o);
     for (size_t i = 0; i < B * N * D; i++)
         assert_near((&o.output[0][0][0])[i], (&r.output[0][0][0])[i], REFERENCE_TOLERANCE);
 
     /* the original datasets are still there, with their values */
-    hid_t file = H5Fopen(f->input, H5F_ACC_RDONLY, H5P_DEFAULT);
-    assert_true(file >= 0);
+    hid_t file = test_h5_open(f->input, H5F_ACC_RDONLY);
     assert_int_equal(H5Lexists(file, "/output", H5P_DEFAULT), 0);   /* not at the root */
-    static input_values back;
-    read_dataset(file, "/X", 3, (hsize_t[]){B, N, D}, H5T_NATIVE_FLOAT, back.x);
-    read_dataset(file, "/W_Q", 2, (hsize_t[]){D, H * DK}, H5T_NATIVE_FLOAT, back.w_q);
-    read_dataset(file, "/W_O", 2, (hsize_t[]){H * DV, D}, H5T_NATIVE_FLOAT, back.w_o);
-    read_dataset(file, "/b_O", 1, (hsize_t[]){D}, H5T_NATIVE_FLOAT, back.b_o);
+    input_dataset sets[INPUT_DATASETS];
+    input_datasets(&v, &v.x[0][0][0], B, N, sets);
+    for (size_t i = 0; i < INPUT_DATASETS; i++) {
+        float back[B * N * D];                  /* X, the largest */
+        test_h5_read(file, sets[i].name, H5T_IEEE_F32LE, sets[i].rank, sets[i].dims,
+                     H5T_NATIVE_FLOAT, back);
+        size_t count = 1;
+        for (int a = 0; a < sets[i].rank; a++)
+            count *= (size_t)sets[i].dims[a];
+        assert_memory_equal(back, sets[i].values, count * sizeof(float));
+    }
     assert_true(H5Fclose(file) >= 0);
-    assert_memory_equal(back.x, v.x, sizeof v.x);
-    assert_memory_equal(back.w_q, v.w_q, sizeof v.w_q);
-    assert_memory_equal(back.w_o, v.w_o, sizeof v.w_o);
-    assert_memory_equal(back.b_o, v.b_o, sizeof v.b_o);
 }
 
 static void test_second_in_place_without_force_leaves_file_unchanged(void **state)
 {
     run_fixture *f = *state;
     write_default_input(f);
-    attn_run_options opt = default_options(f);
-    opt.output = NULL;
-    opt.in_place = true;
-    opt.group = "/res";
-    attn_run_report report;
-    run_ok(&opt, &report);
+    attn_run_options opt = in_place_options(f);
+    run_ok(&opt, NULL);
 
     size_t len;
-    unsigned char *bytes = read_bytes(f->input, &len);
-    attn_error err = {0};
-    assert_int_equal(attn_run(&opt, &report, &err), ATTN_EUSAGE);
-    assert_non_null(strstr(err.msg, "/res"));
-    assert_same_bytes(bytes, len, f->input);
-    assert_entries(f->dir, 1);
+    unsigned char *bytes = test_read_file(f->input, &len);
+    assert_non_null(strstr(run_refused(&opt, ATTN_EUSAGE).msg, "/res"));
+    assert_file_bytes(f->input, bytes, len);
+    assert_entries(f, 1);
     free(bytes);
 
     /* with force the names are replaced */
     opt.force = true;
-    run_ok(&opt, &report);
-    assert_entries(f->dir, 1);
-    static outputs_f32 o;
+    run_ok(&opt, NULL);
+    assert_entries(f, 1);
+    static outputs o;
     read_outputs(f->input, "/res", &o);
 }
 
@@ -724,37 +647,46 @@ static bool record_progress(size_t done, size_t total, void *context)
     return true;
 }
 
+/* Runs opt with its progress recorded in log. */
+static void run_logged(attn_run_options *opt, progress_log *log, attn_run_report *report)
+{
+    *log = (progress_log){.increasing = true, .same_total = true, .report = log->report};
+    opt->progress = record_progress;
+    opt->progress_context = log;
+    run_ok(opt, report);
+}
+
+/* log saw `calls` calls, each done above the one before, of one total
+ * `total`, the last at the total. */
+static void assert_progress(const progress_log *log, size_t calls, size_t total)
+{
+    assert_int_equal(log->calls, calls);
+    assert_true(log->increasing);
+    assert_true(log->same_total);
+    assert_int_equal(log->total, total);
+    assert_int_equal(log->last_done, total);
+}
+
 static void test_progress_reaches_total_in_increasing_steps(void **state)
 {
     run_fixture *f = *state;
     write_default_input(f);
-    progress_log log = {.increasing = true, .same_total = true};
+    progress_log log = {0};
     attn_run_options opt = default_options(f);
-    opt.slice_items = 1;
-    opt.progress = record_progress;
-    opt.progress_context = &log;
     attn_run_report report;
-    run_ok(&opt, &report);
-    assert_int_equal(log.calls, B);             /* one call per slice of one item */
-    assert_true(log.increasing);
-    assert_true(log.same_total);
-    assert_int_equal(log.total, B * N);         /* in query rows */
-    assert_int_equal(log.last_done, B * N);
+    opt.slice_items = 1;
+    run_logged(&opt, &log, &report);
+    assert_progress(&log, B, B * N);            /* one call per slice of one item, in rows */
     for (size_t i = 0; i < B; i++)
         assert_int_equal(log.done[i], (i + 1) * N);
 
     /* slices of 2: done = 2 n, then 3 n */
-    progress_log pairs = {.increasing = true, .same_total = true};
     opt.slice_items = 2;
-    opt.progress_context = &pairs;
     opt.force = true;
-    run_ok(&opt, &report);
-    assert_int_equal(pairs.calls, 2);
-    assert_int_equal(pairs.done[0], 2 * N);
-    assert_int_equal(pairs.done[1], 3 * N);
-    assert_true(pairs.increasing);
-    assert_int_equal(pairs.total, B * N);
-    assert_int_equal(pairs.last_done, B * N);
+    run_logged(&opt, &log, &report);
+    assert_progress(&log, 2, B * N);
+    assert_int_equal(log.done[0], 2 * N);
+    assert_int_equal(log.done[1], 3 * N);
 }
 
 /* One item of LONG_N queries whose maps exceed the step: the rows come in
@@ -766,35 +698,25 @@ static void test_progress_reports_each_block_of_rows(void **state)
     run_fixture *f = *state;
     static float x[LONG_N * D];
     input_values v;
+    input_dataset sets[INPUT_DATASETS];
     input_values_fill(&v);
     for (size_t i = 0; i < LONG_N * D; i++)
         x[i] = pattern(i, 37, 23);
-    hid_t file = H5Fcreate(f->input, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    assert_true(file >= 0);
-    put_floats(file, "/X", 3, (hsize_t[]){1, LONG_N, D}, x);
-    put_floats(file, "/W_Q", 2, (hsize_t[]){D, H * DK}, &v.w_q[0][0]);
-    put_floats(file, "/W_K", 2, (hsize_t[]){D, H * DK}, &v.w_k[0][0]);
-    put_floats(file, "/W_V", 2, (hsize_t[]){D, H * DV}, &v.w_v[0][0]);
-    put_floats(file, "/W_O", 2, (hsize_t[]){H * DV, D}, &v.w_o[0][0]);
-    assert_true(H5Fclose(file) >= 0);
+    input_datasets(&v, x, 1, LONG_N, sets);
+    write_datasets(f->input, sets, INPUT_WEIGHTS);      /* no biases */
 
     attn_run_report report;
-    progress_log log = {.increasing = true, .same_total = true, .report = &report};
+    progress_log log = {.report = &report};
     attn_run_options opt = default_options(f);
     opt.save = 1u << ATTN_OUT_WEIGHTS;
     opt.memory_budget = (size_t)1 << 20;
-    opt.progress = record_progress;
-    opt.progress_context = &log;
-    run_ok(&opt, &report);
+    run_logged(&opt, &log, &report);
     const size_t rows = report.slice_rows, blocks = (LONG_N + rows - 1) / rows;
     assert_true(rows < LONG_N);                 /* else this test shows nothing */
     assert_in_range(blocks, 2, 8);
     assert_int_equal(log.planned_n, LONG_N);    /* the plan was there at the first call */
     assert_int_equal(log.planned_rows, rows);
-    assert_int_equal(log.calls, blocks);
-    assert_true(log.increasing);
-    assert_true(log.same_total);
-    assert_int_equal(log.total, LONG_N);
+    assert_progress(&log, blocks, LONG_N);
     for (size_t b = 0; b < blocks; b++)
         assert_int_equal(log.done[b], (b + 1) * rows < LONG_N ? (b + 1) * rows : LONG_N);
 }
@@ -802,19 +724,19 @@ static void test_progress_reports_each_block_of_rows(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_run_writes_outputs_equal_to_reference, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_results_do_not_depend_on_slice_items, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_dry_run_fills_report_and_creates_no_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_existing_output_refused_without_force_replaced_with_force, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_output_equal_to_input_is_usage_error, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_already_set_gives_eintr_and_no_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_dataset_gives_einput_and_no_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_nan_in_x_gives_einput_with_its_index, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_allow_nonfinite_runs_with_nan_in_x, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_in_place_adds_results_under_group_and_keeps_inputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_second_in_place_without_force_leaves_file_unchanged, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_progress_reaches_total_in_increasing_steps, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_progress_reports_each_block_of_rows, setup, teardown),
+        test_with_fixture(test_run_writes_outputs_equal_to_reference),
+        test_with_fixture(test_results_do_not_depend_on_slice_items),
+        test_with_fixture(test_dry_run_fills_report_and_creates_no_file),
+        test_with_fixture(test_existing_output_refused_without_force_replaced_with_force),
+        test_with_fixture(test_output_equal_to_input_is_usage_error),
+        test_with_fixture(test_cancel_already_set_gives_eintr_and_no_files),
+        test_with_fixture(test_missing_dataset_gives_einput_and_no_files),
+        test_with_fixture(test_nan_in_x_gives_einput_with_its_index),
+        test_with_fixture(test_allow_nonfinite_runs_with_nan_in_x),
+        test_with_fixture(test_in_place_adds_results_under_group_and_keeps_inputs),
+        test_with_fixture(test_second_in_place_without_force_leaves_file_unchanged),
+        test_with_fixture(test_progress_reaches_total_in_increasing_steps),
+        test_with_fixture(test_progress_reports_each_block_of_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,6 +86,15 @@ static void expect_pattern(const format *f, double x, uint16_t got)
                  (unsigned)((union { float v; uint32_t u; }){.v = (float)x}).u, got, want);
 }
 
+static const format *const formats[] = {&f16, &bf16};
+
+/* Runs check for each format. */
+static void for_each_format(void (*check)(const format *f))
+{
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        check(formats[i]);
+}
+
 static void convert_f32(const format *f, const float *in, uint16_t *out, size_t n)
 {
     if (f == &f16)
@@ -102,42 +111,65 @@ static void convert_f64(const format *f, const double *in, uint16_t *out, size_t
         attn_store_bf16_from_f64(in, out, n);
 }
 
+enum { BATCH = 4096 };
+
+/* Values gathered and converted to format f a batch of at most BATCH at
+ * a time, from float64 when wide, else from float32 (the values are then
+ * floats), each checked against the reference. */
+typedef struct batch {
+    const format *f;
+    bool wide;
+    size_t count;
+    double in[BATCH];
+} batch;
+
+static void batch_convert(batch *b)
+{
+    float in32[BATCH];
+    uint16_t out[BATCH];
+    if (b->wide) {
+        convert_f64(b->f, b->in, out, b->count);
+    } else {
+        for (size_t j = 0; j < b->count; j++)
+            in32[j] = (float)b->in[j];                   /* exact: they are floats */
+        convert_f32(b->f, in32, out, b->count);
+    }
+    for (size_t j = 0; j < b->count; j++)
+        expect_pattern(b->f, b->in[j], out[j]);
+    b->count = 0;
+}
+
+/* Adds count values to b, converting what b holds first when they do not fit. */
+static void batch_add(batch *b, const double *values, size_t count)
+{
+    if (b->count + count > BATCH)
+        batch_convert(b);
+    memcpy(b->in + b->count, values, count * sizeof *values);
+    b->count += count;
+}
+
 /* The float32 values around every step of the format: each finite
  * value, the midpoint to the next, and the floats just either side. */
 static void check_float_steps(const format *f)
 {
-    enum { BATCH = 4096 };
-    float in[BATCH];
-    uint16_t out[BATCH];
-    size_t count = 0;
+    static batch b;
+    b = (batch){.f = f};
     const uint32_t inf = infinity_of(f);
     for (uint32_t p = 0; p < inf; p++) {
         const double v = decode(f, p), next = decode(f, p + 1);
         const float mid = (float)((v + next) / 2);         /* exact: a few more bits */
         const float around[] = {(float)v, mid, nextafterf(mid, 0), nextafterf(mid, INFINITY),
                                 -mid, -(float)v};
-        for (size_t i = 0; i < sizeof around / sizeof around[0]; i++) {
-            in[count++] = around[i];
-            if (count == BATCH || (p + 1 == inf && i + 1 == sizeof around / sizeof around[0])) {
-                convert_f32(f, in, out, count);
-                for (size_t j = 0; j < count; j++)
-                    expect_pattern(f, in[j], out[j]);
-                count = 0;
-            }
-        }
+        for (size_t i = 0; i < sizeof around / sizeof around[0]; i++)
+            batch_add(&b, &(double){around[i]}, 1);
     }
+    batch_convert(&b);
 }
 
-static void test_f16_from_f32_every_step(void **state)
+static void test_f16_and_bf16_from_f32_every_step(void **state)
 {
     (void)state;
-    check_float_steps(&f16);
-}
-
-static void test_bf16_from_f32_every_step(void **state)
-{
-    (void)state;
-    check_float_steps(&bf16);
+    for_each_format(check_float_steps);
 }
 
 /* Random float32 bit patterns, all exponents, NaN and infinity included. */
@@ -159,16 +191,10 @@ static void check_random_floats(const format *f)
     }
 }
 
-static void test_f16_from_f32_random(void **state)
+static void test_f16_and_bf16_from_f32_random(void **state)
 {
     (void)state;
-    check_random_floats(&f16);
-}
-
-static void test_bf16_from_f32_random(void **state)
-{
-    (void)state;
-    check_random_floats(&bf16);
+    for_each_format(check_random_floats);
 }
 
 /* A double a hair off a midpoint rounds by that hair: through float32 it
@@ -176,37 +202,23 @@ static void test_bf16_from_f32_random(void **state)
  * time.  Also the ends of the range and the specials. */
 static void check_doubles(const format *f)
 {
-    enum { BATCH = 4096 };
-    double in[BATCH];
-    uint16_t out[BATCH];
-    size_t count = 0;
+    static batch b;
+    b = (batch){.f = f, .wide = true};
     const uint32_t inf = infinity_of(f);
     for (uint32_t p = 0; p <= inf; p += 1 + p / 97) {
         const double v = decode(f, p < inf ? p : inf - 1), next = decode(f, p < inf ? p + 1 : inf);
         const double mid = (v + next) / 2, hair = (next - v) * 0x1p-30;
         const double around[] = {mid + hair, mid - hair, -(mid + hair), mid, v, 1e300, -1e300,
                                  0x1p-1060, -0.0, INFINITY, -INFINITY, NAN};
-        for (size_t i = 0; i < sizeof around / sizeof around[0]; i++)
-            in[count++] = around[i];
-        if (count + 16 > BATCH || p + 1 + p / 97 > inf) {
-            convert_f64(f, in, out, count);
-            for (size_t j = 0; j < count; j++)
-                expect_pattern(f, in[j], out[j]);
-            count = 0;
-        }
+        batch_add(&b, around, sizeof around / sizeof around[0]);
     }
+    batch_convert(&b);
 }
 
-static void test_f16_from_f64_rounds_once(void **state)
+static void test_f16_and_bf16_from_f64_round_once(void **state)
 {
     (void)state;
-    check_doubles(&f16);
-}
-
-static void test_bf16_from_f64_rounds_once(void **state)
-{
-    (void)state;
-    check_doubles(&bf16);
+    for_each_format(check_doubles);
 }
 
 /* Fixed points by hand: 65504 is the largest binary16, 65520 its
@@ -259,12 +271,9 @@ static void test_tile_visible_matches_the_masks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_f16_from_f32_every_step),
-        cmocka_unit_test(test_bf16_from_f32_every_step),
-        cmocka_unit_test(test_f16_from_f32_random),
-        cmocka_unit_test(test_bf16_from_f32_random),
-        cmocka_unit_test(test_f16_from_f64_rounds_once),
-        cmocka_unit_test(test_bf16_from_f64_rounds_once),
+        cmocka_unit_test(test_f16_and_bf16_from_f32_every_step),
+        cmocka_unit_test(test_f16_and_bf16_from_f32_random),
+        cmocka_unit_test(test_f16_and_bf16_from_f64_round_once),
         cmocka_unit_test(test_f16_by_hand),
         cmocka_unit_test(test_tile_visible_matches_the_masks),
     };

@@ -22,6 +22,7 @@
 #include "h5/h5.h"
 #include "attn_tokens.h"
 #include "test_support.h"
+#include "test_hdf5.h"
 
 /* ---- the reference: RFC 3629 by bit patterns ----------------------------- */
 
@@ -177,8 +178,8 @@ static void test_source_forms(void **state)
 /* ---- reading strings ------------------------------------------------------ */
 
 typedef struct strings_fixture {
-    char dir[128];
-    char path[256];
+    test_dir tmp;
+    char path[256];     /* dir/strings.h5 */
 } strings_fixture;
 
 static hid_t string_type(size_t size, H5T_str_t pad, H5T_cset_t cset)
@@ -196,13 +197,10 @@ static hid_t string_type(size_t size, H5T_str_t pad, H5T_cset_t cset)
  * "t" (3) null-terminated; "n" (3) integers. */
 static int setup(void **state)
 {
-    strings_fixture *f = calloc(1, sizeof *f);
-    if (f == NULL || test_make_dir(f->dir, sizeof f->dir, "test_tokens") != 0) {
-        free(f);
+    if (test_h5_setup(state, sizeof(strings_fixture), "test_tokens") != 0)
         return -1;
-    }
-    snprintf(f->path, sizeof f->path, "%s/strings.h5", f->dir);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    strings_fixture *f = *state;
+    snprintf(f->path, sizeof f->path, "%s/strings.h5", f->tmp.dir);
     const char *v[6] = {"a", "\xC4\xA0the", "", "\xE6\x97\xA5\xE6\x9C\xAC", "\xF0\x9F\x98\x80", "z"};
     const hsize_t two[2] = {2, 3}, one[1] = {3};
     hid_t file = H5Fcreate(f->path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -234,16 +232,22 @@ static int setup(void **state)
     H5Sclose(s2);
     H5Tclose(vt);
     H5Fclose(file);
-    *state = f;
     return ok ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
+    return test_dir_teardown(state);
+}
+
+/* The fixture's string file, opened. */
+static attn_h5in *open_strings(void **state)
+{
     strings_fixture *f = *state;
-    int result = test_remove_dir(f->dir);
-    free(f);
-    return result;
+    attn_h5in *in = NULL;
+    attn_error err;
+    assert_int_equal(attn_h5in_open(f->path, &in, &err), ATTN_OK);
+    return in;
 }
 
 /* Reads the block first, count of name (attribute when not NULL) and
@@ -268,12 +272,10 @@ static void expect_block(attn_h5in *in, const char *name, const char *attribute,
 
 static void test_read_blocks_of_datasets_and_attributes(void **state)
 {
-    strings_fixture *f = *state;
-    attn_h5in *in;
+    attn_h5in *in = open_strings(state);
     attn_error err;
     attn_tensor_info info;
     size_t fixed = 99;
-    assert_int_equal(attn_h5in_open(f->path, &in, &err), ATTN_OK);
     assert_int_equal(attn_h5in_describe_strings(in, "v", NULL, "v", 16, &info, &fixed, &err),
                      ATTN_OK);
     assert_int_equal(info.rank, 2);
@@ -300,12 +302,10 @@ static void test_read_blocks_of_datasets_and_attributes(void **state)
 
 static void test_fixed_length_padding(void **state)
 {
-    strings_fixture *f = *state;
-    attn_h5in *in;
+    attn_h5in *in = open_strings(state);
     attn_error err;
     attn_tensor_info info;
     size_t fixed = 0, first = 0, count = 3;
-    assert_int_equal(attn_h5in_open(f->path, &in, &err), ATTN_OK);
     assert_int_equal(attn_h5in_describe_strings(in, "f", NULL, "f", 16, &info, &fixed, &err),
                      ATTN_OK);
     assert_int_equal(fixed, 4);
@@ -325,26 +325,29 @@ static void test_fixed_length_padding(void **state)
     attn_h5in_close(in);
 }
 
+/* Sources of no string array: what describing them says. */
+static const struct {
+    const char *name, *attribute, *what, *message;
+} refused_sources[] = {
+    {"n", NULL, "the numbers", "the numbers has integer elements; strings expected"},
+    {"missing", NULL, "the list", "the list does not exist"},
+    {"v", "none", "the attribute", "does not exist"},
+    {"nowhere", "a", "the attribute", "no object nowhere"},
+};
+
 static void test_refusals(void **state)
 {
-    strings_fixture *f = *state;
-    attn_h5in *in;
-    attn_error err;
-    attn_tensor_info info;
-    size_t fixed;
-    assert_int_equal(attn_h5in_open(f->path, &in, &err), ATTN_OK);
-    assert_int_equal(attn_h5in_describe_strings(in, "n", NULL, "the numbers", 16, &info, &fixed,
-                                                &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "the numbers has integer elements; strings expected"));
-    assert_int_equal(attn_h5in_describe_strings(in, "missing", NULL, "the list", 16, &info,
-                                                &fixed, &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "the list does not exist"));
-    assert_int_equal(attn_h5in_describe_strings(in, "v", "none", "the attribute", 16, &info,
-                                                &fixed, &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "does not exist"));
-    assert_int_equal(attn_h5in_describe_strings(in, "nowhere", "a", "the attribute", 16, &info,
-                                                &fixed, &err), ATTN_EINPUT);
-    assert_non_null(strstr(err.msg, "no object nowhere"));
+    attn_h5in *in = open_strings(state);
+    for (size_t i = 0; i < COUNT(refused_sources); i++) {
+        attn_error err;
+        attn_tensor_info info;
+        size_t fixed;
+        assert_int_equal(attn_h5in_describe_strings(in, refused_sources[i].name,
+                                                    refused_sources[i].attribute,
+                                                    refused_sources[i].what, 16, &info, &fixed,
+                                                    &err), ATTN_EINPUT);
+        assert_non_null(strstr(err.msg, refused_sources[i].message));
+    }
     attn_h5in_close(in);
 }
 
@@ -356,9 +359,9 @@ int main(void)
         cmocka_unit_test(test_utf8_boundaries_and_offsets),
         cmocka_unit_test(test_token_faults_in_order),
         cmocka_unit_test(test_source_forms),
-        cmocka_unit_test_setup_teardown(test_read_blocks_of_datasets_and_attributes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_fixed_length_padding, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+        test_with_fixture(test_read_blocks_of_datasets_and_attributes),
+        test_with_fixture(test_fixed_length_padding),
+        test_with_fixture(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

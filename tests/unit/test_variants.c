@@ -465,19 +465,6 @@ typedef struct reference {
     double *output;             /* (c, n, D)                              */
 } reference;
 
-/* out (rows, cols) = in (rows, d) . w (d, cols) + bias, by the definition. */
-static void reference_project(const double *in, size_t rows, size_t d, const double *w,
-                              size_t cols, const double *bias, double *out)
-{
-    for (size_t r = 0; r < rows; r++)
-        for (size_t j = 0; j < cols; j++) {
-            double sum = bias ? bias[j] : 0.0;
-            for (size_t i = 0; i < d; i++)
-                sum += in[r * d + i] * w[i * cols + j];
-            out[r * cols + j] = sum;
-        }
-}
-
 /* x (d) = x / sqrt(mean(x^2) + eps) * w, by the definition. */
 static void reference_rms_norm(double *x, size_t d, const double *w, double eps)
 {
@@ -586,33 +573,20 @@ static void free_reference(reference *r)
     free(r->concat); free(r->output);
 }
 
-static void assert_array_near(const void *actual, const double *expected, size_t count,
-                              double tolerance, const char *what)
-{
-    const double *a = actual;
-    for (size_t i = 0; i < count; i++) {
-        bool ok = isinf(expected[i]) ? a[i] == expected[i]
-                                     : fabs(a[i] - expected[i]) <= tolerance;
-        if (!ok)
-            fail_msg("%s[%zu] is %.17g, expected %.17g (tolerance %g)", what, i, a[i],
-                     expected[i], tolerance);
-    }
-}
-
 /* Every buffer of a slice computed with maps against the reference. */
 static void assert_slice_matches(const attn_slice *s, const layer *L, const reference *r)
 {
     const size_t c = L->c, n = L->n, H = L->H, G = L->G;
-    assert_array_near(s->q, r->q, c * n * H * L->dk, F64_FORWARD_TOLERANCE, "q");
-    assert_array_near(s->k, r->k, c * n * G * L->dk, F64_FORWARD_TOLERANCE, "k");
-    assert_array_near(s->v, r->v, c * n * G * L->dv, F64_FORWARD_TOLERANCE, "v");
+    assert_doubles_near(s->q, r->q, c * n * H * L->dk, F64_FORWARD_TOLERANCE, "q");
+    assert_doubles_near(s->k, r->k, c * n * G * L->dk, F64_FORWARD_TOLERANCE, "k");
+    assert_doubles_near(s->v, r->v, c * n * G * L->dv, F64_FORWARD_TOLERANCE, "v");
     if (s->scores != NULL) {
-        assert_array_near(s->scores, r->scores, c * H * n * n, F64_FORWARD_TOLERANCE, "scores");
-        assert_array_near(s->weights, r->weights, c * H * n * n, F64_FORWARD_TOLERANCE,
-                          "weights");
+        assert_doubles_near(s->scores, r->scores, c * H * n * n, F64_FORWARD_TOLERANCE, "scores");
+        assert_doubles_near(s->weights, r->weights, c * H * n * n, F64_FORWARD_TOLERANCE,
+                            "weights");
     }
-    assert_array_near(s->concat, r->concat, c * n * H * L->dv, F64_FORWARD_TOLERANCE, "concat");
-    assert_array_near(s->output, r->output, c * n * L->D, F64_FORWARD_TOLERANCE, "output");
+    assert_doubles_near(s->concat, r->concat, c * n * H * L->dv, F64_FORWARD_TOLERANCE, "concat");
+    assert_doubles_near(s->output, r->output, c * n * L->D, F64_FORWARD_TOLERANCE, "output");
 }
 
 /* scale q_h . k_g of item b, query i, key j, from a slice's packed q and k. */
@@ -639,31 +613,123 @@ static void assert_online_matches(const attn_config *cfg, const attn_weights *w,
     s.bias_head_stride = bias_head_stride;
     attn_forward(cfg, w, &s);
     const size_t rows = L->c * L->n;
-    assert_array_near(s.concat, full->concat, rows * L->H * L->dv, F64_FORWARD_TOLERANCE,
-                      "online concat");
-    assert_array_near(s.output, full->output, rows * L->D, F64_FORWARD_TOLERANCE,
-                      "online output");
+    assert_doubles_near(s.concat, full->concat, rows * L->H * L->dv, F64_FORWARD_TOLERANCE,
+                        "online concat");
+    assert_doubles_near(s.output, full->output, rows * L->D, F64_FORWARD_TOLERANCE,
+                        "online output");
     free_slice(&s);
+}
+
+/* The layer most tests run: two items of five tokens, D = 4, two heads of
+ * d_k = d_v = 2 (G = H), with biases. */
+static const layer small_layer = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2,
+                                  .has_bias = true};
+
+/* A layer run through attn_forward with its maps kept. */
+typedef struct layer_run {
+    layer L;
+    attn_config cfg;
+    attn_weights w;
+    attn_slice s;
+} layer_run;
+
+/* Makes the layer of `sizes`, its config under variant (scale 1 / sqrt(d_k))
+ * and ALiBi slopes (or NULL), and its weights; no slice yet. */
+static layer_run start_layer(layer sizes, attn_variant variant, const double *alibi)
+{
+    layer_run run = {.L = sizes};
+    make_layer(&run.L);
+    run.cfg = layer_config(&run.L);
+    variant.scale = run.cfg.variant.scale;
+    run.cfg.variant = variant;
+    run.cfg.alibi = alibi;
+    run.w = layer_weights(&run.L);
+    return run;
+}
+
+/* start_layer without ALiBi, then attn_forward on a slice with the maps,
+ * with bias (H, n, n) for every item when not NULL. */
+static layer_run run_layer(layer sizes, attn_variant variant, const double *bias)
+{
+    layer_run run = start_layer(sizes, variant, NULL);
+    run.s = new_slice(&run.cfg, &run.L, true);
+    run.s.bias = bias;
+    run.s.bias_item_stride = 0;
+    run.s.bias_head_stride = bias != NULL ? run.L.n * run.L.n : 0;
+    attn_forward(&run.cfg, &run.w, &run.s);
+    return run;
+}
+
+/* The run's slice against the reference, which goes into r, and the
+ * online path against the full one. */
+static void check_run(const layer_run *run, reference *r)
+{
+    const double *bias = run->s.bias;
+    const size_t head_stride = run->s.bias_head_stride;
+    reference_layer(&run->L, &run->cfg, bias, 0, head_stride, NULL, NULL, r);
+    assert_slice_matches(&run->s, &run->L, r);
+    assert_online_matches(&run->cfg, &run->w, &run->L, &run->s, bias, 0, head_stride);
+}
+
+static void free_run(layer_run *run)
+{
+    free_slice(&run->s);
+    free_layer(&run->L);
+}
+
+static void check_and_free_run(layer_run *run)
+{
+    reference r;
+    check_run(run, &r);
+    free_reference(&r);
+    free_run(run);
+}
+
+/* The maps (when `maps`), heads, concat and output of slices a and b of
+ * one layer agree; `what` names b in a failure. */
+static void assert_slices_agree(const attn_slice *a, const attn_slice *b, const layer *L,
+                                bool maps, const char *what)
+{
+    const size_t map_count = L->c * L->H * L->n * L->n, rows = L->c * L->n;
+    const struct {
+        const char *name;
+        const void *a, *b;
+        size_t count;
+    } buffers[] = {
+        {"scores", a->scores, b->scores, maps ? map_count : 0},
+        {"weights", a->weights, b->weights, maps ? map_count : 0},
+        {"heads", a->heads, b->heads, map_count / L->n * L->dv},
+        {"concat", a->concat, b->concat, rows * L->H * L->dv},
+        {"output", a->output, b->output, rows * L->D},
+    };
+    for (size_t i = 0; i < COUNT(buffers); i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s %s", what, buffers[i].name);
+        assert_doubles_near(buffers[i].b, buffers[i].a, buffers[i].count, F64_FORWARD_TOLERANCE,
+                            name);
+    }
+}
+
+/* The (H, n, n) attention bias the tests add: twice fill_values' (caller frees). */
+static double *doubled_bias(const layer *L)
+{
+    double *bias = fill_values(L->H * L->n * L->n, 9.4);
+    for (size_t i = 0; i < L->H * L->n * L->n; i++)
+        bias[i] *= 2;
+    return bias;
 }
 
 /* Sliding window of 2 with the causal mask: query q sees keys q-1 and q. */
 static void test_forward_window_causal(void **state)
 {
     (void)state;
-    layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
-    attn_config cfg = layer_config(&L);
-    cfg.variant.causal = true;
-    cfg.variant.window = 2;
-    attn_weights w = layer_weights(&L);
-    attn_slice s = new_slice(&cfg, &L, true);
-    attn_forward(&cfg, &w, &s);
-
-    const double *weights = s.weights, *scores = s.scores;
-    for (size_t bh = 0; bh < L.c * L.H; bh++)
-        for (size_t q = 0; q < L.n; q++)
-            for (size_t k = 0; k < L.n; k++) {
-                size_t at = (bh * L.n + q) * L.n + k;
+    layer_run run = run_layer(small_layer, (attn_variant){.causal = true, .window = 2}, NULL);
+    const layer *L = &run.L;
+    const double *weights = run.s.weights, *scores = run.s.scores;
+    for (size_t bh = 0; bh < L->c * L->H; bh++)
+        for (size_t q = 0; q < L->n; q++)
+            for (size_t k = 0; k < L->n; k++) {
+                size_t at = (bh * L->n + q) * L->n + k;
                 if (k + 2 <= q || k > q) {        /* k <= q - 2 or k > q */
                     if (weights[at] != 0.0 || scores[at] != -INFINITY)
                         fail_msg("item/head %zu q %zu k %zu: weight %g score %g, expected 0, -inf",
@@ -675,33 +741,21 @@ static void test_forward_window_causal(void **state)
             }
     /* query 0 has one key: weight 1 */
     assert_near(weights[0], 1.0, 0.0);
-
-    reference r;
-    reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
-    assert_slice_matches(&s, &L, &r);
-    assert_online_matches(&cfg, &w, &L, &s, NULL, 0, 0);
-    free_reference(&r);
-    free_slice(&s);
-    free_layer(&L);
+    check_and_free_run(&run);
 }
 
 /* A window without the causal mask: keys after the query stay visible. */
 static void test_forward_window_without_causal(void **state)
 {
     (void)state;
-    layer L = {.c = 1, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2};
-    make_layer(&L);
-    attn_config cfg = layer_config(&L);
-    cfg.variant.window = 2;
-    attn_weights w = layer_weights(&L);
-    attn_slice s = new_slice(&cfg, &L, true);
-    attn_forward(&cfg, &w, &s);
-
-    const double *weights = s.weights, *scores = s.scores;
-    for (size_t h = 0; h < L.H; h++)
-        for (size_t q = 0; q < L.n; q++)
-            for (size_t k = 0; k < L.n; k++) {
-                size_t at = (h * L.n + q) * L.n + k;
+    layer_run run = run_layer((layer){.c = 1, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2},
+                              (attn_variant){.window = 2}, NULL);
+    const layer *L = &run.L;
+    const double *weights = run.s.weights, *scores = run.s.scores;
+    for (size_t h = 0; h < L->H; h++)
+        for (size_t q = 0; q < L->n; q++)
+            for (size_t k = 0; k < L->n; k++) {
+                size_t at = (h * L->n + q) * L->n + k;
                 if (k + 2 <= q) {
                     assert_true(weights[at] == 0.0);
                     assert_true(scores[at] == -INFINITY);
@@ -709,54 +763,66 @@ static void test_forward_window_without_causal(void **state)
                     assert_true(weights[at] > 0.0);
                 }
             }
-    reference r;
-    reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
-    assert_slice_matches(&s, &L, &r);
-    assert_online_matches(&cfg, &w, &L, &s, NULL, 0, 0);
-    free_reference(&r);
-    free_slice(&s);
-    free_layer(&L);
+    check_and_free_run(&run);
 }
 
 /* softcap C: every logit is C tanh(raw / C). */
 static void test_forward_softcap(void **state)
 {
     (void)state;
-    layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
-    attn_config cfg = layer_config(&L);
-    cfg.variant.softcap = 0.5;
-    cfg.variant.causal = true;
-    attn_weights w = layer_weights(&L);
-    attn_slice s = new_slice(&cfg, &L, true);
-    attn_forward(&cfg, &w, &s);
-
-    const double *scores = s.scores;
+    layer_run run = run_layer(small_layer, (attn_variant){.softcap = 0.5, .causal = true}, NULL);
+    const layer *L = &run.L;
+    const double *scores = run.s.scores;
     size_t capped = 0;
-    for (size_t b = 0; b < L.c; b++)
-        for (size_t h = 0; h < L.H; h++)
-            for (size_t q = 0; q < L.n; q++)
-                for (size_t k = 0; k < L.n; k++) {
-                    double got = scores[((b * L.H + h) * L.n + q) * L.n + k];
+    for (size_t b = 0; b < L->c; b++)
+        for (size_t h = 0; h < L->H; h++)
+            for (size_t q = 0; q < L->n; q++)
+                for (size_t k = 0; k < L->n; k++) {
+                    double got = scores[((b * L->H + h) * L->n + q) * L->n + k];
                     if (k > q) {
                         assert_true(got == -INFINITY);
                         continue;
                     }
-                    double raw = raw_logit(&s, &L, cfg.variant.scale, b, h, h, q, k);
+                    double raw = raw_logit(&run.s, L, run.cfg.variant.scale, b, h, h, q, k);
                     assert_near(got, 0.5 * tanh(raw / 0.5), F64_TOLERANCE);
                     assert_true(fabs(got) < 0.5);
                     if (fabs(raw) > 0.75)             /* the cap took off > 0.1 */
                         capped++;
                 }
     assert_true(capped >= 3);                         /* the cap mattered */
+    check_and_free_run(&run);
+}
 
-    reference r;
-    reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
-    assert_slice_matches(&s, &L, &r);
-    assert_online_matches(&cfg, &w, &L, &s, NULL, 0, 0);
-    free_reference(&r);
-    free_slice(&s);
-    free_layer(&L);
+/* L with W_K, W_V and their biases repeated from G to H heads, head h
+ * holding K/V head kv_of_head[h] (free with free_repeated). */
+static layer repeated_kv(const layer *L, const size_t *kv_of_head)
+{
+    layer R = *L;
+    R.G = L->H;
+    R.w_k = malloc(L->D * L->H * L->dk * sizeof(double));
+    R.w_v = malloc(L->D * L->H * L->dv * sizeof(double));
+    R.b_k = malloc(L->H * L->dk * sizeof(double));
+    R.b_v = malloc(L->H * L->dv * sizeof(double));
+    assert_true(R.w_k && R.w_v && R.b_k && R.b_v);
+    for (size_t h = 0; h < L->H; h++) {
+        const size_t g = kv_of_head[h];
+        for (size_t t = 0; t < L->dk; t++) {
+            for (size_t i = 0; i < L->D; i++)
+                R.w_k[i * L->H * L->dk + h * L->dk + t] = L->w_k[i * L->G * L->dk + g * L->dk + t];
+            R.b_k[h * L->dk + t] = L->b_k[g * L->dk + t];
+        }
+        for (size_t t = 0; t < L->dv; t++) {
+            for (size_t i = 0; i < L->D; i++)
+                R.w_v[i * L->H * L->dv + h * L->dv + t] = L->w_v[i * L->G * L->dv + g * L->dv + t];
+            R.b_v[h * L->dv + t] = L->b_v[g * L->dv + t];
+        }
+    }
+    return R;
+}
+
+static void free_repeated(layer *R)
+{
+    free(R->w_k); free(R->w_v); free(R->b_k); free(R->b_v);
 }
 
 /* H = 4 query heads over G = 2 K/V heads: heads 0, 1 read K/V head 0 and
@@ -764,150 +830,99 @@ static void test_forward_softcap(void **state)
 static void test_forward_gqa_head_map(void **state)
 {
     (void)state;
-    layer L = {.c = 2, .n = 5, .D = 4, .H = 4, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
-    attn_config cfg = layer_config(&L);
-    cfg.variant.causal = true;
-    attn_weights w = layer_weights(&L);
-    attn_slice s = new_slice(&cfg, &L, true);
-    attn_forward(&cfg, &w, &s);
-
+    layer_run run = run_layer((layer){.c = 2, .n = 5, .D = 4, .H = 4, .G = 2, .dk = 2, .dv = 2,
+                                      .has_bias = true},
+                              (attn_variant){.causal = true}, NULL);
+    const layer *L = &run.L;
     const size_t kv_of_head[4] = {0, 0, 1, 1};    /* by hand */
-    const double *scores = s.scores;
-    for (size_t b = 0; b < L.c; b++)
-        for (size_t h = 0; h < L.H; h++)
-            for (size_t q = 0; q < L.n; q++)
+    const double *scores = run.s.scores;
+    for (size_t b = 0; b < L->c; b++)
+        for (size_t h = 0; h < L->H; h++)
+            for (size_t q = 0; q < L->n; q++)
                 for (size_t k = 0; k <= q; k++)
-                    assert_near(scores[((b * L.H + h) * L.n + q) * L.n + k],
-                                raw_logit(&s, &L, cfg.variant.scale, b, h, kv_of_head[h], q, k),
+                    assert_near(scores[((b * L->H + h) * L->n + q) * L->n + k],
+                                raw_logit(&run.s, L, run.cfg.variant.scale, b, h, kv_of_head[h],
+                                          q, k),
                                 F64_TOLERANCE);
-    reference r;
-    reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
-    assert_slice_matches(&s, &L, &r);
-    assert_online_matches(&cfg, &w, &L, &s, NULL, 0, 0);
 
     /* The same layer with W_K, W_V (and their biases) repeated to H heads. */
-    layer R = L;
-    R.G = L.H;
-    R.w_k = malloc(L.D * L.H * L.dk * sizeof(double));
-    R.w_v = malloc(L.D * L.H * L.dv * sizeof(double));
-    R.b_k = malloc(L.H * L.dk * sizeof(double));
-    R.b_v = malloc(L.H * L.dv * sizeof(double));
-    assert_true(R.w_k && R.w_v && R.b_k && R.b_v);
-    for (size_t h = 0; h < L.H; h++) {
-        const size_t g = kv_of_head[h];
-        for (size_t t = 0; t < L.dk; t++) {
-            for (size_t i = 0; i < L.D; i++)
-                R.w_k[i * L.H * L.dk + h * L.dk + t] = L.w_k[i * L.G * L.dk + g * L.dk + t];
-            R.b_k[h * L.dk + t] = L.b_k[g * L.dk + t];
-        }
-        for (size_t t = 0; t < L.dv; t++) {
-            for (size_t i = 0; i < L.D; i++)
-                R.w_v[i * L.H * L.dv + h * L.dv + t] = L.w_v[i * L.G * L.dv + g * L.dv + t];
-            R.b_v[h * L.dv + t] = L.b_v[g * L.dv + t];
-        }
-    }
+    layer R = repeated_kv(L, kv_of_head);
     attn_config rcfg = layer_config(&R);
     rcfg.variant.causal = true;
     assert_int_equal(attn_kv_heads(&rcfg.dims), 4);
     attn_weights rw = layer_weights(&R);
     attn_slice rs = new_slice(&rcfg, &R, true);
     attn_forward(&rcfg, &rw, &rs);
-    const size_t maps = L.c * L.H * L.n * L.n, rows = L.c * L.n;
-    assert_array_near(rs.scores, s.scores, maps, F64_FORWARD_TOLERANCE, "repeated scores");
-    assert_array_near(rs.weights, s.weights, maps, F64_FORWARD_TOLERANCE, "repeated weights");
-    assert_array_near(rs.heads, s.heads, maps / L.n * L.dv, F64_FORWARD_TOLERANCE,
-                      "repeated heads");
-    assert_array_near(rs.concat, s.concat, rows * L.H * L.dv, F64_FORWARD_TOLERANCE,
-                      "repeated concat");
-    assert_array_near(rs.output, s.output, rows * L.D, F64_FORWARD_TOLERANCE, "repeated output");
+    assert_slices_agree(&run.s, &rs, L, true, "repeated");
     free_slice(&rs);
-    free(R.w_k); free(R.w_v); free(R.b_k); free(R.b_v);
-
-    free_reference(&r);
-    free_slice(&s);
-    free_layer(&L);
+    free_repeated(&R);
+    check_and_free_run(&run);
 }
 
 /* ALiBi: logit = raw + slope_h (pos_k - pos_q). */
 static void test_forward_alibi(void **state)
 {
     (void)state;
-    layer L = {.c = 1, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
     const double slopes[2] = {0.5, 0.125};
-    attn_config cfg = layer_config(&L);
-    cfg.alibi = slopes;
-    attn_weights w = layer_weights(&L);
+    layer_run run = start_layer((layer){.c = 1, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2,
+                                        .dv = 2, .has_bias = true},
+                                (attn_variant){0}, slopes);
+    const layer *L = &run.L;
 
     /* positions 0 .. n-1; then given positions for queries and keys */
     const int64_t qpos[5] = {10, 3, 7, 0, 2}, kpos[5] = {1, 2, 3, 4, 9};
     for (int given = 0; given < 2; given++) {
-        attn_slice s = new_slice(&cfg, &L, true);
+        attn_slice s = new_slice(&run.cfg, L, true);
         if (given) {
             s.positions = qpos;
             s.kv_positions = kpos;
         }
-        attn_forward(&cfg, &w, &s);
+        attn_forward(&run.cfg, &run.w, &s);
         const double *scores = s.scores;
-        for (size_t h = 0; h < L.H; h++)
-            for (size_t q = 0; q < L.n; q++)
-                for (size_t k = 0; k < L.n; k++) {
+        for (size_t h = 0; h < L->H; h++)
+            for (size_t q = 0; q < L->n; q++)
+                for (size_t k = 0; k < L->n; k++) {
                     double offset = given ? (double)(kpos[k] - qpos[q]) : (double)k - (double)q;
-                    assert_near(scores[(h * L.n + q) * L.n + k],
-                                raw_logit(&s, &L, cfg.variant.scale, 0, h, h, q, k) + slopes[h] * offset,
+                    assert_near(scores[(h * L->n + q) * L->n + k],
+                                raw_logit(&s, L, run.cfg.variant.scale, 0, h, h, q, k) +
+                                    slopes[h] * offset,
                                 F64_TOLERANCE);
                 }
         reference r;
-        reference_layer(&L, &cfg, NULL, 0, 0, given ? qpos : NULL, given ? kpos : NULL, &r);
-        assert_slice_matches(&s, &L, &r);
+        reference_layer(L, &run.cfg, NULL, 0, 0, given ? qpos : NULL, given ? kpos : NULL, &r);
+        assert_slice_matches(&s, L, &r);
         free_reference(&r);
         if (!given)
-            assert_online_matches(&cfg, &w, &L, &s, NULL, 0, 0);
+            assert_online_matches(&run.cfg, &run.w, L, &s, NULL, 0, 0);
         free_slice(&s);
     }
-    free_layer(&L);
+    free_layer(&run.L);
 }
 
 /* An (H, n, m) bias for every item (item stride 0): logit = raw + bias. */
 static void test_forward_attention_bias(void **state)
 {
     (void)state;
-    layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
-    attn_config cfg = layer_config(&L);
-    cfg.variant.causal = true;
-    attn_weights w = layer_weights(&L);
-    const size_t nm = L.n * L.n;
-    double *bias = fill_values(L.H * nm, 9.4);
-    for (size_t i = 0; i < L.H * nm; i++)
-        bias[i] *= 2;
-    attn_slice s = new_slice(&cfg, &L, true);
-    s.bias = bias;
-    s.bias_item_stride = 0;
-    s.bias_head_stride = nm;
-    attn_forward(&cfg, &w, &s);
-
-    const double *scores = s.scores;
-    for (size_t b = 0; b < L.c; b++)
-        for (size_t h = 0; h < L.H; h++)
-            for (size_t q = 0; q < L.n; q++)
-                for (size_t k = 0; k < L.n; k++) {
-                    double got = scores[((b * L.H + h) * L.n + q) * L.n + k];
+    double *bias = doubled_bias(&small_layer);
+    layer_run run = run_layer(small_layer, (attn_variant){.causal = true}, bias);
+    const layer *L = &run.L;
+    const size_t nm = L->n * L->n;
+    const double *scores = run.s.scores;
+    for (size_t b = 0; b < L->c; b++)
+        for (size_t h = 0; h < L->H; h++)
+            for (size_t q = 0; q < L->n; q++)
+                for (size_t k = 0; k < L->n; k++) {
+                    double got = scores[((b * L->H + h) * L->n + q) * L->n + k];
                     if (k > q)
                         assert_true(got == -INFINITY);
                     else
-                        assert_near(got, raw_logit(&s, &L, cfg.variant.scale, b, h, h, q, k) +
-                                             bias[h * nm + q * L.n + k], F64_TOLERANCE);
+                        assert_near(got,
+                                    raw_logit(&run.s, L, run.cfg.variant.scale, b, h, h, q, k) +
+                                        bias[h * nm + q * L->n + k],
+                                    F64_TOLERANCE);
                 }
-    reference r;
-    reference_layer(&L, &cfg, bias, 0, nm, NULL, NULL, &r);
-    assert_slice_matches(&s, &L, &r);
-    assert_online_matches(&cfg, &w, &L, &s, bias, 0, nm);
-    free_reference(&r);
-    free_slice(&s);
+    check_and_free_run(&run);
     free(bias);
-    free_layer(&L);
 }
 
 /*
@@ -920,18 +935,12 @@ static void test_forward_attention_bias(void **state)
 static void test_attend_row_blocks_window_alibi_bias(void **state)
 {
     (void)state;
-    layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
     const double slopes[2] = {0.5, 0.125};
-    attn_config cfg = layer_config(&L);
-    cfg.variant.causal = true;
-    cfg.variant.window = 2;
-    cfg.alibi = slopes;
-    attn_weights w = layer_weights(&L);
+    layer_run run = start_layer(small_layer, (attn_variant){.causal = true, .window = 2}, slopes);
+    const layer L = run.L;
+    const attn_config cfg = run.cfg;
     const size_t n = L.n, H = L.H, nm = n * n, hv = H * L.dv;
-    double *bias = fill_values(H * nm, 9.4);
-    for (size_t i = 0; i < H * nm; i++)
-        bias[i] *= 2;
+    double *bias = doubled_bias(&L);
     reference r;
     reference_layer(&L, &cfg, bias, 0, nm, NULL, NULL, &r);
 
@@ -940,7 +949,7 @@ static void test_attend_row_blocks_window_alibi_bias(void **state)
         attn_slice s = new_slice(&cfg, &L, !online);
         s.bias = bias;
         s.bias_head_stride = nm;
-        attn_project_inputs(&cfg, &w, &s);
+        attn_project_inputs(&cfg, &run.w, &s);
         for (size_t blk = 0; blk < 2; blk++) {
             attn_attend(&cfg, &s, first[blk], count[blk]);
             if (online)
@@ -957,16 +966,16 @@ static void test_attend_row_blocks_window_alibi_bias(void **state)
                             assert_near(weights[at], r.weights[ref], F64_FORWARD_TOLERANCE);
                         }
         }
-        attn_project_output(&cfg, &w, &s);
-        assert_array_near(s.concat, r.concat, L.c * n * hv, F64_FORWARD_TOLERANCE,
-                          online ? "online concat" : "concat");
-        assert_array_near(s.output, r.output, L.c * n * L.D, F64_FORWARD_TOLERANCE,
-                          online ? "online output" : "output");
+        attn_project_output(&cfg, &run.w, &s);
+        assert_doubles_near(s.concat, r.concat, L.c * n * hv, F64_FORWARD_TOLERANCE,
+                            online ? "online concat" : "concat");
+        assert_doubles_near(s.output, r.output, L.c * n * L.D, F64_FORWARD_TOLERANCE,
+                            online ? "online output" : "output");
         free_slice(&s);
     }
     free_reference(&r);
     free(bias);
-    free_layer(&L);
+    free_layer(&run.L);
 }
 
 /*
@@ -977,28 +986,100 @@ static void test_attend_row_blocks_window_alibi_bias(void **state)
 static void test_online_alibi_bias_across_key_blocks(void **state)
 {
     (void)state;
-    layer L = {.c = 1, .n = 600, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
     const double slopes[2] = {0.02, 0.005};
-    attn_config cfg = layer_config(&L);
-    cfg.variant.causal = true;
-    cfg.alibi = slopes;
-    attn_weights w = layer_weights(&L);
-    const size_t n = L.n, H = L.H, nm = n * n;
-    double *bias = fill_values(H * nm, 9.4);
+    layer_run run = start_layer((layer){.c = 1, .n = 600, .D = 4, .H = 2, .G = 2, .dk = 2,
+                                        .dv = 2, .has_bias = true},
+                                (attn_variant){.causal = true}, slopes);
+    const size_t nm = run.L.n * run.L.n;
+    double *bias = fill_values(run.L.H * nm, 9.4);
     reference r;
-    reference_layer(&L, &cfg, bias, 0, nm, NULL, NULL, &r);
+    reference_layer(&run.L, &run.cfg, bias, 0, nm, NULL, NULL, &r);
     for (int online = 0; online < 2; online++) {
-        attn_slice s = new_slice(&cfg, &L, !online);
+        attn_slice s = new_slice(&run.cfg, &run.L, !online);
         s.bias = bias;
         s.bias_head_stride = nm;
-        attn_forward(&cfg, &w, &s);
-        assert_slice_matches(&s, &L, &r);
+        attn_forward(&run.cfg, &run.w, &s);
+        assert_slice_matches(&s, &run.L, &r);
         free_slice(&s);
     }
     free_reference(&r);
     free(bias);
-    free_layer(&L);
+    free_layer(&run.L);
+}
+
+/* W_QKV (D, 3*H*dk) and b_QKV (3*H*dk) of L's separate weights (G = H,
+ * d_v = d_k), q|k|v interleaved per head: head h owns the columns
+ * h*3dk .. h*3dk+3dk-1 as [q | k | v] (caller frees). */
+static void interleaved_qkv(const layer *L, double **w_qkv, double **b_qkv)
+{
+    const size_t D = L->D, H = L->H, dk = L->dk, F = 3 * H * dk;
+    *w_qkv = malloc(D * F * sizeof(double));
+    *b_qkv = malloc(F * sizeof(double));
+    assert_true(*w_qkv && *b_qkv);
+    for (size_t h = 0; h < H; h++)
+        for (size_t t = 0; t < dk; t++) {
+            const size_t col = h * dk + t, at = h * 3 * dk + t;
+            for (size_t i = 0; i < D; i++) {
+                (*w_qkv)[i * F + at] = L->w_q[i * H * dk + col];
+                (*w_qkv)[i * F + at + dk] = L->w_k[i * H * dk + col];
+                (*w_qkv)[i * F + at + 2 * dk] = L->w_v[i * H * dk + col];
+            }
+            (*b_qkv)[at] = L->b_q[col];
+            (*b_qkv)[at + dk] = L->b_k[col];
+            (*b_qkv)[at + 2 * dk] = L->b_v[col];
+        }
+}
+
+/* s's projections moved into one buffer (c, n, 3*H*dk), NaN until written,
+ * q|k|v interleaved per head: k = q + dk, v = q + 2dk, ld 3*H*dk, head
+ * stride 3dk.  Free s with free_interleaved. */
+static void interleave_projections(attn_slice *s, const layer *L)
+{
+    const size_t dk = L->dk, F = 3 * L->H * dk, count = L->c * L->n * F;
+    double *qkv = malloc(count * sizeof(double));
+    assert_non_null(qkv);
+    for (size_t i = 0; i < count; i++)
+        qkv[i] = NAN;
+    free(s->q); free(s->k); free(s->v);
+    s->q = qkv;
+    s->k = qkv + dk;
+    s->v = qkv + 2 * dk;
+    s->ldq = s->ldk = s->ldv = F;
+    s->hsq = s->hsk = s->hsv = 3 * dk;
+}
+
+static void free_interleaved(attn_slice *s)
+{
+    s->k = s->v = NULL;                 /* inside q's buffer */
+    free_slice(s);
+}
+
+/* Item b of slice s (projections packed, or interleaved when fused) against
+ * item `item` of reference r: q, k, v head by head, maps, concat, output. */
+static void assert_item_matches(const attn_slice *s, const layer *L, bool fused, size_t b,
+                                const reference *r, size_t item)
+{
+    const size_t n = L->n, H = L->H, dk = L->dk, D = L->D;
+    const size_t ld = fused ? 3 * H * dk : H * dk, hs = fused ? 3 * dk : dk;
+    const double *q = s->q, *k = s->k, *v = s->v;
+    for (size_t i = 0; i < n; i++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t t = 0; t < dk; t++) {
+                const size_t ref = ((item * n + i) * H + h) * dk + t;
+                const size_t at = (b * n + i) * ld + h * hs + t;
+                assert_near(q[at], r->q[ref], F64_FORWARD_TOLERANCE);
+                assert_near(k[at], r->k[ref], F64_FORWARD_TOLERANCE);
+                assert_near(v[at], r->v[ref], F64_FORWARD_TOLERANCE);
+            }
+    const size_t maps = H * n * n, rows = n * H * L->dv;
+    assert_doubles_near((const double *)s->scores + b * maps, r->scores + item * maps, maps,
+                        F64_FORWARD_TOLERANCE, "scores");
+    assert_doubles_near((const double *)s->weights + b * maps, r->weights + item * maps, maps,
+                        F64_FORWARD_TOLERANCE, "weights");
+    assert_doubles_near((const double *)s->concat + b * rows, r->concat + item * rows, rows,
+                        F64_FORWARD_TOLERANCE, "concat");
+    assert_doubles_near((const double *)s->output + b * n * D, r->output + item * n * D, n * D,
+                        F64_FORWARD_TOLERANCE, "output");
 }
 
 /*
@@ -1011,106 +1092,60 @@ static void test_forward_qk_norm_and_rope(void **state)
     (void)state;
     static const double q_norm[6] = {1.5, 0.5, -1, 2, 0.75, 1.25};
     static const double k_norm[6] = {0.5, 1, 1.5, -0.5, 2, 1};
-    layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 6, .dv = 6, .has_bias = true,
-               .q_norm = q_norm, .k_norm = k_norm};
-    make_layer(&L);
-    const size_t D = L.D, H = L.H, dk = L.dk, F = 3 * H * dk, c = L.c, n = L.n;
-    attn_config cfg = layer_config(&L);
-    cfg.variant.causal = true;
-    cfg.variant.norm_eps = 0.01;
-    cfg.variant.rope = (attn_rope){.theta = 50, .dim = 4, .style = ATTN_ROPE_GPTJ};
+    const attn_variant variant = {
+        .causal = true, .norm_eps = 0.01,
+        .rope = {.theta = 50, .dim = 4, .style = ATTN_ROPE_GPTJ},
+    };
+    layer_run run = start_layer((layer){.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 6,
+                                        .dv = 6, .has_bias = true, .q_norm = q_norm,
+                                        .k_norm = k_norm},
+                                variant, NULL);
+    const layer *L = &run.L;
     const int64_t pos[2 * 5] = {3, 4, 5, 6, 7, 0, 2, 4, 6, 8};   /* (c, n) */
-    attn_weights w = layer_weights(&L);
 
     for (int given = 0; given < 2; given++) {
-        reference r = {0};
         /* the reference takes one item's positions: item 0 and item 1 apart */
-        reference r1 = {0};
-        layer one = L;
+        reference r[2] = {{0}};
+        layer one = *L;
         one.c = 1;
         if (given) {
-            reference_layer(&one, &cfg, NULL, 0, 0, pos, pos, &r);
-            one.x = L.x + n * D;
-            reference_layer(&one, &cfg, NULL, 0, 0, pos + n, pos + n, &r1);
+            reference_layer(&one, &run.cfg, NULL, 0, 0, pos, pos, &r[0]);
+            one.x = L->x + L->n * L->D;
+            reference_layer(&one, &run.cfg, NULL, 0, 0, pos + L->n, pos + L->n, &r[1]);
         } else {
-            reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
+            reference_layer(L, &run.cfg, NULL, 0, 0, NULL, NULL, &r[0]);
         }
 
         for (int fused = 0; fused < 2; fused++) {
-            attn_weights fw = w;
-            double *w_qkv = NULL, *b_qkv = NULL, *qkv = NULL;
-            attn_slice s = new_slice(&cfg, &L, true);
+            attn_weights fw = run.w;
+            double *w_qkv = NULL, *b_qkv = NULL;
+            attn_slice s = new_slice(&run.cfg, L, true);
             if (given) {
                 s.positions = s.kv_positions = pos;
-                s.positions_stride = s.kv_positions_stride = n;
+                s.positions_stride = s.kv_positions_stride = L->n;
             }
             if (fused) {
-                w_qkv = malloc(D * F * sizeof(double));
-                b_qkv = malloc(F * sizeof(double));
-                qkv = malloc(c * n * F * sizeof(double));
-                assert_true(w_qkv && b_qkv && qkv);
-                for (size_t h = 0; h < H; h++)
-                    for (size_t t = 0; t < dk; t++) {
-                        const size_t col = h * dk + t, at = h * 3 * dk + t;
-                        for (size_t i = 0; i < D; i++) {
-                            w_qkv[i * F + at] = L.w_q[i * H * dk + col];
-                            w_qkv[i * F + at + dk] = L.w_k[i * H * dk + col];
-                            w_qkv[i * F + at + 2 * dk] = L.w_v[i * H * dk + col];
-                        }
-                        b_qkv[at] = L.b_q[col];
-                        b_qkv[at + dk] = L.b_k[col];
-                        b_qkv[at + 2 * dk] = L.b_v[col];
-                    }
+                interleaved_qkv(L, &w_qkv, &b_qkv);
                 fw.w_qkv = w_qkv;
                 fw.b_qkv = b_qkv;
                 fw.heads_interleaved = true;
-                free(s.q); free(s.k); free(s.v);
-                s.q = qkv;
-                s.k = qkv + dk;
-                s.v = qkv + 2 * dk;
-                s.ldq = s.ldk = s.ldv = F;
-                s.hsq = s.hsk = s.hsv = 3 * dk;
+                interleave_projections(&s, L);
             }
-            attn_forward(&cfg, &fw, &s);
-
-            /* q, k, v of item b, row i, head h against the reference */
-            for (size_t b = 0; b < c; b++) {
-                const reference *rb = given ? (b == 0 ? &r : &r1) : &r;
-                const size_t item = given ? 0 : b;
-                for (size_t i = 0; i < n; i++)
-                    for (size_t h = 0; h < H; h++)
-                        for (size_t t = 0; t < dk; t++) {
-                            const size_t ref = ((item * n + i) * H + h) * dk + t;
-                            const double *q = s.q, *k = s.k, *v = s.v;
-                            const size_t ld = fused ? F : H * dk, hs = fused ? 3 * dk : dk;
-                            const size_t at = (b * n + i) * ld + h * hs + t;
-                            assert_near(q[at], rb->q[ref], F64_FORWARD_TOLERANCE);
-                            assert_near(k[at], rb->k[ref], F64_FORWARD_TOLERANCE);
-                            assert_near(v[at], rb->v[ref], F64_FORWARD_TOLERANCE);
-                        }
-                const size_t maps = H * n * n, rows = n * H * L.dv;
-                assert_array_near((const double *)s.scores + b * maps, rb->scores + item * maps,
-                                  maps, F64_FORWARD_TOLERANCE, "scores");
-                assert_array_near((const double *)s.weights + b * maps,
-                                  rb->weights + item * maps, maps, F64_FORWARD_TOLERANCE,
-                                  "weights");
-                assert_array_near((const double *)s.concat + b * rows, rb->concat + item * rows,
-                                  rows, F64_FORWARD_TOLERANCE, "concat");
-                assert_array_near((const double *)s.output + b * n * D,
-                                  rb->output + item * n * D, n * D, F64_FORWARD_TOLERANCE,
-                                  "output");
-            }
+            attn_forward(&run.cfg, &fw, &s);
+            for (size_t b = 0; b < L->c; b++)
+                assert_item_matches(&s, L, fused, b, &r[given ? b : 0], given ? 0 : b);
             if (fused)
-                s.k = s.v = NULL;
-            free_slice(&s);
+                free_interleaved(&s);
+            else
+                free_slice(&s);
             free(w_qkv);
             free(b_qkv);
         }
-        free_reference(&r);
+        free_reference(&r[0]);
         if (given)
-            free_reference(&r1);
+            free_reference(&r[1]);
     }
-    free_layer(&L);
+    free_layer(&run.L);
 }
 
 /* rows x cols -> cols x rows */
@@ -1129,37 +1164,27 @@ static void test_forward_linear_layout(void **state)
 {
     (void)state;
     for (size_t G = 2; G <= 4; G += 2) {          /* GQA and not */
-        layer L = {.c = 2, .n = 5, .D = 4, .H = 4, .G = G, .dk = 2, .dv = 3, .has_bias = true};
-        make_layer(&L);
-        attn_config cfg = layer_config(&L);
-        cfg.variant.causal = true;
-        attn_weights w = layer_weights(&L);
-        attn_slice s = new_slice(&cfg, &L, true);
-        attn_forward(&cfg, &w, &s);
-
-        attn_weights lw = w;
+        layer_run run = run_layer((layer){.c = 2, .n = 5, .D = 4, .H = 4, .G = G, .dk = 2,
+                                          .dv = 3, .has_bias = true},
+                                  (attn_variant){.causal = true}, NULL);
+        const layer *L = &run.L;
+        attn_weights lw = run.w;
         lw.linear = true;
-        lw.w_q = transposed(L.w_q, L.D, L.H * L.dk);    /* (H*dk, D) */
-        lw.w_k = transposed(L.w_k, L.D, L.G * L.dk);    /* (G*dk, D) */
-        lw.w_v = transposed(L.w_v, L.D, L.G * L.dv);    /* (G*dv, D) */
-        lw.w_o = transposed(L.w_o, L.H * L.dv, L.D);    /* (D, H*dv) */
-        attn_slice ls = new_slice(&cfg, &L, true);
-        attn_forward(&cfg, &lw, &ls);
+        lw.w_q = transposed(L->w_q, L->D, L->H * L->dk);    /* (H*dk, D) */
+        lw.w_k = transposed(L->w_k, L->D, L->G * L->dk);    /* (G*dk, D) */
+        lw.w_v = transposed(L->w_v, L->D, L->G * L->dv);    /* (G*dv, D) */
+        lw.w_o = transposed(L->w_o, L->H * L->dv, L->D);    /* (D, H*dv) */
+        attn_slice ls = new_slice(&run.cfg, L, true);
+        attn_forward(&run.cfg, &lw, &ls);
 
         reference r;
-        reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
-        assert_slice_matches(&s, &L, &r);
-        assert_slice_matches(&ls, &L, &r);
-        const size_t rows = L.c * L.n;
-        assert_array_near(ls.output, s.output, rows * L.D, F64_FORWARD_TOLERANCE,
-                          "linear output");
-        assert_array_near(ls.concat, s.concat, rows * L.H * L.dv, F64_FORWARD_TOLERANCE,
-                          "linear concat");
+        check_run(&run, &r);
+        assert_slice_matches(&ls, L, &r);
+        assert_slices_agree(&run.s, &ls, L, true, "linear");
         free((void *)lw.w_q); free((void *)lw.w_k); free((void *)lw.w_v); free((void *)lw.w_o);
         free_reference(&r);
         free_slice(&ls);
-        free_slice(&s);
-        free_layer(&L);
+        free_run(&run);
     }
 }
 
@@ -1173,55 +1198,28 @@ static void test_forward_linear_layout(void **state)
 static void test_forward_heads_interleaved_fused(void **state)
 {
     (void)state;
-    layer L = {.c = 2, .n = 5, .D = 4, .H = 2, .G = 2, .dk = 2, .dv = 2, .has_bias = true};
-    make_layer(&L);
-    const size_t D = L.D, H = L.H, dk = L.dk, F = 3 * H * dk, c = L.c, n = L.n;
-    attn_config cfg = layer_config(&L);
-    cfg.variant.causal = true;
-    attn_weights w = layer_weights(&L);
-    attn_slice s = new_slice(&cfg, &L, true);
-    attn_forward(&cfg, &w, &s);
+    layer_run run = run_layer(small_layer, (attn_variant){.causal = true}, NULL);
+    const layer *L = &run.L;
+    const size_t D = L->D, H = L->H, dk = L->dk, F = 3 * H * dk;
     reference r;
-    reference_layer(&L, &cfg, NULL, 0, 0, NULL, NULL, &r);
-    assert_slice_matches(&s, &L, &r);
-
-    double *w_qkv = malloc(D * F * sizeof(double)), *b_qkv = malloc(F * sizeof(double));
-    assert_true(w_qkv && b_qkv);
-    for (size_t h = 0; h < H; h++)
-        for (size_t t = 0; t < dk; t++) {
-            const size_t col = h * dk + t, at = h * 3 * dk + t;
-            for (size_t i = 0; i < D; i++) {
-                w_qkv[i * F + at] = L.w_q[i * H * dk + col];
-                w_qkv[i * F + at + dk] = L.w_k[i * H * dk + col];
-                w_qkv[i * F + at + 2 * dk] = L.w_v[i * H * dk + col];
-            }
-            b_qkv[at] = L.b_q[col];
-            b_qkv[at + dk] = L.b_k[col];
-            b_qkv[at + 2 * dk] = L.b_v[col];
-        }
-    double *w_qkv_t = transposed(w_qkv, D, F), *w_o_t = transposed(L.w_o, H * L.dv, D);
+    check_run(&run, &r);
+    double *w_qkv, *b_qkv;
+    interleaved_qkv(L, &w_qkv, &b_qkv);
+    double *w_qkv_t = transposed(w_qkv, D, F), *w_o_t = transposed(L->w_o, H * L->dv, D);
 
     for (int variant = 0; variant < 3; variant++) {
         /* 0: x W, maps; 1: linear, maps; 2: x W, online */
         const bool linear = variant == 1, maps = variant != 2;
         attn_weights fw = {.linear = linear, .w_qkv = linear ? w_qkv_t : w_qkv, .b_qkv = b_qkv,
-                           .heads_interleaved = true, .w_o = linear ? w_o_t : L.w_o,
-                           .b_o = L.b_o};
-        attn_slice fs = new_slice(&cfg, &L, maps);
-        free(fs.q); free(fs.k); free(fs.v);
-        double *qkv = malloc(c * n * F * sizeof(double));
-        assert_non_null(qkv);
-        for (size_t i = 0; i < c * n * F; i++)
-            qkv[i] = NAN;                      /* every element must be written */
-        fs.q = qkv;
-        fs.k = qkv + dk;
-        fs.v = qkv + 2 * dk;
-        fs.ldq = fs.ldk = fs.ldv = F;
-        fs.hsq = fs.hsk = fs.hsv = 3 * dk;
-        attn_forward(&cfg, &fw, &fs);
+                           .heads_interleaved = true, .w_o = linear ? w_o_t : L->w_o,
+                           .b_o = L->b_o};
+        attn_slice fs = new_slice(&run.cfg, L, maps);
+        interleave_projections(&fs, L);         /* every element must be written */
+        attn_forward(&run.cfg, &fw, &fs);
 
         /* the projections, head h of row i at i*F + h*3dk + (0 | dk | 2dk) */
-        for (size_t i = 0; i < c * n; i++)
+        const double *qkv = fs.q;
+        for (size_t i = 0; i < L->c * L->n; i++)
             for (size_t h = 0; h < H; h++)
                 for (size_t t = 0; t < dk; t++) {
                     const double *row = qkv + i * F + h * 3 * dk;
@@ -1230,25 +1228,12 @@ static void test_forward_heads_interleaved_fused(void **state)
                     assert_near(row[dk + t], r.k[col], F64_FORWARD_TOLERANCE);
                     assert_near(row[2 * dk + t], r.v[col], F64_FORWARD_TOLERANCE);
                 }
-        const size_t maps_count = c * H * n * n, rows = c * n;
-        if (maps) {
-            assert_array_near(fs.scores, s.scores, maps_count, F64_FORWARD_TOLERANCE,
-                              "fused scores");
-            assert_array_near(fs.weights, s.weights, maps_count, F64_FORWARD_TOLERANCE,
-                              "fused weights");
-        }
-        assert_array_near(fs.heads, s.heads, c * H * n * L.dv, F64_FORWARD_TOLERANCE,
-                          "fused heads");
-        assert_array_near(fs.concat, s.concat, rows * H * L.dv, F64_FORWARD_TOLERANCE,
-                          "fused concat");
-        assert_array_near(fs.output, s.output, rows * D, F64_FORWARD_TOLERANCE, "fused output");
-        fs.k = fs.v = NULL;
-        free_slice(&fs);
+        assert_slices_agree(&run.s, &fs, L, maps, "fused");
+        free_interleaved(&fs);
     }
     free(w_qkv); free(b_qkv); free(w_qkv_t); free(w_o_t);
     free_reference(&r);
-    free_slice(&s);
-    free_layer(&L);
+    free_run(&run);
 }
 
 int main(void)
