@@ -118,11 +118,9 @@ static int parse_workload(void *settings, const cli_option *option, const char *
 #define OPTION(field) offsetof(struct options, field)
 
 static const cli_option options[] = {
-    {"attnrun", 0, CLI_TEXT, OPTION(attnrun), .value = "PATH",
-     .help = "attnrun to time (default build/attnrun)"},
-    {"gen", 0, CLI_TEXT, OPTION(gen), .value = "PATH",
-     .help = "input generator (default build/bench/attnbench-gen)"},
-    {"dir", 0, CLI_TEXT, OPTION(dir), .value = "DIR", .help = "work directory (default build/bench/work)"},
+    BENCH_OPTION_ATTNRUN(struct options),
+    BENCH_OPTION_GEN(struct options),
+    BENCH_OPTION_DIR(struct options),
     {"workload", 0, CLI_CUSTOM, 0, .parse = parse_workload, .value = "NAME",
      .help = "the layer appended (default gpt2)"},
     {"layers", 0, CLI_INT, OPTION(layers), .min = 1, .max = MAX_LAYERS, .value = "L",
@@ -137,7 +135,7 @@ static const cli_option options[] = {
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "build/bench/work",
+    *o = (struct options){BENCH_ATTNRUN, BENCH_GEN, BENCH_DIR,
                           "fixtures/toy.h5", bench_find_workload("gpt2"), 12, 5, false};
     cli_set_command(PROG, PROG " --help");
     int code = cli_parse(options, argc, argv, o);

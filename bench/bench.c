@@ -1317,14 +1317,12 @@ static int parse_only(void *settings, const cli_option *option, const char *name
 #define OPTION(field) offsetof(struct options, field)
 
 static const cli_option options[] = {
-    {"attnrun", 0, CLI_TEXT, OPTION(attnrun), .value = "PATH",
-     .help = "attnrun to time (default build/attnrun)"},
-    {"gen", 0, CLI_TEXT, OPTION(gen), .value = "PATH",
-     .help = "input generator (default build/bench/attnbench-gen)"},
+    BENCH_OPTION_ATTNRUN(struct options),
+    BENCH_OPTION_GEN(struct options),
     {"only", 0, CLI_CUSTOM, 0, .parse = parse_only, .value = "LIST",
      .help = "comma list of workloads (default all, below)"},
     {"dir", 0, CLI_TEXT, OPTION(dir), .value = "DIR",
-     .help = "inputs and outputs (default build/bench/work; inputs are\n"
+     .help = "inputs and outputs (default " BENCH_DIR "; inputs are\n"
              "generated there when missing)"},
     {"runs", 0, CLI_INT, OPTION(runs), .min = 1, .max = MAX_RUNS, .value = "N",
      .expected = "a whole number from 1 to 100", .help = "timed runs after the warm-up (default 5)"},
@@ -1366,8 +1364,8 @@ static void plan_sweep(struct options *o)
 /* Returns -1 to go on, else the exit status (help or usage error). */
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){"build/attnrun", "build/bench/attnbench-gen", "/usr/bin/python3",
-                          "bench/ref_numpy.py", "build/bench/work", .runs = 5, .name_width = 9};
+    *o = (struct options){BENCH_ATTNRUN, BENCH_GEN, "/usr/bin/python3", "bench/ref_numpy.py",
+                          BENCH_DIR, .runs = 5, .name_width = 9};
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
         o->selected[i] = 1;
     cli_set_command(PROG, PROG " --help");

@@ -123,9 +123,8 @@ static const cli_option options[] = {
      .help = "attnrun-mpi to time (default build/attnrun-mpi)"},
     {"attnrun", 0, CLI_TEXT, OPTION(attnrun), .value = "PATH",
      .help = "the serial attnrun beside it (default: none)"},
-    {"gen", 0, CLI_TEXT, OPTION(gen), .value = "PATH",
-     .help = "input generator (default build/bench/attnbench-gen)"},
-    {"dir", 0, CLI_TEXT, OPTION(dir), .value = "DIR", .help = "work directory (default build/bench/work)"},
+    BENCH_OPTION_GEN(struct options),
+    BENCH_OPTION_DIR(struct options),
     {"mpirun", 0, CLI_TEXT, OPTION(mpirun), .value = "PATH", .help = "mpirun (default from PATH)"},
     {"mpirun-args", 0, CLI_CUSTOM, 0, .parse = parse_list, .first = 2, .value = "'ARGS'",
      .expected = "at most 8 words",
@@ -143,8 +142,8 @@ static const cli_option options[] = {
 static int parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){
-        .attnrun_mpi = "build/attnrun-mpi", .gen = "build/bench/attnbench-gen",
-        .dir = "build/bench/work", .mpirun = "mpirun", .ranks = {1, 2}, .rank_count = 2,
+        .attnrun_mpi = "build/attnrun-mpi", .gen = BENCH_GEN,
+        .dir = BENCH_DIR, .mpirun = "mpirun", .ranks = {1, 2}, .rank_count = 2,
         .runs = 3,
     };
     parse_workloads(o, "gpt2,xl");

@@ -30,6 +30,23 @@
 
 #define BENCH_MAX_ARGS 6   /* extra attnrun arguments per workload */
 
+/* Where the benchmark programs find attnrun and the generator, and keep
+ * their inputs and outputs, unless told otherwise; and the option rows
+ * (cmd/cli/options.h) that tell them, for a program whose options struct
+ * `type` has the fields attnrun, gen and dir. */
+#define BENCH_ATTNRUN "build/attnrun"
+#define BENCH_GEN "build/bench/attnbench-gen"
+#define BENCH_DIR "build/bench/work"
+#define BENCH_OPTION_ATTNRUN(type)                                                 \
+    {"attnrun", 0, CLI_TEXT, offsetof(type, attnrun), .value = "PATH",            \
+     .help = "attnrun to time (default " BENCH_ATTNRUN ")"}
+#define BENCH_OPTION_GEN(type)                                                     \
+    {"gen", 0, CLI_TEXT, offsetof(type, gen), .value = "PATH",                    \
+     .help = "input generator (default " BENCH_GEN ")"}
+#define BENCH_OPTION_DIR(type)                                                     \
+    {"dir", 0, CLI_TEXT, offsetof(type, dir), .value = "DIR",                     \
+     .help = "work directory (default " BENCH_DIR ")"}
+
 /* How a workload's time is compared with its baseline's. */
 enum bench_ratio {
     BENCH_RATIO_NONE,      /* no baseline */

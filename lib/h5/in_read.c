@@ -82,6 +82,15 @@ out:
     return status;
 }
 
+/* The open dataset `name`, or ATTN_EINPUT saying it is absent. */
+static int required_dataset(attn_h5in *in, const char *name, hid_t *dset, attn_error *err)
+{
+    int status = h5in_dataset_of(in, name, dset, err);
+    if (status == 1)
+        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s", in->path, name);
+    return status;
+}
+
 /* Reads rows [first, first + count) of name with memory type mem_type. */
 static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
                      size_t count, void *buf, attn_error *err)
@@ -89,9 +98,7 @@ static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t fir
     hid_t dset, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK] = {0};
     char detail[256];
-    int status = h5in_dataset_of(in, name, &dset, err);
-    if (status == 1)
-        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s", in->path, name);
+    int status = required_dataset(in, name, &dset, err);
     if (status != ATTN_OK)
         return status;
     if ((file_space = H5Dget_space(dset)) < 0)
@@ -186,9 +193,7 @@ static int h5in_read_value(attn_h5in *in, const char *name, const size_t *index,
     hid_t dset, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
     hsize_t point[ATTN_MAX_RANK], one = 1;
     char detail[256];
-    int status = h5in_dataset_of(in, name, &dset, err);
-    if (status == 1)
-        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s", in->path, name);
+    int status = required_dataset(in, name, &dset, err);
     if (status != ATTN_OK)
         return status;
     for (size_t i = 0; i < rank && i < ATTN_MAX_RANK; i++)
