@@ -48,6 +48,7 @@ IGNORED = ("created_utc", "command_line", "attnrun_version")
 FULL = "scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result"
 ONLINE = "heads,output,q,k,v,entropy,argmax,distance,result"
 PATHS = (("full", FULL), ("online", ONLINE))
+SETS = ("fixtures", "presets", "variants", "bench")
 SAME = ["--threads", "1", "--memory", "256M", "-q"]
 
 
@@ -222,11 +223,17 @@ def main():
     p.add_argument("old")
     p.add_argument("new")
     p.add_argument("--work", help="where inputs and outputs go (default: a temporary directory)")
-    p.add_argument("--only", default="fixtures,presets,variants,bench")
+    p.add_argument("--only", default=",".join(SETS))
     p.add_argument("--gen", default=os.path.join(ROOT, "build", "bench", "attnbench-gen"))
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     a = p.parse_args()
     sets = set(a.only.split(","))
+    for program in (a.old, a.new):
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            p.error("%s is not an executable file: give the path of an attnrun" % program)
+    unknown = sorted(sets - set(SETS))
+    if unknown:
+        p.error("--only %s: no set %s (choose from %s)" % (a.only, unknown[0], ",".join(SETS)))
     work = a.work or tempfile.mkdtemp(prefix="attnrun-compare.")
     os.makedirs(work, exist_ok=True)
     t = Tally()
