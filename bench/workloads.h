@@ -1,5 +1,7 @@
-/* workloads.h - the benchmark's workloads, shared by the generator (gen.c)
- * and the runner (bench.c) so both agree on every shape.
+/* workloads.h - the benchmark's workloads, shared by the generator (gen.c),
+ * the runner (bench.c) and the append and MPI benchmarks (append.c, mpi.c,
+ * through run.h) so all agree on every shape; and the options that say
+ * where the programs and files are.
  *
  *     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++)
  *         printf("%s\n", bench_workloads[i].name);

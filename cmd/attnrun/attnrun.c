@@ -124,6 +124,7 @@ static int run_main(int argc, char **argv)
     if (process_progress_line_is_open())
         fputc('\n', stderr);
     free(command_line);
+    c.run.command_line = NULL;    /* the plans below read the options */
     if (status != ATTN_OK) {
         if (progress.failure != 0)
             fprintf(stderr, "attnrun: cannot report progress on standard error: %s\n",

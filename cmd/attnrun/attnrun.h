@@ -1,10 +1,11 @@
 /*
  * attnrun.h - the run command: `attnrun [OPTIONS] IN.h5 (-o OUT.h5 |
  * --in-place)`, the program's own command (cmd/main.c hands it every
- * command line that names no subcommand), in three phases:
+ * command line that names no subcommand), in four parts:
  *
  *     attnrun.c    the command line checked, the run, its messages
  *     options.c    the option table: parsing and the usage text
+ *     progress.c   the progress line while it runs
  *     plan_text.c, plan_json.c   the plan of a dry run, as text or JSON
  */
 #ifndef ATTN_CMD_ATTNRUN_H

@@ -4,10 +4,10 @@
  *
  *     plot.c       the command line: options, messages, exit codes, the
  *                  output file written atomically
- *     plot_read.c  the results file: one item's maps of the chosen heads,
+ *     read.c       the results file: one item's maps of the chosen heads,
  *                  max-pooled to at most PLOT_POOL_LIMIT cells per axis
  *                  while they are read, their range, the token labels
- *     plot_draw.c  the layout, the colour map and the drawing (cairo)
+ *     draw.c       the layout, the colour map and the drawing (cairo)
  *
  *     plot_request rq = {.input = "out.h5", .group = "/", .what = PLOT_WEIGHTS};
  *     plot_data data;

@@ -2,7 +2,7 @@
  * attn_run.h - the pipeline: input file -> plan -> slices of the batch
  * through the math -> output file, all or nothing.
  *
- * It joins attn_h5 (files), attn_plan (shapes) and attn_math (numbers);
+ * It joins the h5 layer (files), attn_plan (shapes) and attn_math (numbers);
  * memory is bounded by one slice of the batch, never by the batch.
  *
  *     attn_atomic tx;
@@ -126,7 +126,7 @@ typedef struct attn_run_options {
                                            cross-attention; NULL = none      */
     bool append;                        /* `output` is a results index: add
                                            the results as the group `group`
-                                           of it (attn_index.h); not with
+                                           of it (lib/h5/index.h); not with
                                            in_place, not at "/"            */
 } attn_run_options;
 

@@ -14,7 +14,7 @@
  *     size_t at;
  *     attn_token_fault fault = attn_token_check("\xe6\x97\xa5", 3, &at);  // ATTN_TOKEN_OK
  *
- * A run reads, checks and copies them itself (attn_run_state.h:
+ * A run reads, checks and copies them itself (lib/run/run_state.h:
  * run_check_tokens, run_clear_tokens, run_write_tokens).
  */
 #ifndef ATTN_TOKENS_H

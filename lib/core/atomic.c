@@ -1,4 +1,4 @@
-/* attn_atomic.c - temporary files renamed into place (attn_atomic.h). */
+/* atomic.c - temporary files renamed into place (attn_atomic.h). */
 #define _GNU_SOURCE
 #include "attn_atomic.h"
 

@@ -1,4 +1,4 @@
-/* attn_guard.c - checks made before a run writes or computes (attn_guard.h). */
+/* guard.c - checks made before a run writes or computes (guard.h). */
 #define _GNU_SOURCE     /* pthread_getattr_default_np */
 #include "core/guard.h"
 

@@ -1,5 +1,5 @@
 /*
- * attn_guard.h - the checks made before a run writes or computes, so that
+ * guard.h - the checks made before a run writes or computes, so that
  * what cannot work ends at once with a reason instead of halfway (or, in
  * OpenBLAS's case, never): room on the output's file system, address space
  * for the buffers and OpenBLAS, threads that can start, and a cap on the

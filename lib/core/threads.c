@@ -1,4 +1,4 @@
-/* attn_threads.c - thread count and the I/O overlap hook (attn_threads.h). */
+/* threads.c - thread count and the I/O overlap hook (attn_threads.h). */
 #include "attn_threads.h"
 
 #include <cblas.h>

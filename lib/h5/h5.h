@@ -256,6 +256,10 @@ typedef struct attn_dataset_spec {
     int compress;                 /* 0: none; 1-9: shuffle + deflate level */
 } attn_dataset_spec;
 
+/* The most datasets one output holds, of attn_h5out_add_dataset,
+ * attn_h5out_add_strings and attn_h5out_find_dataset together. */
+#define ATTN_H5OUT_MAX_DATASETS 16
+
 /* Creates the dataset, labels its axes and attaches a dimension scale per
  * axis (a dataset named after the label holding 0, 1, ...; an axis scale
  * of attnrun's already in the group is shared).  Both carry

@@ -84,7 +84,7 @@ int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required, attn_tensor
 
 /* The public entry points mark HDF5's parse of the input around the work:
  *     attn_parsing_enter();
- *     return h5in_parsed(read_floats(in, ...)); */
+ *     return h5in_parsed(h5in_read_floats(in, ...)); */
 static inline int h5in_parsed(int status)
 {
     attn_parsing_leave();

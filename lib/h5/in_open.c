@@ -1,7 +1,7 @@
 /*
  * in_open.c - an input opened: a regular file, attnrun's own descriptor
  * of it and its lock, HDF5's view of the same file, and the checks that
- * it has not changed since (attn_h5.h).
+ * it has not changed since (h5/h5.h).
  */
 #define _GNU_SOURCE     /* O_NOCTTY, struct stat's st_mtim */
 #include "h5/in.h"

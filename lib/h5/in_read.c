@@ -1,25 +1,19 @@
 /*
  * in_read.c - the numbers of an input: a dataset described (present,
  * rank, shape, element type), its rows read as floats, keep flags or
- * integers, and one value as the file holds it (attn_h5.h).
+ * integers, and one value as the file holds it (h5/h5.h).
  */
-#define _GNU_SOURCE     /* O_NOCTTY, struct stat's st_mtim */
 #include "h5/in.h"
 
 #include "core/core.h"
 #include "h5/close.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
-                         attn_tensor_info *info, attn_error *err)
+int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required, attn_tensor_info *info,
+                  attn_error *err)
 {
     hid_t dset = H5I_INVALID_HID, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK];
@@ -91,7 +85,8 @@ static int required_dataset(attn_h5in *in, const char *name, hid_t *dset, attn_e
     return status;
 }
 
-/* Reads rows [first, first + count) of name with memory type mem_type. */
+/* Reads rows [first, first + count) of name with memory type mem_type
+ * into buf: (count, the dataset's other axes) values of mem_type. */
 static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
                      size_t count, void *buf, attn_error *err)
 {
@@ -137,7 +132,8 @@ static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t 
 {
     attn_tensor_info info = {.name = name};
     hid_t dset, file_type = H5I_INVALID_HID, mem_type = H5I_INVALID_HID;
-    unsigned char *raw = NULL;
+    unsigned char *raw = NULL;    /* (elements) of elem_size bytes: the mask
+                                     as the file stores it                 */
     size_t elements, elem_size, bytes;
     int status = h5in_describe(in, ATTN_DATA_MASK, true, &info, err);
     if (status == ATTN_OK)

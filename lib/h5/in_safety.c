@@ -2,7 +2,7 @@
  * in_safety.c - what an input may make attnrun do, checked before HDF5
  * does it: the links on the way to a dataset followed one at a time, and
  * where a dataset's values live (other files, plugins, storage the file
- * cannot hold) (attn_h5.h).
+ * cannot hold) (h5/h5.h).
  */
 #define _GNU_SOURCE     /* O_NOCTTY, struct stat's st_mtim */
 #include "h5/in.h"

@@ -1,7 +1,7 @@
 /*
  * in_strings.c - the strings of an input (tokens): a dataset or an
  * attribute of strings described and read in blocks, variable-length ones
- * into an arena freed whole whatever HDF5 did (attn_h5.h).
+ * into an arena freed whole whatever HDF5 did (h5/h5.h).
  */
 #define _GNU_SOURCE     /* O_NOCTTY, struct stat's st_mtim */
 #include "h5/in.h"

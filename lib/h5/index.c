@@ -1,5 +1,5 @@
 /*
- * attn_index.c - the index of appended results (attn_index.h): part names,
+ * index.c - the index of appended results (index.h): part names,
  * the index read and checked, rewritten, and one append committed.
  *
  * Legend: G the appended group path, g a part's generation.
@@ -351,7 +351,7 @@ static int contents_read(const char *index, index_contents *c, attn_error *err)
     struct stat st;
     hid_t file = H5I_INVALID_HID, root = H5I_INVALID_HID;
     memset(c, 0, sizeof *c);
-    attn_h5_prepare();                 /* before HDF5 first runs (attn_h5.h) */
+    attn_h5_prepare();                 /* before HDF5 first runs (h5/h5.h) */
     if (stat(index, &st) != 0)
         return errno == ENOENT ? ATTN_OK
                                : attn_fail(err, ATTN_EIO, "%s: cannot read: %s", index, strerror(errno));

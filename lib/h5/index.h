@@ -1,5 +1,5 @@
 /*
- * attn_index.h - one results file for a whole model: an index file whose
+ * index.h - one results file for a whole model: an index file whose
  * groups are HDF5 external links to one part file per appended group.
  *
  * HDF5 has no transactions: adding a group to an existing file in place

@@ -13,10 +13,9 @@
 
 #include <hdf5.h>
 
-#define MAX_DATASETS 16
 #define MAX_SCALES 16
 #define SCALE_BLOCK 65536               /* indices written per call       */
-/* The pipeline packs chunks itself (attn_store.h) and writes each one
+/* The pipeline packs chunks itself (math/store.h) and writes each one
  * whole with H5Dwrite_chunk, so datasets need no chunk cache, except one
  * of a single chunk (see attn_h5out_add_dataset). */
 #define CHUNK_CACHE_SLOTS 12421         /* a prime */
@@ -48,7 +47,7 @@ struct attn_h5out {
                                      when it was opened               */
     hid_t shared_xfer;            /* opened by every rank (attn_h5out_open_shared):
                                      the collective transfer; else invalid */
-    output_dataset datasets[MAX_DATASETS];
+    output_dataset datasets[ATTN_H5OUT_MAX_DATASETS];
     size_t dataset_count;
     scale_dataset scales[MAX_SCALES];
     size_t scale_count;

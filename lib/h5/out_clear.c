@@ -1,7 +1,7 @@
 /*
  * out_clear.c - room made, in a group attnrun did not make (--in-place), for
  * the results of this run: only what attnrun wrote is ever replaced, and
- * only with force (attn_h5.h).
+ * only with force (h5/h5.h).
  */
 #include "h5/out.h"
 

@@ -1,7 +1,7 @@
 /*
  * out_open.c - an output opened for writing: a new file, the --in-place
  * copy of the input, or the file every rank of an MPI job shares; its
- * group made; then flushed and closed (attn_h5.h).
+ * group made; then flushed and closed (h5/h5.h).
  */
 #define _GNU_SOURCE     /* sync_file_range */
 #include "h5/out.h"

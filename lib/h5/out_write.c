@@ -1,7 +1,7 @@
 /*
  * out_write.c - the outputs written: datasets with their chunks, filters,
  * fill and dimension scales, blocks and chunks of values, strings, and
- * attributes (attn_h5.h).
+ * attributes (h5/h5.h).
  */
 #include "h5/out.h"
 
@@ -184,7 +184,7 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
     output_dataset *d = &out->datasets[out->dataset_count];
     hid_t dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID, space = H5I_INVALID_HID;
     int status = ATTN_OK;
-    if (out->dataset_count == MAX_DATASETS || spec->rank > 4)
+    if (out->dataset_count == ATTN_H5OUT_MAX_DATASETS || spec->rank > 4)
         return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
     d->rank = spec->rank;
     d->precision = spec->precision;
@@ -239,7 +239,7 @@ int attn_h5out_add_strings(attn_h5out *out, const char *name, size_t rank, const
     output_dataset *d = &out->datasets[out->dataset_count];
     hid_t space = H5I_INVALID_HID;
     int status = ATTN_OK;
-    if (out->dataset_count == MAX_DATASETS || rank < 1 || rank > 2)
+    if (out->dataset_count == ATTN_H5OUT_MAX_DATASETS || rank < 1 || rank > 2)
         return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
     memset(d, 0, sizeof *d);
     d->rank = rank;
@@ -278,7 +278,7 @@ int attn_h5out_find_dataset(attn_h5out *out, const char *name, int *handle, attn
     output_dataset *d = &out->datasets[out->dataset_count];
     hid_t space = H5I_INVALID_HID;
     int rank;
-    if (out->dataset_count == MAX_DATASETS)
+    if (out->dataset_count == ATTN_H5OUT_MAX_DATASETS)
         return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%s", name);

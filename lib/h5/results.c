@@ -226,6 +226,8 @@ int attn_results_describe(attn_results *results, attn_tensor_info *info, attn_er
     return parsed(describe(results, info, err));
 }
 
+/* The block of dataset name from first, count[] values along each axis,
+ * into values: (count[0], count[1], ...) as float. */
 static int read_block(attn_results *r, const char *name, const size_t *first,
                       const size_t *count, float *values, attn_error *err)
 {

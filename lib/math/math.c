@@ -1,4 +1,4 @@
-/* attn_math.c - the attention kernels for float and double (attn_math.h). */
+/* math.c - the attention kernels for float and double (attn_math.h). */
 #include "attn_math.h"
 
 #include <assert.h>
@@ -23,7 +23,7 @@ extern float expf(float);
 #pragma omp declare simd notinbranch
 extern double exp(double);
 
-/* Work blocks (see attn_kernels.inc): fixed, so that results do not depend
+/* Work blocks (see kernels.inc): fixed, so that results do not depend
  * on the thread count.  Sizes from make bench: larger query blocks pack
  * each K block for more rows (xl: 1.13 s at 64 rows, 0.90 s at 256 with
  * 512 keys) but waste more of the causal diagonal. */

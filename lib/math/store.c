@@ -1,5 +1,5 @@
 /*
- * attn_store.c - chunks packed in their stored form (attn_store.h).
+ * store.c - chunks packed in their stored form (store.h).
  *
  * Legend: a chunk is (chunk[0], ..., chunk[rank-1]) elements, row-major;
  * a "run" is its last axis, contiguous in both the block and the chunk.

@@ -1,5 +1,5 @@
 /*
- * attn_store.h - outputs in their stored form: blocks of computed values
+ * store.h - outputs in their stored form: blocks of computed values
  * cut into the chunks of their datasets, converted to the stored type,
  * shuffled and deflated as HDF5's own filters would, in the compute
  * threads, ready for attn_h5out_write_chunk.

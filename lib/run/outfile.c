@@ -1,13 +1,14 @@
 /*
- * attn_outfile.c - the output group: room made for this run's names, the
+ * outfile.c - the output group: room made for this run's names, the
  * datasets created with chunks and axes, and the provenance attributes.
  *
- * Legend: see attn_run_state.h.
+ * Legend: see run_state.h.
  */
 #include "run/run_state.h"
 
 #include "attn_ranks.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -100,6 +101,10 @@ int run_plan_stored(run_state *st, attn_error *err)
     }
     return ATTN_OK;
 }
+
+/* Every output and the two token datasets (tokens.c) fit in one file. */
+static_assert(ATTN_OUT_COUNT + 2 <= ATTN_H5OUT_MAX_DATASETS,
+              "an output needs more datasets than attn_h5out holds");
 
 /* Creates every saved dataset with its chunks, labels and description;
  * a map's tiles left unwritten read as its fill value. */

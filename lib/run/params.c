@@ -1,8 +1,8 @@
 /*
- * attn_params.c - the layer's parameters: read whole, checked finite, per-head
+ * params.c - the layer's parameters: read whole, checked finite, per-head
  * weights packed, and W_Q | W_K | W_V fused for one GEMM.
  *
- * Legend: see attn_run_state.h.
+ * Legend: see run_state.h.
  */
 #include "run/run_state.h"
 

@@ -1,8 +1,8 @@
 /*
- * attn_preflight.c - what is checked before any work: the options, the
+ * preflight.c - what is checked before any work: the options, the
  * memory the plan needs, and the free space for the outputs.
  *
- * Legend: see attn_run_state.h.
+ * Legend: see run_state.h.
  */
 #define _GNU_SOURCE     /* fallocate */
 #include "run/run_state.h"

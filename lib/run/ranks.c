@@ -1,4 +1,4 @@
-/* attn_ranks.c - the ranks of an MPI job (attn_ranks.h); one rank without MPI. */
+/* ranks.c - the ranks of an MPI job (attn_ranks.h); one rank without MPI. */
 #define _GNU_SOURCE     /* sched_getaffinity, CPU_COUNT */
 #include "attn_ranks.h"
 

@@ -1,9 +1,9 @@
 /*
- * attn_run.c - one run from start to end (attn_run.h): options checked,
+ * run.c - one run from start to end (attn_run.h): options checked,
  * input opened and described, the plan made, then the phases of
- * attn_run_state.h in order, and the output committed or removed.
+ * run_state.h in order, and the output committed or removed.
  *
- * Legend: see attn_run_state.h.
+ * Legend: see run_state.h.
  */
 #include "run/run_state.h"
 

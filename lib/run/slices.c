@@ -17,7 +17,8 @@
  * compute, each (c items, ...) as its row of the table says. */
 typedef struct slot_buffers {
     void *x, *y;                  /* (c, n, D), (c, m, D) with --kv        */
-    void *projections;            /* q, k, v side by side: place_projections */
+    void *projections;            /* (c, n, q|k|v); --kv: (c, n, q) then
+                                     (c, m, k|v) (place_projections)      */
     void *scores, *weights;       /* (c, H, rows, m): one block of rows     */
     void *concat, *output;        /* (c, n, H*dv), (c, n, D)                */
     void *keep, *positions, *bias;   /* (c, m) flags, (c, n + m) int64,
@@ -104,7 +105,7 @@ static void place_inputs(run_state *st, attn_slice *slice, const slot_buffers *b
     }
 }
 
-/* Bytes per item of each buffer (index: of a row with several). */
+/* Bytes of count computed values. */
 static size_t elements(const run_state *st, size_t count)
 {
     return count * attn_precision_size(st->opt->precision);
@@ -117,6 +118,7 @@ static size_t map_block(const run_state *st, size_t kept_from)
     return st->sizes.map_count >= kept_from ? elements(st, d->heads * st->sizes.rows * d->m) : 0;
 }
 
+/* Bytes per item of each buffer (index: of a row with several). */
 static size_t x_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.x); }
 static size_t y_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.y); }
 static size_t projection_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.projections); }
@@ -134,7 +136,8 @@ static size_t result_bytes(const run_state *st, size_t i) { (void)i; return elem
 /*
  * The table of a slot's buffers, in the order they are carved, each on a
  * RUN_ALIGN boundary.  What only the compute touches -- projections, maps
- * (one block of rows), concat, output and the summaries -- is shared by
+ * (one block of rows), concat, output, the summaries, mean and result --
+ * is shared by
  * the two slots: a step's results leave those buffers, packed, before the
  * next step starts.  A buffer of 0 bytes is not computed (NULL).
  */

@@ -1,5 +1,5 @@
 /*
- * attn_tokens.c - the tokens of the query and key axes (attn_tokens.h):
+ * tokens.c - the tokens of the query and key axes (attn_tokens.h):
  * found and checked before any output exists, then copied into the output
  * group and named in the `coordinates` attribute of every result along
  * their axes.

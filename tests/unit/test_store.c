@@ -1,12 +1,12 @@
 /*
- * test_store.c - the stored forms of attn_store.h: float32 and float64
+ * test_store.c - the stored forms of lib/math/store.h: float32 and float64
  * values rounded to binary16 and bfloat16, and which tiles of the maps
  * some query sees.
  *
  * The reference decodes every 16-bit pattern from the formats' definitions
  * (sign, biased exponent, mantissa) into a double, then rounds by value:
  * the nearest pattern, ties to the even one, past the largest finite
- * value by half a step or more: infinity.  Nothing of attn_store.c's bit
+ * value by half a step or more: infinity.  Nothing of lib/math/store.c's bit
  * arithmetic is used.
  */
 #include <setjmp.h>
