@@ -3,8 +3,6 @@
 # gives for a change that should change nothing for users: it finds two
 # copies of one build the same, and tells a build that writes different
 # numbers, or fails, from the one before.
-#
-#   ATTNRUN=build/attnrun bash tests/cli/test_compare.sh     # from the repository root
 set -u
 
 SUITE=compare
