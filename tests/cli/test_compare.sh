@@ -7,7 +7,6 @@ set -u
 
 SUITE=compare
 TESTS=$(cd "$(dirname "$0")/.." && pwd)
-ROOT=$(dirname "$TESTS")
 . "$TESTS/lib/checks.sh"
 suite_setup compare h5py
 

@@ -31,7 +31,6 @@ TIME_LIMIT=${TIME_LIMIT:-60}
 
 SUITE="docs"
 TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, docs_check.py, models_ref.py
-ROOT=$(dirname "$TESTS")
 . "$TESTS/lib/checks.sh"
 
 suite_setup docs numpy h5py

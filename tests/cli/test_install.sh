@@ -30,7 +30,6 @@ SUITE=install
 MAKE=${MAKE:-make}
 CC=${CC:-cc}
 TESTS=$(cd "$(dirname "$0")/.." && pwd)
-ROOT=$(dirname "$TESTS")
 # shellcheck source=tests/lib/checks.sh
 . "$TESTS/lib/checks.sh"
 suite_setup install numpy

@@ -10,7 +10,6 @@ set -u
 
 SUITE=options
 TESTS=$(cd "$(dirname "$0")/.." && pwd)
-ROOT=$(dirname "$TESTS")
 . "$TESTS/lib/checks.sh"
 suite_setup options h5py
 

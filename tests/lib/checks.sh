@@ -2,9 +2,11 @@
 # suites: set SUITE, then source this file.  finish prints
 # "<SUITE>: N passed, M failed" and exits nonzero when any check failed;
 # run_problem judges how a run of attnrun ended.
-# What every suite runs: attnrun, and Debian's Python (numpy, h5py).
+# What every suite runs: attnrun, and Debian's Python (numpy, h5py); the
+# repository's root, above TESTS (tests/), when the suite set that.
 ATTNRUN=${ATTNRUN:-build/attnrun}
 PY=${PYTHON:-/usr/bin/python3}
+ROOT=$(dirname "${TESTS:-tests}")
 
 pass=0
 fail=0
