@@ -167,6 +167,18 @@ static void contents_remove(index_contents *c, size_t at)
     c->count--;
 }
 
+/* Points entry `at` at a new part (a copy of target); false when out of
+ * memory, the entry unchanged. */
+static bool contents_retarget(index_contents *c, size_t at, const char *target)
+{
+    char *copy = attn_strdup(target);
+    if (copy == NULL)
+        return false;
+    free(c->entries[at].target);
+    c->entries[at].target = copy;
+    return true;
+}
+
 /* Whether `inner` lies strictly inside the group path `outer`. */
 static bool path_inside(const char *inner, const char *outer)
 {
@@ -292,11 +304,25 @@ static herr_t visit_link(hid_t group, const char *name, const H5L_info_t *link, 
     return result;
 }
 
-/* Lists every link of `group` into walk->contents. */
+/* The order in which `group` lists its links: the order they were made
+ * where the group tracks it (indexes of attnrun 1.6 and later), else by
+ * name (older indexes, which are rewritten with the order tracked). */
+static H5_index_t link_order(hid_t group)
+{
+    unsigned flags = 0;
+    hid_t gcpl = H5Gget_create_plist(group);
+    if (gcpl < 0 || H5Pget_link_creation_order(gcpl, &flags) < 0)
+        flags = 0;
+    h5_close(gcpl);
+    H5Eclear2(H5E_DEFAULT);
+    return flags & H5P_CRT_ORDER_INDEXED ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+}
+
+/* Lists every link of `group` into walk->contents, in its link order. */
 static int walk_group(hid_t group, index_walk *walk)
 {
     char detail[256];
-    if (H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, visit_link, walk) < 0 &&
+    if (H5Literate(group, link_order(group), H5_ITER_INC, NULL, visit_link, walk) < 0 &&
         walk->status == ATTN_OK)
         walk->status = attn_fail(walk->err, ATTN_EIO, "%s: cannot list %s: %s", walk->index,
                                  walk->prefix[0] ? walk->prefix : "/",
@@ -451,16 +477,47 @@ static herr_t put_attributes(hid_t root)
     return result;
 }
 
-/* Writes c as a new index into the (empty) file at path. */
+/* Tracks (and indexes) the creation order of the links of the groups a
+ * property list makes, so that h5py, netCDF and xarray list an index's
+ * groups in the order they were appended. */
+static herr_t track_order(hid_t plist)
+{
+    return plist < 0 ? -1
+                     : H5Pset_link_creation_order(plist, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+}
+
+/* Makes the groups above `path` ("/a/b/c": /a, /a/b) that file lacks,
+ * each with gcpl, so that they too keep their links' order. */
+static herr_t make_parents(hid_t file, const char *path, hid_t gcpl)
+{
+    char prefix[PATH_MAX];
+    for (const char *slash = strchr(path + 1, '/'); slash != NULL; slash = strchr(slash + 1, '/')) {
+        size_t len = (size_t)(slash - path);
+        if (len >= sizeof prefix)
+            return -1;
+        memcpy(prefix, path, len);
+        prefix[len] = '\0';
+        htri_t exists = H5Lexists(file, prefix, H5P_DEFAULT);
+        hid_t group = exists == 0 ? H5Gcreate2(file, prefix, H5P_DEFAULT, gcpl, H5P_DEFAULT)
+                                  : H5I_INVALID_HID;
+        if (exists < 0 || (exists == 0 && group < 0))
+            return -1;
+        h5_close(group);
+    }
+    return 0;
+}
+
+/* Writes c as a new index into the (empty) file at path, its links made
+ * in c's order. */
 static int contents_write(const char *path, const char *index, const index_contents *c,
                           attn_error *err)
 {
     char detail[256];
     int status = ATTN_OK;
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    hid_t file = lcpl < 0 || H5Pset_create_intermediate_group(lcpl, 1) < 0
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    hid_t file = track_order(fcpl) < 0 || track_order(gcpl) < 0
                      ? H5I_INVALID_HID
-                     : H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+                     : H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
     hid_t root = file < 0 ? H5I_INVALID_HID : H5Gopen2(file, "/", H5P_DEFAULT);
     if (root < 0 || put_attributes(root) < 0)
         status = attn_fail(err, ATTN_EIO, "%s: cannot write the index: %s", index,
@@ -468,10 +525,11 @@ static int contents_write(const char *path, const char *index, const index_conte
     for (size_t i = 0; i < c->count && status == ATTN_OK; i++) {
         const index_entry *e = &c->entries[i];
         hid_t group = H5I_INVALID_HID;
-        if (e->target != NULL ? H5Lcreate_external(e->target, e->path, file, e->path, lcpl,
-                                                   H5P_DEFAULT) < 0
-                              : (group = H5Gcreate2(file, e->path, lcpl, H5P_DEFAULT,
-                                                    H5P_DEFAULT)) < 0)
+        if (make_parents(file, e->path, gcpl) < 0 ||
+            (e->target != NULL ? H5Lcreate_external(e->target, e->path, file, e->path, H5P_DEFAULT,
+                                                    H5P_DEFAULT) < 0
+                               : (group = H5Gcreate2(file, e->path, H5P_DEFAULT, gcpl,
+                                                     H5P_DEFAULT)) < 0))
             status = attn_fail(err, ATTN_EIO, "%s: cannot write the index's %s: %s", index,
                                e->path, attn_h5_error_detail(detail, sizeof detail));
         h5_close(group);
@@ -480,7 +538,7 @@ static int contents_write(const char *path, const char *index, const index_conte
     if (file >= 0 && H5Fclose(file) < 0 && status == ATTN_OK)
         status = attn_fail(err, ATTN_EIO, "%s: cannot write the index: %s", index,
                            attn_h5_error_detail(detail, sizeof detail));
-    h5_close(lcpl);
+    h5_close(gcpl, fcpl);
     H5Eclear2(H5E_DEFAULT);
     return status;
 }
@@ -655,12 +713,14 @@ static int publish(const attn_index_target *t, attn_atomic *part, index_contents
         renamed = status == ATTN_OK;
     }
     if (status == ATTN_OK) {                   /* the index, with G's link */
-        if (replaced < c->count)
-            contents_remove(c, replaced);
         for (size_t i = c->count; i-- > 0;)     /* an empty group above G is G's now */
-            if (c->entries[i].target == NULL && path_inside(t->group, c->entries[i].path))
+            if (c->entries[i].target == NULL && path_inside(t->group, c->entries[i].path)) {
                 contents_remove(c, i);
-        status = contents_add(c, t->group, target)
+                replaced -= i < replaced;
+            }
+        /* A replaced group keeps its place in the order; a new one is last. */
+        status = (replaced < c->count ? contents_retarget(c, replaced, target)
+                                      : contents_add(c, t->group, target))
                      ? ATTN_OK : attn_fail(err, ATTN_ENOMEM, "%s: out of memory", t->index);
     }
     if (status == ATTN_OK && (status = attn_atomic_begin(&index_tx, t->index, c->exists, err)) == ATTN_OK &&

@@ -24,7 +24,11 @@
 #     concurrent appends; an index reached through a symbolic link; the
 #     index's permission bits; a part left by a crash is replaced;
 #   - the links are relative: the index opens from another directory and
-#     after the whole directory is moved.
+#     after the whole directory is moved;
+#   - the groups are listed in the order appended (h5py, netCDF4, h5dump
+#     --sort_by=creation_order), a replaced group keeps its place, and an
+#     index of attnrun 1.5 (listed by name) is appended to and then keeps
+#     the order.
 # The checks of files are tests/ref/append_index.py, fixture_tolerances.py,
 # identical_outputs.py and tree_snapshot.py; the lock's driver is
 # lock_contention.py.  Each check prints "ok NAME", "FAIL NAME: WHY" or
@@ -484,6 +488,46 @@ check_symlink_and_mode() {
     fi
 }
 
+# ------------------------------------------------- 7b. the order layers were appended in
+
+# Twelve layers appended in model order are listed in that order (not
+# layer0, layer1, layer10, ...); a group replaced with --force keeps its
+# place; an index of attnrun 1.5 (no creation order: listed by name)
+# keeps working, and after the next append lists its old groups by name,
+# then the new one, and tracks the order from then on.
+check_order() {
+    local d i layers=() failed=0
+    d=$(workdir order)
+    for i in 0 1 2 3 4 5 6 7 8 9 10 11; do
+        layers+=("/layer$i")
+        "$ATTNRUN" -q "$FIX/toy.h5" -o "$d/results.h5" --heads 1 --append --group "/layer$i" \
+            2>>"$T/stderr" || failed=$((failed + 1))
+    done
+    "$ATTNRUN" -q "$FIX/toy.h5" -o "$d/results.h5" --heads 1 --append --group /model/b \
+        2>>"$T/stderr" || failed=$((failed + 1))
+    "$ATTNRUN" -q "$FIX/toy.h5" -o "$d/results.h5" --heads 1 --append --group /model/a \
+        2>>"$T/stderr" || failed=$((failed + 1))
+    if [ $failed -ne 0 ]; then
+        bad "14 appends in order: $failed failed: $(err1)"
+        return
+    fi
+    expect "12 layers and /model/b, /model/a listed in the order appended (h5py, netCDF4, h5dump)" \
+        ref append_index.py order "$d/results.h5" "${layers[@]}" /model/b /model/a
+    run "$FIX/causal.h5" -o "$d/results.h5" --heads 2 --causal --append --group /layer5 --force
+    expect "a group replaced with --force keeps its place in the order" \
+        ref append_index.py order "$d/results.h5" "${layers[@]}" /model/b /model/a + \
+        ref fixture_tolerances.py within "$FIX" "$d/results.h5" /layer5=causal /layer6=toy
+    mkdir "$d/old"
+    for i in 2 10 1; do
+        run "$FIX/toy.h5" -o "$d/old/results.h5" --heads 1 --append --group "/layer$i"
+    done
+    ref append_index.py untrack "$d/old/results.h5"
+    run "$FIX/causal.h5" -o "$d/old/results.h5" --heads 2 --causal --append --group /layer0
+    expect "an index without creation order: appended to, its groups by name, then the new one" \
+        ref append_index.py order "$d/old/results.h5" /layer1 /layer10 /layer2 /layer0 + \
+        ref fixture_tolerances.py within "$FIX" "$d/old/results.h5" /layer0=causal /layer1=toy /layer10=toy
+}
+
 # ------------------------------------------------- 8. every allocation failing in turn
 
 # With the fault-injection build (make builds build/fault/attnrun;
@@ -537,5 +581,6 @@ check_injected
 check_concurrent
 check_moves
 check_symlink_and_mode
+check_order
 check_alloc
 finish

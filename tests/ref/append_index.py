@@ -20,6 +20,14 @@
     append_index.py part_h5netcdf PART DIRECT GROUP
         h5netcdf opens a part file itself: GROUP's weights have dimensions
         (batch, head, query, key) and DIRECT's values
+    append_index.py order INDEX GROUP...
+        the index lists its groups (paths) in the order GROUP...: its groups
+        track link creation order, and h5py (the root group's own listing,
+        and each group's), netCDF4 and `h5dump --sort_by=creation_order`
+        all list them so
+    append_index.py untrack INDEX
+        rewrites INDEX as attnrun 1.5 wrote it: the same links, without link
+        creation order, made in reverse name order
     append_index.py parts DIR PREFIX NAME...
         the files in the parts directory DIR whose names start with PREFIX
         are exactly NAME...
@@ -127,6 +135,64 @@ def part_h5netcdf(part, direct, group):
             fail("values differ")
 
 
+def _tree(group, prefix=""):
+    """The index's link paths below group, in the group's listing order."""
+    out = []
+    for name in group:
+        link = group.get(name, getlink=True)
+        path = prefix + "/" + name
+        if isinstance(link, h5py.ExternalLink):
+            out.append(path)
+        else:
+            out.extend(_tree(group[name], path))
+    return out
+
+
+def _netcdf_tree(group, prefix=""):
+    out = []
+    for name, sub in group.groups.items():
+        path = prefix + "/" + name
+        nested = _netcdf_tree(sub, path) if not sub.variables else []
+        out.extend(nested or [path])
+    return out
+
+
+def order(index, group, *more):
+    import subprocess
+    import netCDF4
+    want = list((group,) + more)
+    with h5py.File(index, "r") as f:
+        flags = f["/"].id.get_create_plist().get_link_creation_order()
+        if not flags & h5py.h5p.CRT_ORDER_TRACKED:
+            fail("the root group does not track link creation order")
+        # f["/"]: h5py before 3.11 lists a File itself by name (h5py #1577)
+        if _tree(f["/"]) != want:
+            fail("h5py lists %s" % _tree(f["/"]))
+    with netCDF4.Dataset(index) as d:
+        if _netcdf_tree(d) != want:
+            fail("netCDF4 lists %s" % _netcdf_tree(d))
+    listing = subprocess.run(["h5dump", "--sort_by=creation_order", "-n", index],
+                             capture_output=True, text=True, check=True).stdout
+    links = re.findall(r"^ ext link\s+(\S+) ->", listing, re.M)
+    if links != want:
+        fail("h5dump --sort_by=creation_order lists %s" % links)
+
+
+def untrack(index):
+    with h5py.File(index, "r") as f:
+        attrs = dict(f.attrs)
+        links = {}
+        for path in _tree(f["/"]):
+            link = f.get(path, getlink=True)
+            links[path] = (link.filename, link.path)
+    os.remove(index)
+    with h5py.File(index, "w", track_order=False) as f:
+        for k, v in attrs.items():
+            f.attrs[k] = v
+        for path in sorted(links, reverse=True):
+            f[path] = h5py.ExternalLink(*links[path])
+
+
 def parts(d, prefix, name, *more):
     names = sorted(n for n in os.listdir(d) if n.startswith(prefix))
     if names != sorted((name,) + more):
@@ -134,4 +200,4 @@ def parts(d, prefix, name, *more):
 
 
 if __name__ == "__main__":
-    run({f.__name__: f for f in (groups, scales, xarray, ncdump, part_h5netcdf, parts)}, __doc__)
+    run({f.__name__: f for f in (groups, scales, xarray, ncdump, part_h5netcdf, order, untrack, parts)}, __doc__)
