@@ -110,7 +110,7 @@ static int run_main(int argc, char **argv)
     attn_run_report report;
     progress_line progress;
     progress_start(&progress, !c.quiet && (c.progress || isatty(STDERR_FILENO)),
-                   isatty(STDERR_FILENO), &report);
+                   isatty(STDERR_FILENO), &c.run, &report);
     c.run.command_line = command_line;
     c.run.progress = progress_show;
     c.run.progress_context = &progress;
