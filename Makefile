@@ -167,6 +167,7 @@ CLI_TESTS += tests/cli/test_plot.sh
 CLI_TESTS += tests/cli/test_append.sh
 CLI_TESTS += tests/cli/test_options.sh
 CLI_TESTS += tests/cli/test_compare.sh
+CLI_TESTS += tests/cli/test_warnings.sh
 
 # The source tree's layers (tests/lib/layers.py): no file includes a header
 # of a higher layer, and the command line only public ones.
@@ -186,8 +187,9 @@ cli: $(BIN) $(FAULT_BIN)
 endif
 
 ifeq ($(MPI),1)
-# The MPI suite: attnrun-mpi under mpirun against the serial build's files.
-MPI_TESTS = tests/cli/test_mpi.sh
+# The MPI suite: attnrun-mpi under mpirun against the serial build's files;
+# and the warnings, given once by an MPI job.
+MPI_TESTS = tests/cli/test_mpi.sh tests/cli/test_warnings.sh
 test: deps
 	@$(MAKE) --no-print-directory MPI= SANITIZE=$(SANITIZE) all
 	@$(MAKE) --no-print-directory $(BIN)

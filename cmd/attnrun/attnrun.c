@@ -110,10 +110,15 @@ static int run_main(int argc, char **argv)
     attn_run_report report;
     progress_line progress;
     progress_start(&progress, !c.quiet && (c.progress || isatty(STDERR_FILENO)),
-                   isatty(STDERR_FILENO), &report);
+                   isatty(STDERR_FILENO), &c.run, &report);
     c.run.command_line = command_line;
     c.run.progress = progress_show;
     c.run.progress_context = &progress;
+    attnrun_warnings warnings = {.count = 0};
+    if (!c.quiet) {                    /* -q: no warnings, none looked for */
+        c.run.warn = attnrun_warn;
+        c.run.warn_context = &warnings;
+    }
     bool target_is_input = c.run.in_place || c.run.output == NULL;
     c.run.transaction = process_watch(c.run.input, target_is_input ? c.run.input : c.run.output,
                                       target_is_input);
@@ -133,6 +138,7 @@ static int run_main(int argc, char **argv)
             fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
         return cli_exit_code(status);
     }
+    attnrun_print_warnings(stderr, &warnings);   /* they change no exit status */
     if (c.run.dry_run && c.json)
         plan_json_print(stdout, &c.run, &report);
     else if (c.run.dry_run)

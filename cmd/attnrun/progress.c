@@ -1,6 +1,7 @@
 /*
  * progress.c - the progress line on stderr (progress.h):
  *
+ *     attnrun: 12 heads (12 K/V), d_k 64, layout xw, mask M (causal), saving weights,output
  *     attnrun: 37% (6144/16384 rows of item 1/1), 12 s left
  *     attnrun: 50% (128/128 rows of items 5-8/16), 1 min 05 s left
  *     attnrun: 100% (16384/16384 rows of item 1/1), 31 s elapsed
@@ -25,11 +26,13 @@ static double seconds_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-void progress_start(progress_line *p, bool enabled, bool terminal, const attn_run_report *plan)
+void progress_start(progress_line *p, bool enabled, bool terminal,
+                    const attn_run_options *options, const attn_run_report *plan)
 {
     memset(p, 0, sizeof *p);
     p->enabled = enabled;
     p->terminal = terminal;
+    p->options = options;
     p->plan = plan;
     p->start = seconds_now();
 }
@@ -71,6 +74,43 @@ static void format_position(char *buf, size_t len, const attn_run_report *plan, 
                  first + count, batch);
 }
 
+/* What the run does, in one line (the text plan of a dry run says it at
+ * length): "2 heads (1 K/V), d_k 64, layout linear, mask M inverted
+ * (causal, window 256), saving weights,output". */
+static void format_plan(char *buf, size_t len, const attn_run_options *opt,
+                        const attn_run_report *plan)
+{
+    const attn_dims *d = &plan->layout.dims;
+    const attn_variant *v = &plan->config.variant;
+    const char *mask = opt->names[ATTN_IN_MASK];
+    size_t used = (size_t)snprintf(buf, len, "%zu head%s (%zu K/V), d_k %zu", d->heads,
+                                   d->heads == 1 ? "" : "s", attn_kv_heads(d), d->d_k);
+    if (d->d_v != d->d_k && used < len)
+        used += (size_t)snprintf(buf + used, len - used, ", d_v %zu", d->d_v);
+    if (used < len)
+        used += (size_t)snprintf(buf + used, len - used, ", layout %s, ",
+                                 attn_weight_layout_name(plan->layout.linear ? ATTN_LAYOUT_LINEAR
+                                                                             : ATTN_LAYOUT_XW));
+    if (used < len && plan->inputs[ATTN_IN_MASK].present)
+        used += (size_t)snprintf(buf + used, len - used, "mask %s%s", mask != NULL ? mask : "",
+                                 opt->mask_invert ? " inverted" : "");
+    else if (used < len)
+        used += (size_t)snprintf(buf + used, len - used, "no mask");
+    if (used < len && (v->causal || v->window != 0)) {
+        char window[48] = "";
+        if (v->window != 0)
+            snprintf(window, sizeof window, "%swindow %zu", v->causal ? ", " : "", v->window);
+        used += (size_t)snprintf(buf + used, len - used, " (%s%s)", v->causal ? "causal" : "",
+                                 window);
+    }
+    if (used < len)
+        used += (size_t)snprintf(buf + used, len - used, ", saving");
+    for (int i = 0, shown = 0; i < ATTN_OUT_COUNT && used < len; i++)
+        if ((plan->save >> i) & 1u)
+            used += (size_t)snprintf(buf + used, len - used, "%c%s", shown++ ? ',' : ' ',
+                                     attn_output_name((attn_output)i));
+}
+
 /* Whether this report is shown: the first and the last always; on a
  * terminal at most PROGRESS_REFRESH a second, elsewhere each time another
  * PROGRESS_LINE_STEP percent is done. */
@@ -99,6 +139,14 @@ bool progress_show(size_t done, size_t total, void *context)
     if (!due(p, percent, done, total, now))
         return true;
     char position[128], duration[32], line[256];
+    if (p->reports == 1 && p->terminal) {     /* the plan first, a line of its own */
+        char plan[1024];
+        format_plan(plan, sizeof plan, p->options, p->plan);
+        if (fprintf(stderr, "attnrun: %s\n", plan) < 0) {
+            p->failure = errno;
+            return false;
+        }
+    }
     format_position(position, sizeof position, p->plan, done);
     if (done == total) {
         format_duration(duration, sizeof duration, now - p->start);

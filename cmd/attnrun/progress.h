@@ -3,13 +3,14 @@
  * share of query rows done, where in the batch, and the time left.
  *
  *     progress_line p;
- *     progress_start(&p, true, isatty(STDERR_FILENO), &report);
+ *     progress_start(&p, true, isatty(STDERR_FILENO), &opt, &report);
  *     opt.progress = progress_show;
  *     opt.progress_context = &p;
  *     attn_run(&opt, &report, &err);
  *
- * On a terminal one line is rewritten (\r) at most PROGRESS_REFRESH times
- * a second; elsewhere (a file, a pipe) whole lines are written, one for
+ * On a terminal a line naming the plan comes first (heads, d_k, the
+ * weights' layout, the masks, the outputs), then one line is rewritten
+ * (\r) at most PROGRESS_REFRESH times a second; elsewhere (a file, a pipe) whole lines are written, one for
  * the first report, one each time another PROGRESS_LINE_STEP percent is
  * done, and one at the end.  Only cmd/ uses it.
  */
@@ -27,6 +28,7 @@
 typedef struct progress_line {
     bool enabled;
     bool terminal;               /* rewrite one line, else whole lines     */
+    const attn_run_options *options; /* the run's options               */
     const attn_run_report *plan; /* the run's report: its plan is filled
                                     before the first report             */
     double start;                /* seconds (CLOCK_MONOTONIC) at the start */
@@ -40,7 +42,8 @@ typedef struct progress_line {
 } progress_line;
 
 /* Starts the clock; `enabled` false makes progress_show do nothing. */
-void progress_start(progress_line *p, bool enabled, bool terminal, const attn_run_report *plan);
+void progress_start(progress_line *p, bool enabled, bool terminal,
+                    const attn_run_options *options, const attn_run_report *plan);
 
 /* The callback of attn_run_options.progress: done and total are query
  * rows (B n in all).  Returns false when stderr cannot be written (the

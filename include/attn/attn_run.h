@@ -54,6 +54,44 @@ const attn_preset *attn_preset_find(const char *name);
 /* "gpt2, torch-mha, ...": every preset's name, for messages. */
 const char *attn_preset_list(void);
 
+/*
+ * The likely mistakes a run warns of: inputs and options that run without
+ * an error but almost surely not as meant.  The library only reports them
+ * (attn_run_options.warn), in its own terms; the caller words them.  Each
+ * kind is reported at most once per run, with the facts of the whole run
+ * (under MPI the job's, on rank 0 alone), and only when the run succeeds:
+ * the plan's kinds also for a dry run, the data's (read from the input)
+ * once the output is in place.  A warning changes nothing of the run.
+ */
+typedef enum attn_warning_kind {
+    ATTN_WARN_MASK_HIDES_ALL,   /* the mask keeps no key of some items: their
+                                   weights and heads are all 0          */
+    ATTN_WARN_ZERO_WEIGHTS,     /* projection weights that hold only zeros  */
+    ATTN_WARN_SCALE_RECIPROCAL, /* the scale given is sqrt(d_k) or d_k: the
+                                   reciprocal of a usual scale          */
+    ATTN_WARN_COUNT
+} attn_warning_kind;
+
+/* "mask-hides-all", "zero-weights", "scale-reciprocal". */
+const char *attn_warning_name(attn_warning_kind kind);
+
+/* One warning's facts; each kind fills its own (the rest 0).  The
+ * strings live as long as the call. */
+typedef struct attn_warning {
+    attn_warning_kind kind;
+    /* MASK_HIDES_ALL */
+    const char *mask;           /* the mask dataset's name                 */
+    bool inverted;              /* it was read inverted (mask_invert)      */
+    size_t items, batch;        /* items whose mask keeps no key, of B     */
+    /* ZERO_WEIGHTS */
+    unsigned inputs;            /* bits (1u << attn_input) of the weights  */
+    const char *names[ATTN_IN_COUNT]; /* their dataset names               */
+    /* SCALE_RECIPROCAL */
+    double scale;               /* the scale given                         */
+    size_t d_k;
+    bool squared;               /* it is d_k (else sqrt(d_k))              */
+    double usual;               /* 1/sqrt(d_k), the default scale          */
+} attn_warning;
 
 typedef struct attn_run_options {
     const char *input;                  /* IN.h5                               */
@@ -115,6 +153,10 @@ typedef struct attn_run_options {
      * May be NULL. */
     bool (*progress)(size_t done, size_t total, void *context);
     void *progress_context;
+    /* Called once for each likely mistake found (attn_warning above), on
+     * the calling thread; may be NULL (then the run looks for none). */
+    void (*warn)(const attn_warning *warning, void *context);
+    void *warn_context;
     attn_atomic *transaction;           /* caller-owned, so a signal handler
                                            can remove its temp_path; may be
                                            NULL for a dry run                 */

@@ -6,6 +6,8 @@
  */
 #include "run/run_state.h"
 
+#include "attn_ranks.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +91,9 @@ static int load_parameter(run_state *st, attn_input which, void **packed, attn_e
     if ((status = attn_h5in_read_floats(st->in, t->name, st->opt->precision, 0, t->dims[0], raw, err)) != ATTN_OK ||
         (status = run_check_finite(st, t, raw, 0, count, err)) != ATTN_OK)
         goto out;
+    if (st->opt->warn != NULL && run_is_projection_weight(which) &&
+        run_all_zero(st->opt->precision, raw, count))
+        st->zero_weights |= 1u << which;
     if (t->rank != 3 || which == ATTN_IN_WO) {    /* (H, d_v, D) is packed already */
         *packed = raw;
         raw = NULL;
@@ -277,5 +282,10 @@ int run_load_shared(run_state *st, attn_error *err)
         if (status != ATTN_OK)
             return status;
     }
+    /* A mask (m) that keeps no key hides every key of every item: counted
+     * once for the job, on rank 0 (the ranks' counts are summed). */
+    if (st->opt->warn != NULL && st->info[ATTN_IN_MASK].present && layout->mask_shared &&
+        attn_rank() == 0 && run_items_without_keys(st->whole[ATTN_IN_MASK], 1, layout->dims.m) == 1)
+        st->hidden_items = layout->dims.batch;
     return ATTN_OK;
 }

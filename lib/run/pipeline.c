@@ -255,12 +255,16 @@ int run_allocate_staging(run_state *st, attn_error *err)
     return ATTN_OK;
 }
 
-/* Reads what items [first, first + c) have of their own: X, the
- * keys/values, the mask, positions and an attention bias (B, H, n, m). */
-static int read_slice(run_state *st, attn_slice *slice, size_t first, size_t c, attn_error *err)
+/* Reads what the items of step s's slice have of their own: X, the
+ * keys/values, the mask, positions and an attention bias (B, H, n, m).
+ * The rank with the slice's first rows counts its items whose mask keeps
+ * no key (for the warnings). */
+static int read_slice(run_state *st, const step *s, attn_error *err)
 {
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
+    attn_slice *slice = s->slice;
+    const size_t first = s->first, c = s->count;
     const size_t x_first = layout->batched ? first : 0;   /* a rank-2 X is one item */
     const struct { attn_input which; bool own; size_t first, rows; const void *buf; } inputs[] = {
         {ATTN_IN_X, true, x_first, layout->batched ? c : d->n, slice->x},
@@ -275,6 +279,9 @@ static int read_slice(run_state *st, attn_slice *slice, size_t first, size_t c, 
         if (st->info[inputs[i].which].present && inputs[i].own)
             status = run_read_rows(st, inputs[i].which, inputs[i].first, inputs[i].rows,
                                    (void *)inputs[i].buf, err);
+    if (status == ATTN_OK && st->opt->warn != NULL && s->keys && st->info[ATTN_IN_MASK].present &&
+        !layout->mask_shared)
+        st->hidden_items += run_items_without_keys(slice->keep, c, d->m);
     return status;
 }
 
@@ -377,8 +384,7 @@ static void beside_io(void *context)
     if (job->write != NULL && job->status == ATTN_OK)
         attn_h5out_start_writeback(job->st->out);
     if (job->status == ATTN_OK && job->read != NULL)
-        job->status = read_slice(job->st, job->read->slice, job->read->first, job->read->count,
-                                 &job->err);
+        job->status = read_slice(job->st, job->read, &job->err);
 }
 
 /*
@@ -439,8 +445,7 @@ int run_steps(run_state *st, attn_error *err)
     size_t written = 0;                /* this rank's rows written */
     int pending = ATTN_OK;             /* progress failed: told at the next agreement */
     attn_error pending_err;
-    int status = current.none ? ATTN_OK
-                              : read_slice(st, current.slice, current.first, current.count, err);
+    int status = current.none ? ATTN_OK : read_slice(st, &current, err);
     if ((status = attn_ranks_agree(status, err)) != ATTN_OK)
         return status;
     for (size_t t = 0; t < steps; t++) {

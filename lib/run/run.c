@@ -398,6 +398,8 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         attn_guard_restore_memory(&saved);
     status = attn_ranks_agree(status, err);
     if (status != ATTN_OK || options->dry_run) {
+        if (status == ATTN_OK)
+            run_report_warnings(&st);
         release(&st);
         return status;
     }
@@ -433,10 +435,13 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         status = closed;
         *err = close_err;
     }
-    if ((status = attn_ranks_agree(status, err)) == ATTN_OK)
+    /* (the ranks' counts for the warnings summed in the same exchange) */
+    if ((status = attn_ranks_agree_sum(status, &st.hidden_items, err)) == ATTN_OK)
         status = commit(&st, append, err);
     else
         attn_atomic_abort(st.opt->transaction);
+    if (status == ATTN_OK)
+        run_report_warnings(&st);
     release(&st);
     return status;
 }

@@ -11,6 +11,7 @@
  *   settings.c    the settings table: checked, recorded as provenance
  *   pipeline.c    slices read, computed and written, overlapped
  *   tokens.c      the tokens of the query and key axes, checked and copied
+ *   warnings.c    the likely mistakes found on the way, reported at the end
  * and presets.c, ranks.c hold the presets and the ranks of an MPI job.
  *
  * Legend: B batch, c items in a slice, H heads, G K/V heads, n queries,
@@ -80,6 +81,13 @@ typedef struct run_state {
      * are whole blocks in the stored type, carved from its staging: NULL
      * where this rank writes none of that output in the step. */
     void *block_data[2][ATTN_OUT_COUNT];
+    /* What the warnings report (warnings.c), gathered while the data is
+     * read when the options ask for warnings: */
+    size_t hidden_items;          /* items whose mask keeps no key: this
+                                     rank's (the slices it reads first),
+                                     the job's once summed              */
+    unsigned zero_weights;        /* bits (1u << attn_input) of the
+                                     projection weights all zeros       */
 } run_state;
 
 static inline bool run_saved(const run_state *st, attn_output which)
@@ -159,6 +167,18 @@ int run_check_variant(const attn_run_options *opt, attn_error *err);
 int run_write_provenance(const run_state *st, const char *stamp, attn_error *err);
 /* --in-place: makes way for them (attn_h5out_clear_attribute). */
 int run_clear_provenance(run_state *st, attn_error *err);
+
+/* warnings.c */
+/* Items of keep flags (items, m) that keep no key. */
+size_t run_items_without_keys(const unsigned char *keep, size_t items, size_t m);
+/* Whether buf's count values (precision) are all zeros (count > 0). */
+bool run_all_zero(attn_precision precision, const void *buf, size_t count);
+/* W_Q, W_K, W_V, W_O and the fused W_QKV: looked at for zeros. */
+bool run_is_projection_weight(attn_input which);
+/* Reports the warnings the run found to options->warn, on rank 0 (after
+ * the hidden items are summed over the ranks): the plan's, and unless
+ * it is a dry run the data's. */
+void run_report_warnings(const run_state *st);
 
 /* tokens.c */
 /* Finds and reads the tokens the options name and checks every one, and

@@ -9,9 +9,11 @@
 #     line per further 5 %, then the end; stdout untouched; the results
 #     the same as without progress;
 #   * slices of several items name the items ("rows of items 1-2/3");
-#   * on a terminal (script(1) gives attnrun a pseudo-terminal): one line
-#     rewritten with \r and ended by one newline, shown by default, and
-#     none with -q.
+#   * on a terminal (script(1) gives attnrun a pseudo-terminal): first a
+#     line naming the plan (heads, d_k, layout, masks, outputs: expected
+#     from the options), then one line rewritten with \r and ended by one
+#     newline, shown by default, and none with -q; the plan line only
+#     there (a file gets progress lines alone).
 # Every expected position comes from the input's shape and the options
 # (B, n, the slice size), not from another run of attnrun.  No check
 # depends on how fast the machine is: the terminal check asks only for
@@ -50,9 +52,10 @@ progress_check input "$T/long.h5" || { bad "setup: cannot write the input"; fini
 # (a causal window keeps the stored maps small; the rows are all computed)
 LONG=(--heads 2 --save weights,output --store f16 --causal --window 256 --memory 16M)
 
-# judge NAME MODE FILE B N SLICE: the progress text in FILE of a run over
-# B items of N queries in slices of SLICE items, MODE "lines" (a file) or
-# "terminal" (script's typescript); its verdict named NAME.
+# judge NAME MODE FILE B N SLICE [PLAN]: the progress text in FILE of a
+# run over B items of N queries in slices of SLICE items, MODE "lines" (a
+# file) or "terminal" (script's typescript, the line PLAN first); its
+# verdict named NAME.
 judge() {
     local name=$1
     shift
@@ -126,7 +129,9 @@ rc=$?
 if [ "$rc" -ne 0 ]; then
     bad "terminal: exit $rc: $(head -c 200 "$T/tty.tty")"
 else
-    judge terminal terminal "$T/tty.tty" 1 4096 1
+    # d_model 32 in 2 heads: d_k 16; no --mask; LONG's causal window
+    judge terminal terminal "$T/tty.tty" 1 4096 1 \
+        "attnrun: 2 heads (2 K/V), d_k 16, layout xw, no mask (causal, window 256), saving weights,output"
 fi
 
 terminal quiet -q

@@ -4,10 +4,11 @@ from the input's shape and the options, never from another run.
 
     python3 tests/ref/progress_check.py input FILE.h5
         one item (B = 1) of n = 4096 queries, d_model 32
-    python3 tests/ref/progress_check.py judge MODE FILE B N SLICE
+    python3 tests/ref/progress_check.py judge MODE FILE B N SLICE [PLAN]
         the progress text in FILE of a run over B items of N queries in
         slices of SLICE items; MODE "lines" (a file) or "terminal"
-        (script's typescript).  Prints "ok ..." or "FAIL ...".
+        (script's typescript), where the line PLAN (the run's plan) comes
+        first.  Prints "ok ..." or "FAIL ...".
     python3 tests/ref/progress_check.py same-results A.h5 B.h5
         A's weights and output equal B's (exit 1 and the name otherwise)
 """
@@ -38,7 +39,7 @@ def same_results(a_path, b_path):
                 sys.exit("%s differs" % name)
 
 
-def judge(mode, path, B, n, c):
+def judge(mode, path, B, n, c, plan=None):
     B, n, c = int(B), int(n), int(c)
     text = open(path, "rb").read().decode("utf-8")
     name = "%s B=%d n=%d slice=%d" % (mode, B, n, c)
@@ -49,6 +50,10 @@ def judge(mode, path, B, n, c):
             failures.append(why)
 
     if mode == "terminal":
+        # the plan first, on a line of its own
+        first, _, rest = text.partition("\r\n")
+        check(first == plan, "the first line is %r, not the plan %r" % (first, plan))
+        text = rest
         # the pty turns "\n" into "\r\n": one newline, at the very end
         check(text.endswith("\r\n") and text.count("\n") == 1,
               "not one line ended by one newline: %r" % text[-200:])
@@ -110,9 +115,10 @@ def judge(mode, path, B, n, c):
         print("ok %s: %d reports, before 100 %%: %s" % (name, len(reports), mid))
 
 
-COMMANDS = {"input": (make_input, 1), "judge": (judge, 5), "same-results": (same_results, 2)}
+COMMANDS = {"input": (make_input, (1,)), "judge": (judge, (5, 6)),
+            "same-results": (same_results, (2,))}
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS or len(sys.argv) - 2 != COMMANDS[sys.argv[1]][1]:
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS or len(sys.argv) - 2 not in COMMANDS[sys.argv[1]][1]:
         sys.exit(__doc__)
     COMMANDS[sys.argv[1]][0](*sys.argv[2:])
