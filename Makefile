@@ -126,9 +126,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 deps:
 	@sh scripts/install-deps.sh $(if $(MPI),mpi)
 
+# The toy example (README): each command shown before it runs, the results
+# left in $(BUILD)/demo/toy.out.h5.
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@sh scripts/demo.sh $(BIN)
+	@sh scripts/demo.sh $(BIN) $(BUILD)/demo
 
 # README's pictures (docs/images/), drawn by attnrun plot.
 pictures: $(BIN)

@@ -11,6 +11,8 @@
 #     toy sentence"): every number printed agrees, to its printed digits,
 #     with float64 numpy computed from the example's definition, and so does
 #     attnrun's output on fixtures/toy.h5;
+#   * make demo's script (scripts/demo.sh) prints the commands it runs and
+#     leaves the toy example's results where it says;
 #   * README "From a Hugging Face layer to a picture": the stand-in export of
 #     examples/hf-export.py has the names, shapes and types of GPT-2 small's
 #     layer that the gpt2 preset reads, and attnrun on it agrees with
@@ -97,6 +99,22 @@ check_py links links "$ROOT"
 if run_ok "attnrun fixtures/toy.h5 --heads 1 (the worked example)" "$T/toy.log" \
         "$ATTNRUN" "$ROOT/fixtures/toy.h5" -o "$T/toy.out.h5" --heads 1 -q; then
     check_py toy toy "$ROOT" "$T/toy.out.h5"
+fi
+
+# ------------------------------------------------------- make demo
+
+# The Makefile runs `sh scripts/demo.sh $(BIN) build/demo`; here into $T.
+if (cd "$ROOT" && timeout -s KILL "$TIME_LIMIT" sh scripts/demo.sh "$ATTNRUN" "$T/demo") \
+        >"$T/demo.log" 2>&1; then
+    if [ -f "$T/demo/toy.out.h5" ] && grep -q "^\\$ .* fixtures/toy.h5 -o $T/demo/toy.out.h5 --heads 1" "$T/demo.log" &&
+       grep -q "^The results are in $T/demo/toy.out.h5" "$T/demo.log" &&
+       grep -q '(0,1,0): 0.273728, 0.164478, 0.22902, 0.332773' "$T/demo.log"; then
+        ok "make demo's script shows its commands and the weights, and leaves the results where it says"
+    else
+        bad "make demo's script: no results file, or not the commands or the place shown: $(tail -n 2 "$T/demo.log" | tr '\n' ' ')"
+    fi
+else
+    bad "make demo's script failed: $(tail -n 3 "$T/demo.log" | tr '\n' ' ')"
 fi
 
 # ------------------------------------------------------- the walkthrough
