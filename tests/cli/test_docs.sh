@@ -17,7 +17,10 @@
 #   * README "From a Hugging Face layer to a picture": the stand-in export of
 #     examples/hf-export.py has the names, shapes and types of GPT-2 small's
 #     layer that the gpt2 preset reads, and attnrun on it agrees with
-#     tests/ref/models_ref.py's gpt2() and with the export's /reference.
+#     tests/ref/models_ref.py's gpt2() and with the export's /reference;
+#   * the manual page, the one reference of the options, names every choice
+#     of every option that takes one, as --help does and as the program
+#     accepts (--save, --preset, --store, ...; tests/ref/man_help_check.py).
 # That every command the pages show runs as written is
 # tests/cli/test_doc_commands.sh's.  The checks of numbers are in
 # tests/ref/docs_check.py, those of the walkthrough's files against each
@@ -125,6 +128,12 @@ if grep -q '^demo:' "$ROOT/Makefile" && grep -q 'scripts/demo.sh $(BIN) $(BUILD)
 else
     bad "make demo's directory and the README's build/demo/toy.out.h5 disagree"
 fi
+
+# ------------------------------------------------------- the manual page's choices
+
+PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/man_help_check.py" "$ATTNRUN" "$ROOT/man/attnrun.1" \
+    "$ROOT" "$T/choices" >"$T/choices.log" 2>&1
+report_verdicts "$T/choices.log" $?
 
 # ------------------------------------------------------- the walkthrough
 
