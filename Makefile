@@ -126,9 +126,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 deps:
 	@sh scripts/install-deps.sh $(if $(MPI),mpi)
 
+# The toy example (README): each command shown before it runs, the results
+# left in $(BUILD)/demo/toy.out.h5.
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@sh scripts/demo.sh $(BIN)
+	@sh scripts/demo.sh $(BIN) $(BUILD)/demo
 
 # README's pictures (docs/images/), drawn by attnrun plot.
 pictures: $(BIN)
@@ -168,6 +170,7 @@ CLI_TESTS += tests/cli/test_append.sh
 CLI_TESTS += tests/cli/test_options.sh
 CLI_TESTS += tests/cli/test_compare.sh
 CLI_TESTS += tests/cli/test_warnings.sh
+CLI_TESTS += tests/cli/test_doc_commands.sh
 
 # The source tree's layers (tests/lib/layers.py): no file includes a header
 # of a higher layer, and the command line only public ones.

@@ -5,18 +5,26 @@
 #     a source text kept elsewhere, machine paths); LICENSE is the MIT
 #     license of the attnrun authors and README names it;
 #   * every "§N" cites a section docs/contract.md has, and every relative
-#     link of README.md, tests/README.md and docs/*.md leads to a file (and
-#     heading) that exists;
-#   * the worked example (docs/contract.md §7, README "Worked example: the
-#     toy sentence"): every number printed agrees, to its printed digits,
-#     with float64 numpy computed from the example's definition, and so does
-#     attnrun's output on fixtures/toy.h5;
+#     link of README.md, HACKING.md, bench/README.md, tests/README.md and
+#     docs/*.md leads to a file (and heading) that exists;
+#   * the worked example (docs/contract.md §7, README "The toy example"):
+#     every number printed agrees, to its printed digits, with float64 numpy
+#     computed from the example's definition, and so does attnrun's output
+#     on fixtures/toy.h5;
+#   * make demo's script (scripts/demo.sh) prints the commands it runs and
+#     leaves the toy example's results where it says, the file that the
+#     README names;
 #   * README "From a Hugging Face layer to a picture": the stand-in export of
 #     examples/hf-export.py has the names, shapes and types of GPT-2 small's
 #     layer that the gpt2 preset reads, and attnrun on it agrees with
-#     tests/ref/models_ref.py's gpt2() and with the export's /reference.
-# The checks of numbers are in tests/ref/docs_check.py, those of the
-# walkthrough's files against each other in tests/ref/walkthrough_files_check.py.
+#     tests/ref/models_ref.py's gpt2() and with the export's /reference;
+#   * the manual page, the one reference of the options, names every choice
+#     of every option that takes one, as --help does and as the program
+#     accepts (--save, --preset, --store, ...; tests/ref/man_help_check.py).
+# That every command the pages show runs as written is
+# tests/cli/test_doc_commands.sh's.  The checks of numbers are in
+# tests/ref/docs_check.py, those of the walkthrough's files against each
+# other in tests/ref/walkthrough_files_check.py.
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_docs.sh     # from the repository root
 #
@@ -99,13 +107,42 @@ if run_ok "attnrun fixtures/toy.h5 --heads 1 (the worked example)" "$T/toy.log" 
     check_py toy toy "$ROOT" "$T/toy.out.h5"
 fi
 
+# ------------------------------------------------------- make demo
+
+# The Makefile runs `sh scripts/demo.sh $(BIN) build/demo`; here into $T.
+if (cd "$ROOT" && timeout -s KILL "$TIME_LIMIT" sh scripts/demo.sh "$ATTNRUN" "$T/demo") \
+        >"$T/demo.log" 2>&1; then
+    if [ -f "$T/demo/toy.out.h5" ] && grep -q "^\\$ .* fixtures/toy.h5 -o $T/demo/toy.out.h5 --heads 1" "$T/demo.log" &&
+       grep -q "^The results are in $T/demo/toy.out.h5" "$T/demo.log" &&
+       grep -q '(0,1,0): 0.273728, 0.164478, 0.22902, 0.332773' "$T/demo.log"; then
+        ok "make demo's script shows its commands and the weights, and leaves the results where it says"
+    else
+        bad "make demo's script: no results file, or not the commands or the place shown: $(tail -n 2 "$T/demo.log" | tr '\n' ' ')"
+    fi
+else
+    bad "make demo's script failed: $(tail -n 3 "$T/demo.log" | tr '\n' ' ')"
+fi
+if grep -q '^demo:' "$ROOT/Makefile" && grep -q 'scripts/demo.sh $(BIN) $(BUILD)/demo' "$ROOT/Makefile" &&
+   grep -q 'build/demo/toy.out.h5' "$ROOT/README.md"; then
+    ok "make demo leaves build/demo/toy.out.h5, where the README says"
+else
+    bad "make demo's directory and the README's build/demo/toy.out.h5 disagree"
+fi
+
+# ------------------------------------------------------- the manual page's choices
+
+PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/man_help_check.py" "$ATTNRUN" "$ROOT/man/attnrun.1" \
+    "$ROOT" "$T/choices" >"$T/choices.log" 2>&1
+report_verdicts "$T/choices.log" $?
+
 # ------------------------------------------------------- the walkthrough
 
 export_script=$ROOT/examples/hf-export.py
 if run_ok "examples/hf-export.py --stand-in --layer 3" "$T/export.log" \
         "$PY" "$export_script" --stand-in --layer 3 "$T/layer3.h5"; then
     check_py export export "$T/layer3.h5"
-    # The README's commands, as written there.
+    # The README's commands (test_doc_commands.sh runs them as written);
+    # here their results against the reference.
     if run_ok "attnrun layer3.h5 --preset gpt2 --heads 12 --mask attention_mask --tokens tokens" \
             "$T/run3.log" "$ATTNRUN" "$T/layer3.h5" -o "$T/out.h5" --preset gpt2 --heads 12 \
             --mask attention_mask --tokens tokens --save weights,entropy,output -q; then

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# tests/cli/test_json.sh - the plan as JSON (`--dry-run --json`, README "Plans
-# as JSON"):
+# tests/cli/test_json.sh - the plan as JSON (`--dry-run --json`,
+# docs/outputs.md "Plans as JSON"):
 #   * stdout is one JSON object on one line and nothing else;
-#   * every key README's table documents is there with its documented
-#     type, and no other key: the schema of tests/ref/json_plan_check.py is
-#     written once and README's table must list exactly its keys and types;
+#   * every key docs/outputs.md's table documents is there with its
+#     documented type, and no other key: the schema of tests/ref/json_plan_check.py is
+#     written once and that table must list exactly its keys and types;
 #   * the values agree with an independent account of each case: sizes
 #     and input shapes from the input file (h5py), FLOPs from the formula,
-#     output shapes and axes from README's Output table, bytes as elements
+#     output shapes and axes from docs/outputs.md, bytes as elements
 #     times element size (of the maps, the tiles some query sees), the
 #     variant from the options and the preset; and the shapes, axes, types
 #     and chunks with those of a real run's output file;
@@ -40,6 +40,6 @@ TESTS=$(cd "$(dirname "$0")/.." && pwd)
 
 suite_setup json numpy h5py
 
-PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/json_plan_check.py" "$ATTNRUN" "$T" "$PWD/fixtures" "$TESTS/../README.md" "$TIME_LIMIT" >"$T/json.log" 2>&1
+PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/json_plan_check.py" "$ATTNRUN" "$T" "$PWD/fixtures" "$TESTS/../docs/outputs.md" "$TIME_LIMIT" >"$T/json.log" 2>&1
 report_verdicts "$T/json.log" $?
 finish

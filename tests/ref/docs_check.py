@@ -78,12 +78,13 @@ def check_links(root):
     else:
         ok("every § cites a section of docs/contract.md")
 
-    docs = ["README.md", "tests/README.md"] + sorted(
+    docs = ["README.md", "HACKING.md", "bench/README.md", "tests/README.md"] + sorted(
         "docs/" + f for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
     bad, count = [], 0
     for rel in docs:
         path = os.path.join(root, rel)
         if not os.path.exists(path):
+            bad.append("%s is missing" % rel)
             continue
         text = read(path)
         body = re.sub(r"```.*?```", "", text, flags=re.S)
@@ -183,9 +184,9 @@ def check_toy(root, out_path):
                  TOKENS[int(np.argmax(w))], w.max(), TOKENS[int(np.argmin(w))], w.min()))
 
     # README: the h5dump listings and the arrays h5py and xarray print.
-    readme = section(read(os.path.join(root, "README.md")), "## Worked example: the toy sentence", "## ")
+    readme = section(read(os.path.join(root, "README.md")), "## The toy example", "## ")
     if not readme:
-        fail("README toy section", "no section '## Worked example: the toy sentence'")
+        fail("README toy section", "no section '## The toy example'")
         return
     output = np.hstack([ref["heads"], np.zeros((4, 3))])
     for what, pattern, expected in (
