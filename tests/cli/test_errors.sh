@@ -307,6 +307,47 @@ expect_failure 2 "OUT equal to IN" -- "$GOOD" -o "$GOOD" --heads 2 --force
 expect_failure 2 "no -o and no --in-place" -- "$GOOD" --heads 2
 expect_failure 2 "unknown option" -- "$GOOD" -o "$O/c15.h5" --heads 2 --no-such-option
 
+# Unknown names: the nearest one of the list is named (cli_nearest).
+expect_failure 2 "unknown option: did you mean" \
+    --stderr-has "unknown option '--casual'; did you mean --causal? (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c30.h5" --heads 2 --casual
+expect_failure 2 "unknown option with a value: did you mean" \
+    --stderr-has "unknown option '--precison=f64'; did you mean --precision?" -- \
+    "$GOOD" -o "$O/c31.h5" --heads 2 --precison=f64
+expect_failure 2 "ambiguous option: its options" \
+    --stderr-has "option '--ro' is ambiguous; did you mean --rope, --rope-dim or --rope-style?" -- \
+    "$GOOD" -o "$O/c32.h5" --heads 2 --ro 10000
+expect_failure 2 "unknown option far from every option: no guess" \
+    --stderr-has "unknown option '--zzzzzz' (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c33.h5" --heads 2 --zzzzzz
+expect_failure 2 "unknown preset: did you mean" \
+    --stderr-has "; did you mean llama? (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c34.h5" --heads 2 --preset lama
+expect_failure 2 "unknown --save name: did you mean" \
+    --stderr-has "unknown output 'wieghts' in 'output,wieghts' (choose from scores,weights," -- \
+    "$GOOD" -o "$O/c35.h5" --heads 2 --save output,wieghts
+expect_failure 2 "unknown --save name: the suggestion" \
+    --stderr-has "result); did you mean weights? (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c36.h5" --heads 2 --save output,wieghts
+expect_failure 2 "unknown --layout: did you mean" \
+    --stderr-has "--layout 'linar': expected xw (x W) or linear (x W^T, torch.nn.Linear); did you mean linear?" -- \
+    "$GOOD" -o "$O/c37.h5" --heads 2 --layout linar
+expect_failure 2 "unknown --store: did you mean" \
+    --stderr-has "--store 'bf61': expected f16, bf16, f32 or f64; did you mean bf16?" -- \
+    "$GOOD" -o "$O/c38.h5" --heads 2 --store bf61
+expect_failure 2 "unknown --rope-style: did you mean" \
+    --stderr-has "--rope-style 'gpt-j': expected neox (halves) or gptj (adjacent pairs); did you mean gptj?" -- \
+    "$GOOD" -o "$O/c39.h5" --heads 2 --rope 10000 --rope-style gpt-j
+expect_failure 2 "unknown --qkv-split: did you mean" \
+    --stderr-has "--qkv-split 'head': expected blocks ([Q;K;V]) or heads (per head [q|k|v]); did you mean heads?" -- \
+    "$GOOD" -o "$O/c40.h5" --heads 2 --qkv-split head
+expect_failure 2 "plot: unknown option: did you mean" \
+    --stderr-has "unknown option '--haeds'; did you mean --heads? (see attnrun plot --help)" -- \
+    plot "$GOOD" -o "$O/c41.png" --haeds 0
+expect_failure 2 "plot: unknown --what: did you mean" \
+    --stderr-has "--what 'entropie': expected weights, scores or entropy; did you mean entropy?" -- \
+    plot "$GOOD" -o "$O/c42.png" --what entropie
+
 # Informational options.
 expect_info "--help" 'usage' -- --help
 expect_info "--version" 'attnrun' -- --version
