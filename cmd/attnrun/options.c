@@ -203,7 +203,8 @@ static const cli_option options[] = {
      .expected = "a finite positive number", .help = "logits become C tanh(logit / C) (Gemma 2)"},
     {"alibi", 0, CLI_FLAG, RUN(alibi), .help = "add ALiBi biases slope_h (pos_k - pos_q) (BLOOM)"},
     DATASET("alibi-slopes", ATTN_IN_ALIBI_SLOPES, "(H) slopes instead of the standard ones"),
-    DATASET("attn-bias", ATTN_IN_ATTN_BIAS, "add a float dataset (n, m), (H, n, m) or (B, H, n, m)"),
+    DATASET("attn-bias", ATTN_IN_ATTN_BIAS, "add a float dataset (n, m), (H, n, m) or (B, H, n, m)\n"
+            "to the logits (H may be 1: every head adds it)"),
     {"rope", 0, CLI_REAL, RUN(variant.rope.theta), .min = 0, .value = "THETA",
      .expected = "RoPE's base theta, a positive number such as 10000",
      .help = "rotary position embeddings of q and k with base THETA"},

@@ -115,6 +115,7 @@ static void set_error(attn_error *err, attn_hint hint, const char *fmt, va_list 
     if (err != NULL) {
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         err->hint = hint;
+        err->hint_arg[0] = err->hint_name[0] = '\0';
     }
 }
 
@@ -133,6 +134,20 @@ int attn_fail_hint(attn_error *err, int status, attn_hint hint, const char *fmt,
     va_start(ap, fmt);
     set_error(err, hint, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+int attn_fail_hint_arg(attn_error *err, int status, attn_hint hint, const char *name,
+                       const char *arg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(err, hint, fmt, ap);
+    va_end(ap);
+    if (err != NULL) {
+        snprintf(err->hint_arg, sizeof err->hint_arg, "%s", arg != NULL ? arg : "");
+        snprintf(err->hint_name, sizeof err->hint_name, "%s", name != NULL ? name : "");
+    }
     return status;
 }
 

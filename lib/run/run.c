@@ -63,6 +63,28 @@ static bool fused_weights(const run_state *st)
 }
 
 /*
+ * A mask (integer or boolean) that holds floats is the additive kind --
+ * 0 to keep a key, a large negative number or -inf to hide it, as Hugging
+ * Face passes (B, 1, n, m) -- which is an attention bias here: the
+ * refusal says so when t->name is a float dataset.  Returns `status` (the
+ * refusal made) otherwise.
+ */
+static int float_mask(run_state *st, const attn_tensor_info *t, int status, attn_error *err)
+{
+    attn_tensor_info probe = {.name = t->name};
+    attn_error ignored;
+    char shape[256];
+    if (status != ATTN_EINPUT || t->present ||
+        attn_h5in_describe(st->in, ATTN_DATA_FLOAT, true, &probe, &ignored) != ATTN_OK)
+        return status;
+    return attn_fail_hint_arg(err, ATTN_EINPUT, ATTN_HINT_AS_BIAS, NULL, t->name,
+                              "%s: dataset %s has floating-point elements; the key padding mask "
+                              "is integer or boolean (nonzero: the key may be attended); floats "
+                              "%s added to the logits are an attention bias", st->opt->input,
+                              t->name, attn_format_shape(shape, sizeof shape, probe.dims, probe.rank));
+}
+
+/*
  * Looks up every input dataset the options name (attn_h5in_describe): the
  * name given, else the preset's, else the default.  A given name must
  * exist; so must a default or preset name, except for biases, which are
@@ -91,6 +113,8 @@ static int describe_inputs(run_state *st, attn_error *err)
         attn_data_kind kind = i == ATTN_IN_MASK ? ATTN_DATA_MASK
                             : spec->integer ? ATTN_DATA_INTEGER : ATTN_DATA_FLOAT;
         int status = attn_h5in_describe(st->in, kind, required, t, err);
+        if (i == ATTN_IN_MASK)
+            status = float_mask(st, t, status, err);
         if (status != ATTN_OK && given == NULL && preset != NULL && !t->present) {
             size_t len = strlen(err->msg);
             snprintf(err->msg + len, sizeof err->msg - len, " (the %s of preset %s)",

@@ -348,6 +348,28 @@ expect_failure 2 "plot: unknown --what: did you mean" \
     --stderr-has "--what 'entropie': expected weights, scores or entropy; did you mean entropy?" -- \
     plot "$GOOD" -o "$O/c42.png" --what entropie
 
+# Weights stored for the other layout: the hint names it, and it works.
+expect_failure 3 "torch.nn.Linear weights without --layout linear" \
+    --stderr-has "linear.h5: W_Q has shape (16, 8); axis 0 must be d_model = 8 (axis 1 is: the weights look stored (out, in) for x W^T, as torch.nn.Linear keeps them); use --layout linear" -- \
+    "$I/linear.h5" -o "$O/c50.h5" --heads 2
+expect_success "... with --layout linear" "$O/c51.h5" -- "$I/linear.h5" -o "$O/c51.h5" --heads 2 --layout linear
+expect_failure 3 "x W weights with --layout linear" \
+    --stderr-has "xw_wide.h5: W_Q has shape (8, 16); axis 1 must be d_model = 8 (axis 0 is: the weights look stored (in, out) for x W); use --layout xw" -- \
+    "$I/xw_wide.h5" -o "$O/c52.h5" --heads 2 --layout linear
+expect_failure 3 "a shape neither layout fits: no layout named" \
+    --stderr-has "wq_7x8.h5: W_Q has shape (7, 8); axis 0 must be d_model = 8" -- \
+    "$I/wq_7x8.h5" -o "$O/c53.h5" --heads 2
+if grep -q -- "--layout" "$C/stderr"; then
+    n_case=$((n_case + 1)); WHY=("a (7, 8) W_Q was told to change --layout"); report "... and no --layout"
+fi
+
+# A float (Hugging Face, additive) mask given as --mask: it is an
+# attention bias, which takes its head axis of 1.
+expect_failure 3 "float (B, 1, n, m) mask as --mask" \
+    --stderr-has "hf_mask.h5: dataset attention_mask has floating-point elements; the key padding mask is integer or boolean (nonzero: the key may be attended); floats (2, 1, 4, 4) added to the logits are an attention bias; pass it as --attn-bias attention_mask instead of --mask" -- \
+    "$I/hf_mask.h5" -o "$O/c54.h5" --heads 2 --mask attention_mask
+expect_success "... as --attn-bias" "$O/c55.h5" -- "$I/hf_mask.h5" -o "$O/c55.h5" --heads 2 --attn-bias attention_mask
+
 # Informational options.
 expect_info "--help" 'usage' -- --help
 expect_info "--version" 'attnrun' -- --version

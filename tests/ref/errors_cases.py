@@ -45,6 +45,16 @@ def inputs(d):
     wk[3, 5] = np.nan
     write("nan_wk.h5", W_K=wk)
 
+    # weights stored for the other layout: torch.nn.Linear's (out, in) =
+    # (16, 8) where x W needs (8, 16), and x W's (8, 16) under --layout
+    # linear (2 heads of d_k = 8; square weights would fit either way)
+    write("linear.h5", W_Q=f32(16, dm), W_K=f32(16, dm), W_V=f32(16, dm), W_O=f32(dm, 16))
+    write("xw_wide.h5", W_Q=f32(dm, 16), W_K=f32(dm, 16), W_V=f32(dm, 16), W_O=f32(16, dm))
+    # a Hugging Face additive mask (B, 1, n, m): 0 keeps a key, -inf hides it
+    hf_mask = np.zeros((B, 1, n, n), np.float32)
+    hf_mask[1, 0, :, 3] = -np.inf
+    write("hf_mask.h5", attention_mask=hf_mask)
+
     with open(os.path.join(d, "text.h5"), "w") as f:
         f.write("this is a text file, not HDF5\n")
 
