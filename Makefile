@@ -173,6 +173,7 @@ CLI_TESTS += tests/cli/test_plot.sh
 CLI_TESTS += tests/cli/test_append.sh
 CLI_TESTS += tests/cli/test_options.sh
 CLI_TESTS += tests/cli/test_compare.sh
+CLI_TESTS += tests/cli/test_sysfail.sh
 
 # The source tree's layers (tests/lib/layers.py): no file includes a header
 # of a higher layer, and the command line only public ones.

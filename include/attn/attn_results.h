@@ -19,7 +19,8 @@
  *
  * Each function returns ATTN_OK or a negative attn_status with err filled:
  * ATTN_EINPUT for what the file holds (missing, damaged, not what was
- * asked), ATTN_EIO when another program holds it locked for writing,
+ * asked), ATTN_EIO when another program holds it locked for writing or
+ * the system fails to open it (no permission, no descriptor left),
  * ATTN_ENOMEM.  Messages name the file, the group and the dataset.
  */
 #ifndef ATTN_RESULTS_H

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -67,6 +68,19 @@ void attn_parsing_leave(void)
 bool attn_parsing_file(void)
 {
     return parsing != 0;
+}
+
+int attn_open_status(int error)
+{
+    switch (error) {
+    case ENOENT: case ENOTDIR: case ELOOP: case ENAMETOOLONG: case EISDIR: case ENXIO:
+    case ENODEV:
+        return ATTN_EINPUT;
+    case ENOMEM:
+        return ATTN_ENOMEM;
+    default:
+        return ATTN_EIO;
+    }
 }
 
 size_t attn_precision_size(attn_precision precision)

@@ -78,11 +78,12 @@ typedef struct attn_h5in_options {
 } attn_h5in_options;
 
 /*
- * Opens path read-only.  ATTN_EINPUT when it is missing, unreadable, not
- * a regular file (a FIFO, a device: refused before anything could block)
- * or not an HDF5 file; ATTN_EIO when the lock is held by another program
- * (unless `wait`) or cannot be taken; ATTN_EINTR when *cancel stops a
- * wait.  options may be NULL: no lock of attnrun's, nothing external.
+ * Opens path read-only.  ATTN_EINPUT when it is missing, not a regular
+ * file (a FIFO, a device: refused before anything could block) or not an
+ * HDF5 file; ATTN_EIO when the system fails to open it (no permission, no
+ * descriptor left: EACCES, EMFILE -- the system's reason in the message),
+ * when the lock is held by another program (unless `wait`) or cannot be
+ * taken; ATTN_EINTR when *cancel stops a wait.  options may be NULL: no lock of attnrun's, nothing external.
  */
 int attn_h5in_open_with(const char *path, const attn_h5in_options *options, attn_h5in **in,
                         attn_error *err);
@@ -360,6 +361,21 @@ bool attn_h5_locking_disabled(bool *best_effort);
 
 /* Whether filter plugins may load (attn_h5_allow_plugins). */
 bool h5_plugins_allowed(void);
+
+/* Whether HDF5's error stack holds a failure of the system (an open()
+ * that found no descriptor left, say); its words ("Too many open files")
+ * into buf. */
+bool h5_system_error(char *buf, size_t len);
+
+/*
+ * Whether path is an HDF5 file (H5Fis_hdf5), telling a failure of the
+ * system -- no descriptor left for HDF5 to open it with, no permission,
+ * no memory -- from a file that is not one: 1 or 0, or the status of
+ * attn_open_status with err filled ("PATH: cannot read WHAT: Too many
+ * open files"; what: "input", "results").  HDF5's error stack is
+ * cleared.
+ */
+int h5_is_hdf5(const char *path, const char *what, attn_error *err);
 
 /*
  * Copies the most specific message on HDF5's error stack into buf (empty

@@ -360,10 +360,11 @@ static int contents_read(const char *index, index_contents *c, attn_error *err)
         return attn_fail(err, ATTN_EUSAGE, "%s: exists and is not a regular file", index);
     if (access(index, R_OK) != 0)
         return attn_fail(err, ATTN_EIO, "%s: cannot read: %s", index, strerror(errno));
-    if (H5Fis_hdf5(index) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
+    int is = h5_is_hdf5(index, "the index", err);    /* EMFILE: the system's failure */
+    if (is < 0)
+        return is;
+    if (is == 0)
         return not_an_index(index, "not an HDF5 file", err);
-    }
     int status = ATTN_OK;
     bool foreign = false;
     long long format;

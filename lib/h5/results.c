@@ -77,18 +77,24 @@ static bool locked_by_writer(const char *path)
 static int open_file(attn_results *r, const char *path, const char *group, attn_error *err)
 {
     struct stat st;
+    char detail[256];
     if (stat(path, &st) != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read: %s", path, strerror(errno));
+        return attn_fail(err, attn_open_status(errno), "%s: cannot read: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return attn_fail(err, ATTN_EINPUT, "%s: not a regular file", path);
-    if (access(path, R_OK) != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read: %s", path, strerror(errno));
-    if (H5Fis_hdf5(path) <= 0)
+    int is = h5_is_hdf5(path, "results", err);    /* EACCES, EMFILE: the system's */
+    if (is < 0)
+        return is;
+    if (is == 0)
         return attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0 && locked_by_writer(path))
         return attn_fail(err, ATTN_EIO, "%s: a program writing it holds its lock; try again when "
                          "it has finished", path);
+    if (r->file < 0 && h5_system_error(detail, sizeof detail)) {
+        H5Eclear2(H5E_DEFAULT);
+        return attn_fail(err, ATTN_EIO, "%s: cannot open: %s", path, detail);
+    }
     if (r->file < 0)
         return fail_h5(err, ATTN_EINPUT, "%s: cannot open", path);
     r->group = H5Gopen2(r->file, group, H5P_DEFAULT);

@@ -4,9 +4,9 @@ look of a valid run's output.
     python3 tests/ref/errors_cases.py inputs DIR
         DIR/good.h5, a valid input for --heads 2 (B=2, n=4, d_model=8), and
         bad files that each differ from it in one respect only
-    python3 tests/ref/errors_cases.py valid-output OUT.h5
+    python3 tests/ref/errors_cases.py valid-output OUT.h5 [GROUP]
         OUT's output (2, 4, 8) is finite and its weights (2, 2, 4, 4) rows
-        sum to 1 (an AssertionError names what is not)
+        sum to 1, in GROUP (default /) (an AssertionError names what is not)
 """
 import os
 import sys
@@ -59,10 +59,10 @@ def inputs(d):
         f.write("this is a text file, not HDF5\n")
 
 
-def valid_output(path):
+def valid_output(path, group="/"):
     with h5py.File(path, "r") as f:
-        out = f["output"][...]
-        w = f["weights"][...]
+        out = f[group]["output"][...]
+        w = f[group]["weights"][...]
     assert out.shape == (2, 4, 8), "output shape %s" % (out.shape,)
     assert w.shape == (2, 2, 4, 4), "weights shape %s" % (w.shape,)
     assert np.all(np.isfinite(out)), "output has non-finite values"
@@ -72,6 +72,6 @@ def valid_output(path):
 COMMANDS = {"inputs": inputs, "valid-output": valid_output}
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in COMMANDS:
+    if len(sys.argv) < 3 or sys.argv[1] not in COMMANDS:
         sys.exit(__doc__)
-    COMMANDS[sys.argv[1]](sys.argv[2])
+    COMMANDS[sys.argv[1]](*sys.argv[2:])
