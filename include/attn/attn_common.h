@@ -55,8 +55,9 @@ typedef enum attn_hint {
     ATTN_HINT_FUSED_BIAS,    /* names: a fused bias without fused weights    */
     ATTN_HINT_QKV_HEADS,     /* qkv_heads: without fused weights, or across  */
     ATTN_HINT_MASK_INVERT,   /* mask_invert: without a mask                  */
-    ATTN_HINT_NAME,          /* names: the input hint_name (its key, "x")
-                                reads the dataset hint_arg                  */
+    ATTN_HINT_NAME,          /* names (tokens, kv_tokens): the input
+                                hint_name (its key, "x") reads the dataset
+                                hint_arg                                    */
     ATTN_HINT_WEIGHTS_GROUP, /* weights_group: look the weights up under the
                                 group hint_arg                              */
     ATTN_HINT_LAYOUT,        /* layout: the weights are stored as the layout
@@ -73,7 +74,8 @@ typedef struct attn_error {
     char hint_arg[256];     /* the value the hint's setting would take: a
                                dataset, a group, a layout; "" for none   */
     char hint_name[32];     /* ATTN_HINT_NAME: which input's name
-                               (attn_input_spec.key: "x", "wq"); else "" */
+                               (attn_input_spec.key: "x", "wq"; "tokens",
+                               "kv-tokens" for the token labels); else "" */
 } attn_error;
 
 /* Which floating type the computation uses and the output stores. */

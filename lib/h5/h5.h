@@ -5,6 +5,7 @@
  *
  *   in_open.c, in_safety.c, in_read.c, in_strings.c   an input opened and
  *       locked; links and storage checked; numbers read; strings read
+ *   in_list.c   an input's groups and datasets listed, for messages
  *   out_open.c, out_clear.c, out_write.c   an output opened and closed;
  *       room made for --in-place; datasets, values and attributes written
  *   index.c   the index of --append;  results.c   results read back
@@ -123,6 +124,41 @@ void attn_h5_allow_plugins(bool allow);
  */
 int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
                        attn_tensor_info *info, attn_error *err);
+
+/* A group or dataset of an input, as attn_h5in_list_objects finds it. */
+typedef struct attn_h5in_object {
+    char *path;                 /* from the root: "/layer3/attn/W_Q"       */
+    bool group;                 /* a group; else a dataset                 */
+    bool floating;              /* a dataset of floats                     */
+    bool integer;               /* ... of integers or an enum (a mask's)   */
+    bool strings;               /* ... of strings (tokens)                 */
+    bool ours;                  /* ... that attnrun wrote (ATTN_ROLE_ATTRIBUTE) */
+    size_t rank;                /* a dataset's; dims are known up to rank 4 */
+    size_t dims[4];
+} attn_h5in_object;
+
+/* The objects of an input (attn_h5in_list_objects). */
+typedef struct attn_h5in_list {
+    size_t count;
+    attn_h5in_object *objects;  /* (count): groups and datasets, depth
+                                   first, each group's links by name     */
+    bool cut;                   /* more than ATTN_H5IN_LIST_MAX: the rest
+                                   are not listed                       */
+} attn_h5in_list;
+
+/* The most objects attn_h5in_list_objects lists. */
+#define ATTN_H5IN_LIST_MAX 100000
+
+/*
+ * Lists the groups and datasets of the input reachable from the root by
+ * hard links, for messages that name what could be meant: no soft or
+ * external link is followed (H5Ovisit), no value read, only each
+ * dataset's type and shape; objects HDF5 cannot describe are left out.
+ * ATTN_OK or ATTN_ENOMEM.  Free the list with attn_h5in_list_free.
+ */
+int attn_h5in_list_objects(attn_h5in *in, attn_h5in_list *list, attn_error *err);
+
+void attn_h5in_list_free(attn_h5in_list *list);
 
 /*
  * Reads rows [first, first + count) along axis 0 of a floating dataset of

@@ -370,6 +370,43 @@ expect_failure 3 "float (B, 1, n, m) mask as --mask" \
     "$I/hf_mask.h5" -o "$O/c54.h5" --heads 2 --mask attention_mask
 expect_success "... as --attn-bias" "$O/c55.h5" -- "$I/hf_mask.h5" -o "$O/c55.h5" --heads 2 --attn-bias attention_mask
 
+# A dataset not found: what the file holds that fits (type, rank, an axis
+# the other inputs give), else the nearest name; a weight not under the
+# weights group: the group that holds it.
+expect_failure 3 "X missing: the dataset of X's shape" \
+    --stderr-has "hidden.h5: no dataset X; hidden_states (2, 4, 8) could be the queries; pass --x hidden_states" -- \
+    "$I/hidden.h5" -o "$O/c60.h5" --heads 2
+expect_success "... with --x hidden_states" "$O/c61.h5" -- "$I/hidden.h5" -o "$O/c61.h5" --heads 2 --x hidden_states
+expect_failure 3 "a mask missing: the integer dataset of its shape" \
+    --stderr-has "hidden.h5: no dataset pad; attention_mask (2, 4) could be the key padding mask; pass --mask attention_mask" -- \
+    "$I/hidden.h5" -o "$O/c62.h5" --heads 2 --x hidden_states --mask pad
+expect_failure 3 "tokens missing: the strings of their shape" \
+    --stderr-has "hidden.h5: the tokens dataset toks does not exist; input_tokens (2, 4) could be the tokens; pass --tokens input_tokens" -- \
+    "$I/hidden.h5" -o "$O/c63.h5" --heads 2 --x hidden_states --tokens toks
+expect_failure 3 "X missing, nothing of its shape: the nearest name" \
+    --stderr-has "near_name.h5: no dataset X; the nearest name is x; pass --x x" -- \
+    "$I/near_name.h5" -o "$O/c64.h5" --heads 2
+expect_failure 3 "W_V missing, nothing near: no guess" \
+    --stderr-has "no_wv.h5: no dataset W_V" -- \
+    "$I/no_wv.h5" -o "$O/c65.h5" --heads 2
+if [ "$(cat "$C/stderr")" != "attnrun: $I/no_wv.h5: no dataset W_V" ]; then
+    n_case=$((n_case + 1)); WHY=("a guess where none fits"); report "... nothing after it"
+fi
+expect_failure 3 "a preset's weights under other groups: the first of them" \
+    --stderr-has "layers.h5: no dataset q_proj.weight (the query weights of preset llama); group /model/layers.0/self_attn holds q_proj.weight (as do 11 other groups); pass --weights-group /model/layers.0/self_attn" -- \
+    "$I/layers.h5" -o "$O/c66.h5" --heads 2 --preset llama --rope 10000
+expect_failure 3 "... under a group too short: the one inside it" \
+    --stderr-has "layers.h5: no dataset /model/layers.3/q_proj.weight (the query weights of preset llama); group /model/layers.3/self_attn holds q_proj.weight (as do 11 other groups); pass --weights-group /model/layers.3/self_attn" -- \
+    "$I/layers.h5" -o "$O/c67.h5" --heads 2 --preset llama --rope 10000 --weights-group /model/layers.3
+expect_success "... with --weights-group /model/layers.0/self_attn" "$O/c68.h5" -- \
+    "$I/layers.h5" -o "$O/c68.h5" --heads 2 --preset llama --rope 10000 --weights-group /model/layers.0/self_attn
+expect_failure 3 "weights behind an external link: not looked for there" \
+    --stderr-has "layers_external.h5: no dataset q_proj.weight (the query weights of preset llama)" -- \
+    "$I/layers_external.h5" -o "$O/c69.h5" --heads 2 --preset llama --rope 10000
+if grep -q "weights-group\|model/" "$C/stderr"; then
+    n_case=$((n_case + 1)); WHY=("named what lies behind an external link"); report "... nothing after it"
+fi
+
 # Informational options.
 expect_info "--help" 'usage' -- --help
 expect_info "--version" 'attnrun' -- --version

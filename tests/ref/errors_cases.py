@@ -55,6 +55,27 @@ def inputs(d):
     hf_mask[1, 0, :, 3] = -np.inf
     write("hf_mask.h5", attention_mask=hf_mask)
 
+    # names that are not the defaults: X as hidden_states (B, n, d_model),
+    # an integer padding mask, string tokens (B, n)
+    write("hidden.h5", X=None, hidden_states=f32(B, n, dm),
+          attention_mask=np.ones((B, n), np.int64),
+          input_tokens=np.array([[b"a", b"b", b"c", b"d"]] * B))
+    # X's nearest name, of no shape X could have
+    write("near_name.h5", X=None, x=f32(B, n, 7))
+    # a Llama checkpoint's layers, each under /model/layers.L/self_attn
+    with h5py.File(os.path.join(d, "layers.h5"), "w") as f:
+        f["X"] = good["X"]
+        for layer in range(12):
+            g = f.create_group("model/layers.%d/self_attn" % layer)
+            for p in "qkv":
+                g[p + "_proj.weight"] = f32(16, dm)
+            g["o_proj.weight"] = f32(dm, 16)
+    # the same layers behind an external link (to a file that is not
+    # there): never followed, so never named
+    with h5py.File(os.path.join(d, "layers_external.h5"), "w") as f:
+        f["X"] = good["X"]
+        f["model"] = h5py.ExternalLink("layers_elsewhere.h5", "/model")
+
     with open(os.path.join(d, "text.h5"), "w") as f:
         f.write("this is a text file, not HDF5\n")
 
