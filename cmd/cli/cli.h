@@ -31,6 +31,16 @@ const char *cli_hint(attn_hint hint);
  * next call. */
 const char *cli_hint_of(const attn_error *err);
 
+/*
+ * The groups of the results file `path` holding results when `group` is
+ * not one of them (attn_results_groups), for a reader's message: their
+ * count, *index whether the file is an --append index, and names the
+ * first few ("/layer0, /layer1, /layer2, ...").  0 when there are none,
+ * the file cannot be listed, or `group` holds results.
+ */
+size_t cli_other_groups(const char *path, const char *group, bool *index, char *names,
+                        size_t len);
+
 /* Flushes and closes stdout; a write error there turns EXIT_OK into
  * EXIT_RUNTIME (printed).  Returns the exit code. */
 int cli_finish_stdout(int code);

@@ -710,3 +710,29 @@ int attn_index_commit(const attn_index_target *t, attn_atomic *part, volatile si
         close(lock);                           /* releases the lock */
     return status;
 }
+
+int attn_index_groups(const char *index, char ***paths, size_t *count, attn_error *err)
+{
+    index_contents c;
+    *paths = NULL;
+    *count = 0;
+    int status = contents_read(index, &c, err);
+    if (status != ATTN_OK)
+        return status;
+    size_t groups = 0;
+    for (size_t i = 0; i < c.count; i++)
+        groups += c.entries[i].target != NULL;
+    char **list = attn_calloc(groups, sizeof *list);
+    for (size_t i = 0; list != NULL && i < c.count; i++) {
+        if (c.entries[i].target == NULL)
+            continue;                          /* an empty group */
+        list[*count] = c.entries[i].path;      /* taken from c */
+        c.entries[i].path = NULL;
+        ++*count;
+    }
+    contents_free(&c);
+    if (list == NULL)
+        return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", index);
+    *paths = list;
+    return ATTN_OK;
+}

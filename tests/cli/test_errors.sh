@@ -262,6 +262,16 @@ fi
 GOOD=$I/good.h5
 printf 'an existing output that must survive\n' >"$O/existing.h5"
 
+# Results for attnrun plot: an --append index of 12 groups, and a file
+# holding its results in /layer3/results.
+for layer in 0 1 2 3 4 5 6 7 8 9 10 11; do
+    "$ATTNRUN" "$GOOD" -o "$I/results.h5" --append --group "/layer$layer" --heads 2 \
+        >"$C/make" 2>&1 || setup_failed "appending /layer$layer: $(tail -n 1 "$C/make")"
+done
+cp "$GOOD" "$I/inplace.h5"
+"$ATTNRUN" "$I/inplace.h5" --in-place --group /layer3/results --heads 2 >"$C/make" 2>&1 ||
+    setup_failed "--in-place: $(tail -n 1 "$C/make")"
+
 # ---------------------------------------------------------------- cases
 
 # Input rejected: exit 3.
@@ -406,6 +416,24 @@ expect_failure 3 "weights behind an external link: not looked for there" \
 if grep -q "weights-group\|model/" "$C/stderr"; then
     n_case=$((n_case + 1)); WHY=("named what lies behind an external link"); report "... nothing after it"
 fi
+
+# attnrun plot on a group that holds no results: the groups that do.
+# (The index lists its groups in its own order: /layer0, /layer1 first.)
+expect_failure 3 "plot: an --append index without --group: its groups" \
+    --stderr-has "results.h5 is an --append index of 12 groups (/layer0, /layer1, /layer" -- \
+    plot "$I/results.h5" -o "$O/c70.png"
+if ! grep -qF ", ...); choose one with --group" "$C/stderr"; then
+    n_case=$((n_case + 1)); WHY=("no '..., choose one with --group'"); report "... and --group"
+fi
+expect_failure 3 "plot: an index's group that is not there: the groups that are" \
+    --stderr-has "; the index's groups are /layer0, /layer1, /layer" -- \
+    plot "$I/results.h5" -o "$O/c71.png" --group /layer99
+expect_failure 3 "plot: no results at /: the group holding them" \
+    --stderr-has "inplace.h5: no dataset weights in group /; results are in /layer3/results; choose one with --group" -- \
+    plot "$I/inplace.h5" -o "$O/c72.png"
+expect_failure 3 "plot: a group holding results but not the map: no other group named" \
+    --stderr-has "inplace.h5: no dataset entropy in group /layer3/results; run attnrun with --save entropy to have one" -- \
+    plot "$I/inplace.h5" -o "$O/c73.png" --group /layer3/results --what entropy
 
 # Informational options.
 expect_info "--help" 'usage' -- --help
