@@ -121,6 +121,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(LIB_CPPFLAGS) -Itests/unit $(ALL_CFLAGS) $(DEPFLAGS) $< $(LIB) $(LDFLAGS) \
 	    $(LDLIBS) -lcmocka -o $@
 
+# The command line's option code is libc only (bench/ builds it alone), and
+# so is its unit test: cmd/cli/options.c without libattn.
+$(BUILD)/tests/test_nearest: tests/unit/test_nearest.c cmd/cli/options.c cmd/cli/options.h cmd/cli/exit.h
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c $(LDFLAGS) -lcmocka -o $@
+
 # Installs the Debian packages the build and the tests need (as root), or
 # prints the apt-get line to run.
 deps:
@@ -171,6 +177,7 @@ CLI_TESTS += tests/cli/test_options.sh
 CLI_TESTS += tests/cli/test_compare.sh
 CLI_TESTS += tests/cli/test_warnings.sh
 CLI_TESTS += tests/cli/test_doc_commands.sh
+CLI_TESTS += tests/cli/test_sysfail.sh
 
 # The source tree's layers (tests/lib/layers.py): no file includes a header
 # of a higher layer, and the command line only public ones.

@@ -135,7 +135,7 @@ static int run_main(int argc, char **argv)
             fprintf(stderr, "attnrun: cannot report progress on standard error: %s\n",
                     strerror(progress.failure));
         else
-            fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
+            fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint_of(&err));
         return cli_exit_code(status);
     }
     attnrun_print_warnings(stderr, &warnings);   /* they change no exit status */

@@ -50,6 +50,23 @@ static int parse_dataset(void *settings, const cli_option *option, const char *n
     return EXIT_OK;
 }
 
+/* "; did you mean NAME?" for the name(0 .. count-1) nearest to value
+ * (cli_nearest), or "". */
+static const char *did_you_mean(const char *value, size_t count, const char *(*name)(size_t))
+{
+    static char text[128];
+    const char *names[64];
+    for (size_t i = 0; i < count && i < sizeof names / sizeof names[0]; i++)
+        names[i] = name(i);
+    const char *near = cli_nearest(value, names, count < 64 ? count : 64);
+    if (near == NULL)
+        return "";
+    snprintf(text, sizeof text, "; did you mean %s?", near);
+    return text;
+}
+
+static const char *split_name(size_t i) { return attn_qkv_split_name((attn_qkv_split)i); }
+
 static int parse_qkv_split(void *settings, const cli_option *option, const char *name,
                            const char *value)
 {
@@ -60,8 +77,8 @@ static int parse_qkv_split(void *settings, const cli_option *option, const char 
             c->run.qkv_heads = split == ATTN_QKV_HEADS;
             return EXIT_OK;
         }
-    return cli_usage_error("%s '%s': expected blocks ([Q;K;V]) or heads (per head [q|k|v])",
-                           name, value);
+    return cli_usage_error("%s '%s': expected blocks ([Q;K;V]) or heads (per head [q|k|v])%s",
+                           name, value, did_you_mean(value, ATTN_QKV_SPLIT_COUNT, split_name));
 }
 
 static int parse_preset(void *settings, const cli_option *option, const char *name,
@@ -70,8 +87,9 @@ static int parse_preset(void *settings, const cli_option *option, const char *na
     attnrun_cli *c = settings;
     (void)option;
     if (attn_preset_find(value) == NULL)
-        return cli_usage_error("%s '%s': unknown (choose from %s)", name, value,
-                               attn_preset_list());
+        return cli_usage_error("%s '%s': unknown (choose from %s)%s", name, value,
+                               attn_preset_list(),
+                               did_you_mean(value, attn_preset_count(), preset_name));
     c->run.preset = value;
     return EXIT_OK;
 }
@@ -108,9 +126,25 @@ static int parse_save(void *settings, const cli_option *option, const char *name
     attnrun_cli *c = settings;
     attn_error err;
     (void)option;
-    if (attn_parse_save_list(value, &c->run.save, &err) != ATTN_OK)
-        return cli_usage_error("%s: %s", name, err.msg);
-    return EXIT_OK;
+    if (attn_parse_save_list(value, &c->run.save, &err) == ATTN_OK)
+        return EXIT_OK;
+    /* the first name of the list that is no output's */
+    const char *unknown = "";
+    char word[128];
+    for (const char *p = value;; p += strcspn(p, ",") + 1) {
+        snprintf(word, sizeof word, "%.*s", (int)strcspn(p, ","), p);
+        bool known = false;
+        for (size_t i = 0; i < ATTN_OUT_COUNT; i++)
+            known = known || strcmp(word, output_name(i)) == 0;
+        if (!known) {
+            unknown = word;
+            break;
+        }
+        if (p[strcspn(p, ",")] == '\0')
+            break;
+    }
+    return cli_usage_error("%s: %s%s", name, err.msg,
+                           did_you_mean(unknown, ATTN_OUT_COUNT, output_name));
 }
 
 /* The names of the choices, as the library names them. */
@@ -169,7 +203,8 @@ static const cli_option options[] = {
      .expected = "a finite positive number", .help = "logits become C tanh(logit / C) (Gemma 2)"},
     {"alibi", 0, CLI_FLAG, RUN(alibi), .help = "add ALiBi biases slope_h (pos_k - pos_q) (BLOOM)"},
     DATASET("alibi-slopes", ATTN_IN_ALIBI_SLOPES, "(H) slopes instead of the standard ones"),
-    DATASET("attn-bias", ATTN_IN_ATTN_BIAS, "add a float dataset (n, m), (H, n, m) or (B, H, n, m)"),
+    DATASET("attn-bias", ATTN_IN_ATTN_BIAS, "add a float dataset (n, m), (H, n, m) or (B, H, n, m)\n"
+            "to the logits (H may be 1: every head adds it)"),
     {"rope", 0, CLI_REAL, RUN(variant.rope.theta), .min = 0, .value = "THETA",
      .expected = "RoPE's base theta, a positive number such as 10000",
      .help = "rotary position embeddings of q and k with base THETA"},

@@ -1,6 +1,8 @@
 /* cli.c - the ends of attnrun's command lines (cli.h). */
 #include "cli/cli.h"
 
+#include "attn_results.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,4 +28,34 @@ int cli_finish_stdout(int code)
         }
     }
     return code;
+}
+
+/* Groups named in a message, at most. */
+#define GROUPS_SHOWN 3
+
+size_t cli_other_groups(const char *path, const char *group, bool *index, char *names,
+                        size_t len)
+{
+    attn_result_groups groups;
+    attn_error err;
+    size_t count = 0, used = 0;
+    *index = false;
+    if (len > 0)
+        names[0] = '\0';
+    if (attn_results_groups(path, &groups, &err) != ATTN_OK)
+        return 0;
+    const size_t group_len = strlen(group) - (strlen(group) > 1 && group[strlen(group) - 1] == '/');
+    for (size_t i = 0; i < groups.count; i++)
+        if (strlen(groups.paths[i]) == group_len && strncmp(groups.paths[i], group, group_len) == 0)
+            goto out;                                /* the group asked for holds results */
+    for (size_t i = 0; i < groups.count && i < GROUPS_SHOWN && used < len; i++)
+        used += (size_t)snprintf(names + used, len - used, "%s%s", i > 0 ? ", " : "",
+                                 groups.paths[i]);
+    if (groups.count > GROUPS_SHOWN && used < len)
+        snprintf(names + used, len - used, ", ...");
+    count = groups.count;
+    *index = groups.index;
+out:
+    attn_result_groups_free(&groups);
+    return count;
 }

@@ -6,7 +6,7 @@
  *
  *     int status = attn_run(&opt, &report, &err);
  *     if (status != ATTN_OK)
- *         fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
+ *         fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint_of(&err));
  *     return cli_finish_stdout(cli_exit_code(status));
  */
 #ifndef ATTN_CMD_CLI_H
@@ -21,8 +21,25 @@ int cli_exit_code(int status);
 
 /* What a library hint (the setting that would resolve a failure) is on
  * the command line, appended to its message: "; use --force to replace
- * it", " (--heads)", ...; "" for none. */
+ * it", " (--heads)", ...; "" for none.  Hints that take a value (a
+ * dataset, a group: err->hint_arg) come as their printf format: print
+ * those with cli_hint_of. */
 const char *cli_hint(attn_hint hint);
+
+/* cli_hint of err->hint with its value filled in: "; pass --x
+ * hidden_states", "; use --layout linear".  The text lives until the
+ * next call. */
+const char *cli_hint_of(const attn_error *err);
+
+/*
+ * The groups of the results file `path` holding results when `group` is
+ * not one of them (attn_results_groups), for a reader's message: their
+ * count, *index whether the file is an --append index, and names the
+ * first few ("/layer0, /layer1, /layer2, ...").  0 when there are none,
+ * the file cannot be listed, or `group` holds results.
+ */
+size_t cli_other_groups(const char *path, const char *group, bool *index, char *names,
+                        size_t len);
 
 /* Flushes and closes stdout; a write error there turns EXIT_OK into
  * EXIT_RUNTIME (printed).  Returns the exit code. */

@@ -80,6 +80,80 @@ bool cli_parse_real(const char *text, double *value)
     return true;
 }
 
+/* Names longer than this are never near anything (the table of edits
+ * is kept on the stack). */
+#define NEAREST_MAX_LEN 256
+
+static char lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+size_t cli_edit_distance(const char *a, const char *b)
+{
+    const size_t la = strlen(a), lb = strlen(b);
+    if (la > NEAREST_MAX_LEN || lb > NEAREST_MAX_LEN)
+        return SIZE_MAX;
+    /* d[i][j]: edits from a[0..i) to b[0..j); three rows kept */
+    size_t rows[3][NEAREST_MAX_LEN + 1];
+    size_t *before = rows[0], *last = rows[1], *row = rows[2];
+    for (size_t j = 0; j <= lb; j++)
+        last[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            const size_t cost = lower(a[i - 1]) != lower(b[j - 1]);
+            size_t best = last[j - 1] + cost;                     /* keep or replace */
+            if (last[j] + 1 < best)
+                best = last[j] + 1;                               /* delete a[i-1] */
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;                            /* insert b[j-1] */
+            if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+                lower(a[i - 2]) == lower(b[j - 1]) && before[j - 2] + 1 < best)
+                best = before[j - 2] + 1;                         /* swap two */
+            row[j] = best;
+        }
+        size_t *spare = before;
+        before = last;
+        last = row;
+        row = spare;
+    }
+    return last[lb];
+}
+
+/* Whether typed (two letters or more) begins name, case ignored. */
+static bool begins(const char *name, const char *typed)
+{
+    size_t len = strlen(typed);
+    if (len < 2 || len >= strlen(name))
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (lower(name[i]) != lower(typed[i]))
+            return false;
+    return true;
+}
+
+const char *cli_nearest(const char *typed, const char *const *names, size_t count)
+{
+    const size_t len = strlen(typed), limit = len / 3 > 1 ? len / 3 : 1;
+    const char *nearest = NULL, *prefixed = NULL;
+    size_t fewest = SIZE_MAX;
+    if (len == 0)
+        return NULL;
+    for (size_t i = 0; i < count; i++) {
+        if (names[i] == NULL || names[i][0] == '\0')
+            continue;
+        size_t edits = cli_edit_distance(typed, names[i]);
+        if (edits < fewest) {
+            fewest = edits;
+            nearest = names[i];
+        }
+        if (prefixed == NULL && begins(names[i], typed))
+            prefixed = names[i];
+    }
+    return fewest <= limit ? nearest : prefixed;
+}
+
 /* A whole number within [min, max] (max 0: the type's largest). */
 static bool parse_count(const char *text, const cli_option *o, size_t type_max, size_t *value)
 {
@@ -163,6 +237,47 @@ static bool takes_value(const cli_option *o)
     return o->kind != CLI_FLAG && !(o->kind == CLI_CUSTOM && o->flag);
 }
 
+/* "unknown option '--casual'; did you mean --causal?": the nearest
+ * option of the table to the long option typed (its value cut off). */
+static int unknown_option(const cli_option *options, const char *typed)
+{
+    const char *names[MAX_OPTIONS];
+    char word[128];
+    size_t count = 0;
+    for (; options[count].name != NULL && count < MAX_OPTIONS; count++)
+        names[count] = options[count].name;
+    const char *dashes = strncmp(typed, "--", 2) == 0 ? typed + 2 : typed;
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(dashes, "="), dashes);
+    const char *begun[4];
+    size_t begins_count = 0, len = strlen(word);
+    for (size_t i = 0; i < count; i++)     /* getopt_long takes a prefix of one */
+        if (len > 0 && strncmp(names[i], word, len) == 0 && begins_count++ < 4)
+            begun[begins_count - 1] = names[i];
+    if (begins_count > 1) {
+        char list[256] = "";
+        const size_t shown = begins_count < 4 ? begins_count : 4;
+        for (size_t i = 0; i < shown; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s--%s",
+                     i == 0 ? "" : i + 1 == shown && begins_count <= 4 ? " or " : ", ", begun[i]);
+        return cli_usage_error("option '%s' is ambiguous; did you mean %s%s?", typed, list,
+                               begins_count > 4 ? ", ..." : "");
+    }
+    const char *near = cli_nearest(word, names, count);
+    if (near != NULL)
+        return cli_usage_error("unknown option '%s'; did you mean --%s?", typed, near);
+    return cli_usage_error("unknown option '%s'", typed);
+}
+
+/* The choice of a CLI_CHOICE row nearest to a value it does not take. */
+static const char *nearest_choice(const cli_option *o, const char *value)
+{
+    const char *names[64];
+    size_t count = 0;
+    for (int v = o->first; v <= o->last && count < sizeof names / sizeof names[0]; v++)
+        names[count++] = o->choice(v);
+    return cli_nearest(value, names, count);
+}
+
 int cli_parse(const cli_option *options, int argc, char **argv, void *settings)
 {
     struct option long_options[MAX_OPTIONS + 1];
@@ -194,7 +309,7 @@ int cli_parse(const cli_option *options, int argc, char **argv, void *settings)
         if (opt == '?') {
             if (short_one)
                 return cli_usage_error("unknown option '-%c'", optopt);
-            return cli_usage_error("unknown option '%s'", typed);
+            return unknown_option(options, typed);
         }
         if (opt == ':') {
             if (short_one)
@@ -215,7 +330,10 @@ int cli_parse(const cli_option *options, int argc, char **argv, void *settings)
             if (code != EXIT_OK)
                 return code;
         } else if (!set_field(o, optarg, settings)) {
-            return cli_usage_error("%s '%s': expected %s", name, optarg, o->expected);
+            const char *near = o->kind == CLI_CHOICE ? nearest_choice(o, optarg) : NULL;
+            return cli_usage_error("%s '%s': expected %s%s%s%s", name, optarg, o->expected,
+                                   near != NULL ? "; did you mean " : "", near != NULL ? near : "",
+                                   near != NULL ? "?" : "");
         }
     }
 }

@@ -96,6 +96,21 @@ void cli_print_options(const cli_option *options, FILE *out);
  * whole text must be the number.  Returns false otherwise. */
 bool cli_parse_number(const char *text, size_t max, size_t *value, const char **end);
 
+/*
+ * The name of names[0 .. count-1] nearest to `typed`, for a "did you
+ * mean" after an unknown name: the one fewest edits away (a letter typed
+ * wrong, left out or added, or two letters swapped; case ignored), if that
+ * is within a third of typed's length (at least one edit), else the first
+ * that typed (two letters or more) begins.  Ties: the first in names.
+ * NULL when no name is near (or typed is empty).  Every choice list of
+ * every command asks this one function.
+ */
+const char *cli_nearest(const char *typed, const char *const *names, size_t count);
+
+/* Edits between a and b as cli_nearest counts them (optimal string
+ * alignment: insert, delete, replace, swap two neighbours; case ignored). */
+size_t cli_edit_distance(const char *a, const char *b);
+
 /* Strict decimal parsing: digits, sign, point and exponent only (no
  * spaces, hex, inf or nan), all of text used, finite. */
 bool cli_parse_real(const char *text, double *value);

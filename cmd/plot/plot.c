@@ -232,6 +232,6 @@ int plot_main(int argc, char **argv)
     plot_data_free(&data);
     free(c.ranges);
     if (status != ATTN_OK)
-        fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint(err.hint));
+        fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint_of(&err));
     return cli_exit_code(status);
 }

@@ -10,6 +10,7 @@
 #include "plot/plot.h"
 
 #include "attn_results.h"
+#include "cli/cli.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +48,18 @@ static int open_map(source *src, attn_error *err)
     int status = attn_results_describe(src->results, &map, err);
     if (status != ATTN_OK)
         return status;
+    bool index;
+    char names[256];
+    size_t groups;
+    if (!map.present && (groups = cli_other_groups(rq->input, rq->group, &index, names,
+                                                   sizeof names)) > 0) {
+        if (index)
+            return attn_fail(err, ATTN_EINPUT, "%s is an --append index of %zu group%s (%s); "
+                             "choose one with --group", rq->input, groups, groups == 1 ? "" : "s",
+                             names);
+        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; results are in %s; "
+                         "choose one with --group", rq->input, w->name, rq->group, names);
+    }
     if (!map.present) {
         if (rq->what == PLOT_ENTROPY)
             return attn_fail(err, ATTN_EINPUT, "%s: no dataset entropy in group %s; "
@@ -289,6 +302,16 @@ static int read_all(source *src, plot_data *d, attn_error *err)
 {
     value_range range = {0, 0, false};
     int status = attn_results_open(src->rq->input, src->rq->group, &src->results, err);
+    bool index;
+    char names[256];
+    size_t groups;
+    if (status == ATTN_EINPUT &&
+        (groups = cli_other_groups(src->rq->input, src->rq->group, &index, names,
+                                   sizeof names)) > 0) {
+        size_t used = strlen(err->msg);       /* the group is not there: say which are */
+        snprintf(err->msg + used, sizeof err->msg - used, "; %s %s; choose one with --group",
+                 index ? "the index's groups are" : "results are in", names);
+    }
     if (status == ATTN_OK)
         status = open_map(src, err);
     if (status == ATTN_OK)

@@ -55,6 +55,15 @@ typedef enum attn_hint {
     ATTN_HINT_FUSED_BIAS,    /* names: a fused bias without fused weights    */
     ATTN_HINT_QKV_HEADS,     /* qkv_heads: without fused weights, or across  */
     ATTN_HINT_MASK_INVERT,   /* mask_invert: without a mask                  */
+    ATTN_HINT_NAME,          /* names (tokens, kv_tokens): the input
+                                hint_name (its key, "x") reads the dataset
+                                hint_arg                                    */
+    ATTN_HINT_WEIGHTS_GROUP, /* weights_group: look the weights up under the
+                                group hint_arg                              */
+    ATTN_HINT_LAYOUT,        /* layout: the weights are stored as the layout
+                                hint_arg says ("linear", "xw")              */
+    ATTN_HINT_AS_BIAS,       /* names: the dataset hint_arg, given as the
+                                mask, is an attention bias                  */
     ATTN_HINT_COUNT
 } attn_hint;
 
@@ -62,6 +71,11 @@ typedef enum attn_hint {
 typedef struct attn_error {
     char msg[1024];
     attn_hint hint;         /* ATTN_HINT_NONE, or the setting to change */
+    char hint_arg[256];     /* the value the hint's setting would take: a
+                               dataset, a group, a layout; "" for none   */
+    char hint_name[32];     /* ATTN_HINT_NAME: which input's name
+                               (attn_input_spec.key: "x", "wq"; "tokens",
+                               "kv-tokens" for the token labels); else "" */
 } attn_error;
 
 /* Which floating type the computation uses and the output stores. */
@@ -128,6 +142,15 @@ int attn_fail(attn_error *err, int status, const char *fmt, ...)
  * itself sets ATTN_HINT_NONE). */
 int attn_fail_hint(attn_error *err, int status, attn_hint hint, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* attn_fail_hint, with the value the setting would take (err->hint_arg)
+ * and, for ATTN_HINT_NAME, the input it names (err->hint_name; NULL for
+ * none):
+ *     attn_fail_hint_arg(err, ATTN_EINPUT, ATTN_HINT_NAME, "x", "hidden_states",
+ *                        "%s: no dataset X", path);                       */
+int attn_fail_hint_arg(attn_error *err, int status, attn_hint hint, const char *name,
+                       const char *arg, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /*
  * The one overflow-checked product: *out = a * b.

@@ -78,6 +78,9 @@ typedef struct attn_layout {
     bool kv_positions_shared;
     size_t bias_rank;    /* attention bias: 0 none, 2 (n, m), 3 (H, n, m),
                             4 (B, H, n, m)                                  */
+    bool bias_heads_shared; /* ... its head axis is 1: every head adds the
+                            same (n, m), as Hugging Face's additive masks
+                            (B, 1, n, m) do                                */
 } attn_layout;
 
 /* The output datasets (docs/contract.md §3), then the summaries: one per

@@ -19,7 +19,8 @@
  *
  * Each function returns ATTN_OK or a negative attn_status with err filled:
  * ATTN_EINPUT for what the file holds (missing, damaged, not what was
- * asked), ATTN_EIO when another program holds it locked for writing,
+ * asked), ATTN_EIO when another program holds it locked for writing or
+ * the system fails to open it (no permission, no descriptor left),
  * ATTN_ENOMEM.  Messages name the file, the group and the dataset.
  */
 #ifndef ATTN_RESULTS_H
@@ -66,5 +67,34 @@ int attn_results_labels(attn_results *results, const char *name, size_t item, si
 
 /* Frees labels (count strings) of attn_results_labels; NULL does nothing. */
 void attn_labels_free(char **labels, size_t count);
+
+/* The groups of a results file that hold results (attn_results_groups). */
+typedef struct attn_result_groups {
+    bool index;                   /* the file is an index of appended
+                                     results: each group is one appended
+                                     run, kept in a file of its own      */
+    size_t count;
+    char **paths;                 /* (count) "/layer0", ...: an index's
+                                     groups in its order, else every group
+                                     holding a run's results (its
+                                     attnrun_version attribute) by name  */
+} attn_result_groups;
+
+/*
+ * Lists the groups of the results file at path that hold results, for a
+ * reader to offer when the group asked for holds none.  Read as
+ * attn_results_open reads (untrusted: only hard links are followed in a
+ * plain file; an index's links are checked to be its own parts, not
+ * followed).  Returns ATTN_OK, or the failure with err filled; free what
+ * it filled with attn_result_groups_free.
+ *
+ *     attn_result_groups g;
+ *     if (attn_results_groups("results.h5", &g, &err) == ATTN_OK && g.count > 0)
+ *         printf("%s%s\n", g.index ? "an index of " : "", g.paths[0]);
+ *     attn_result_groups_free(&g);
+ */
+int attn_results_groups(const char *path, attn_result_groups *groups, attn_error *err);
+
+void attn_result_groups_free(attn_result_groups *groups);
 
 #endif

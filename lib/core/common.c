@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +70,19 @@ bool attn_parsing_file(void)
     return parsing != 0;
 }
 
+int attn_open_status(int error)
+{
+    switch (error) {
+    case ENOENT: case ENOTDIR: case ELOOP: case ENAMETOOLONG: case EISDIR: case ENXIO:
+    case ENODEV:
+        return ATTN_EINPUT;
+    case ENOMEM:
+        return ATTN_ENOMEM;
+    default:
+        return ATTN_EIO;
+    }
+}
+
 size_t attn_precision_size(attn_precision precision)
 {
     return precision == ATTN_F64 ? sizeof(double) : sizeof(float);
@@ -115,6 +129,7 @@ static void set_error(attn_error *err, attn_hint hint, const char *fmt, va_list 
     if (err != NULL) {
         vsnprintf(err->msg, sizeof err->msg, fmt, ap);
         err->hint = hint;
+        err->hint_arg[0] = err->hint_name[0] = '\0';
     }
 }
 
@@ -133,6 +148,20 @@ int attn_fail_hint(attn_error *err, int status, attn_hint hint, const char *fmt,
     va_start(ap, fmt);
     set_error(err, hint, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+int attn_fail_hint_arg(attn_error *err, int status, attn_hint hint, const char *name,
+                       const char *arg, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    set_error(err, hint, fmt, ap);
+    va_end(ap);
+    if (err != NULL) {
+        snprintf(err->hint_arg, sizeof err->hint_arg, "%s", arg != NULL ? arg : "");
+        snprintf(err->hint_name, sizeof err->hint_name, "%s", name != NULL ? name : "");
+    }
     return status;
 }
 

@@ -15,4 +15,13 @@
 void attn_parsing_enter(void);
 void attn_parsing_leave(void);
 
+/*
+ * The status of a failed open() (errno `error`) of a file libattn reads:
+ * ATTN_EINPUT when the path names nothing that could be read (ENOENT,
+ * ENOTDIR, ELOOP, ENAMETOOLONG, EISDIR, ENXIO, ENODEV), ATTN_ENOMEM for
+ * ENOMEM, else ATTN_EIO: a failure of the system, not of the file (no
+ * descriptor left, EMFILE; no permission, EACCES; an I/O error).
+ */
+int attn_open_status(int error);
+
 #endif

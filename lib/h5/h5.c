@@ -7,11 +7,16 @@
 
 #include "h5/close.h"
 
+#include "core/core.h"
+
 #include <hdf5.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Dynamic filter plugins: off unless attn_h5_allow_plugins. */
 static bool plugins_allowed;
@@ -91,6 +96,33 @@ char *attn_h5_error_detail(char *buf, size_t len)
     return buf;
 }
 
+bool h5_system_error(char *buf, size_t len)
+{
+    error_detail detail = {.buf = buf, .len = len};
+    if (len == 0)
+        return false;
+    buf[0] = '\0';
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_detail, &detail);
+    return detail.system;
+}
+
+int h5_is_hdf5(const char *path, const char *what, attn_error *err)
+{
+    char detail[256];
+    /* HDF5 opens the file by name: a descriptor must be left for it, and
+     * the file readable; open() says which it is not, with its reason */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return attn_fail(err, attn_open_status(errno), "%s: cannot read %s: %s", path, what,
+                         strerror(errno));
+    close(fd);
+    htri_t is = H5Fis_hdf5(path);
+    bool system = is < 0 && h5_system_error(detail, sizeof detail);
+    H5Eclear2(H5E_DEFAULT);
+    if (system)
+        return attn_fail(err, ATTN_EIO, "%s: cannot read %s: %s", path, what, detail);
+    return is > 0;
+}
 
 void h5_close_ids(const hid_t *ids, size_t count)
 {

@@ -5,6 +5,7 @@
  *
  *   in_open.c, in_safety.c, in_read.c, in_strings.c   an input opened and
  *       locked; links and storage checked; numbers read; strings read
+ *   in_list.c   an input's groups and datasets listed, for messages
  *   out_open.c, out_clear.c, out_write.c   an output opened and closed;
  *       room made for --in-place; datasets, values and attributes written
  *   index.c   the index of --append;  results.c   results read back
@@ -78,11 +79,12 @@ typedef struct attn_h5in_options {
 } attn_h5in_options;
 
 /*
- * Opens path read-only.  ATTN_EINPUT when it is missing, unreadable, not
- * a regular file (a FIFO, a device: refused before anything could block)
- * or not an HDF5 file; ATTN_EIO when the lock is held by another program
- * (unless `wait`) or cannot be taken; ATTN_EINTR when *cancel stops a
- * wait.  options may be NULL: no lock of attnrun's, nothing external.
+ * Opens path read-only.  ATTN_EINPUT when it is missing, not a regular
+ * file (a FIFO, a device: refused before anything could block) or not an
+ * HDF5 file; ATTN_EIO when the system fails to open it (no permission, no
+ * descriptor left: EACCES, EMFILE -- the system's reason in the message),
+ * when the lock is held by another program (unless `wait`) or cannot be
+ * taken; ATTN_EINTR when *cancel stops a wait.  options may be NULL: no lock of attnrun's, nothing external.
  */
 int attn_h5in_open_with(const char *path, const attn_h5in_options *options, attn_h5in **in,
                         attn_error *err);
@@ -122,6 +124,41 @@ void attn_h5_allow_plugins(bool allow);
  */
 int attn_h5in_describe(attn_h5in *in, attn_data_kind kind, bool required,
                        attn_tensor_info *info, attn_error *err);
+
+/* A group or dataset of an input, as attn_h5in_list_objects finds it. */
+typedef struct attn_h5in_object {
+    char *path;                 /* from the root: "/layer3/attn/W_Q"       */
+    bool group;                 /* a group; else a dataset                 */
+    bool floating;              /* a dataset of floats                     */
+    bool integer;               /* ... of integers or an enum (a mask's)   */
+    bool strings;               /* ... of strings (tokens)                 */
+    bool ours;                  /* ... that attnrun wrote (ATTN_ROLE_ATTRIBUTE) */
+    size_t rank;                /* a dataset's; dims are known up to rank 4 */
+    size_t dims[4];
+} attn_h5in_object;
+
+/* The objects of an input (attn_h5in_list_objects). */
+typedef struct attn_h5in_list {
+    size_t count;
+    attn_h5in_object *objects;  /* (count): groups and datasets, depth
+                                   first, each group's links by name     */
+    bool cut;                   /* more than ATTN_H5IN_LIST_MAX: the rest
+                                   are not listed                       */
+} attn_h5in_list;
+
+/* The most objects attn_h5in_list_objects lists. */
+#define ATTN_H5IN_LIST_MAX 100000
+
+/*
+ * Lists the groups and datasets of the input reachable from the root by
+ * hard links, for messages that name what could be meant: no soft or
+ * external link is followed (H5Ovisit), no value read, only each
+ * dataset's type and shape; objects HDF5 cannot describe are left out.
+ * ATTN_OK or ATTN_ENOMEM.  Free the list with attn_h5in_list_free.
+ */
+int attn_h5in_list_objects(attn_h5in *in, attn_h5in_list *list, attn_error *err);
+
+void attn_h5in_list_free(attn_h5in_list *list);
 
 /*
  * Reads rows [first, first + count) along axis 0 of a floating dataset of
@@ -360,6 +397,21 @@ bool attn_h5_locking_disabled(bool *best_effort);
 
 /* Whether filter plugins may load (attn_h5_allow_plugins). */
 bool h5_plugins_allowed(void);
+
+/* Whether HDF5's error stack holds a failure of the system (an open()
+ * that found no descriptor left, say); its words ("Too many open files")
+ * into buf. */
+bool h5_system_error(char *buf, size_t len);
+
+/*
+ * Whether path is an HDF5 file (H5Fis_hdf5), telling a failure of the
+ * system -- no descriptor left for HDF5 to open it with, no permission,
+ * no memory -- from a file that is not one: 1 or 0, or the status of
+ * attn_open_status with err filled ("PATH: cannot read WHAT: Too many
+ * open files"; what: "input", "results").  HDF5's error stack is
+ * cleared.
+ */
+int h5_is_hdf5(const char *path, const char *what, attn_error *err);
 
 /*
  * Copies the most specific message on HDF5's error stack into buf (empty

@@ -74,10 +74,11 @@ static int open_descriptor(attn_h5in *in, const attn_h5in_options *opt, attn_err
     for (int attempt = 0; attempt < 100; attempt++) {
         struct stat now;
         in->fd = open(in->path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-        if (in->fd < 0)
-            return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", in->path, strerror(errno));
+        if (in->fd < 0)        /* missing: the input's; EMFILE, EACCES: the system's */
+            return attn_fail(err, attn_open_status(errno), "%s: cannot read input: %s", in->path,
+                             strerror(errno));
         if (fstat(in->fd, &in->opened) != 0)
-            return attn_fail(err, ATTN_EINPUT, "%s: cannot read input: %s", in->path, strerror(errno));
+            return attn_fail(err, ATTN_EIO, "%s: cannot read input: %s", in->path, strerror(errno));
         if (S_ISDIR(in->opened.st_mode))
             return attn_fail(err, ATTN_EINPUT, "%s: input is a directory, not an HDF5 file", in->path);
         if (!S_ISREG(in->opened.st_mode))
@@ -163,10 +164,12 @@ static int h5in_open(const char *path, const attn_h5in_options *opt, attn_h5in *
     in->allow_external = opt->allow_external;
     if ((status = open_descriptor(in, opt, err)) != ATTN_OK)
         goto out;
-    if (H5Fis_hdf5(path) <= 0) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
+    if ((status = h5_is_hdf5(path, "input", err)) <= 0) {    /* EMFILE: not the file's fault */
+        if (status == 0)
+            status = attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
         goto out;
     }
+    status = ATTN_OK;
     /* attnrun's own lock stands for HDF5's, which would conflict with it
      * (flock locks of two descriptors exclude each other, even in one
      * process). */
@@ -177,8 +180,9 @@ static int h5in_open(const char *path, const attn_h5in_options *opt, attn_h5in *
     }
     in->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (in->file < 0) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: cannot open HDF5 file: %s", path,
-                           attn_h5_error_detail(detail, sizeof detail));
+        bool system = h5_system_error(detail, sizeof detail);
+        status = attn_fail(err, system ? ATTN_EIO : ATTN_EINPUT, "%s: cannot open HDF5 file: %s",
+                           path, system ? detail : attn_h5_error_detail(detail, sizeof detail));
         goto out;
     }
     status = check_hdf5_descriptor(in, err);

@@ -386,10 +386,11 @@ static int contents_read(const char *index, index_contents *c, attn_error *err)
         return attn_fail(err, ATTN_EUSAGE, "%s: exists and is not a regular file", index);
     if (access(index, R_OK) != 0)
         return attn_fail(err, ATTN_EIO, "%s: cannot read: %s", index, strerror(errno));
-    if (H5Fis_hdf5(index) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
+    int is = h5_is_hdf5(index, "the index", err);    /* EMFILE: the system's failure */
+    if (is < 0)
+        return is;
+    if (is == 0)
         return not_an_index(index, "not an HDF5 file", err);
-    }
     int status = ATTN_OK;
     bool foreign = false;
     long long format;
@@ -768,4 +769,30 @@ int attn_index_commit(const attn_index_target *t, attn_atomic *part, volatile si
     if (lock >= 0)
         close(lock);                           /* releases the lock */
     return status;
+}
+
+int attn_index_groups(const char *index, char ***paths, size_t *count, attn_error *err)
+{
+    index_contents c;
+    *paths = NULL;
+    *count = 0;
+    int status = contents_read(index, &c, err);
+    if (status != ATTN_OK)
+        return status;
+    size_t groups = 0;
+    for (size_t i = 0; i < c.count; i++)
+        groups += c.entries[i].target != NULL;
+    char **list = attn_calloc(groups, sizeof *list);
+    for (size_t i = 0; list != NULL && i < c.count; i++) {
+        if (c.entries[i].target == NULL)
+            continue;                          /* an empty group */
+        list[*count] = c.entries[i].path;      /* taken from c */
+        c.entries[i].path = NULL;
+        ++*count;
+    }
+    contents_free(&c);
+    if (list == NULL)
+        return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", index);
+    *paths = list;
+    return ATTN_OK;
 }

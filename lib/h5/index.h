@@ -107,4 +107,13 @@ int attn_index_check(attn_index_target *target, const char *index, const char *g
 int attn_index_commit(const attn_index_target *target, attn_atomic *part,
                       volatile sig_atomic_t *cancel, attn_error *err);
 
+/*
+ * The appended groups of the index at `index`, in the order the index
+ * lists them, into *paths (count strings, each its own allocation; free
+ * them and the array), read as attn_index_commit reads the index (a file
+ * holding anything attnrun does not write there is refused).  No file:
+ * none.  Returns ATTN_OK, or the failure with err filled.
+ */
+int attn_index_groups(const char *index, char ***paths, size_t *count, attn_error *err);
+
 #endif

@@ -12,6 +12,7 @@
 #include "h5/h5.h"
 
 #include "h5/close.h"
+#include "h5/index.h"
 
 #include <hdf5.h>
 
@@ -77,18 +78,24 @@ static bool locked_by_writer(const char *path)
 static int open_file(attn_results *r, const char *path, const char *group, attn_error *err)
 {
     struct stat st;
+    char detail[256];
     if (stat(path, &st) != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read: %s", path, strerror(errno));
+        return attn_fail(err, attn_open_status(errno), "%s: cannot read: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return attn_fail(err, ATTN_EINPUT, "%s: not a regular file", path);
-    if (access(path, R_OK) != 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: cannot read: %s", path, strerror(errno));
-    if (H5Fis_hdf5(path) <= 0)
+    int is = h5_is_hdf5(path, "results", err);    /* EACCES, EMFILE: the system's */
+    if (is < 0)
+        return is;
+    if (is == 0)
         return attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
     r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (r->file < 0 && locked_by_writer(path))
         return attn_fail(err, ATTN_EIO, "%s: a program writing it holds its lock; try again when "
                          "it has finished", path);
+    if (r->file < 0 && h5_system_error(detail, sizeof detail)) {
+        H5Eclear2(H5E_DEFAULT);
+        return attn_fail(err, ATTN_EIO, "%s: cannot open: %s", path, detail);
+    }
     if (r->file < 0)
         return fail_h5(err, ATTN_EINPUT, "%s: cannot open", path);
     r->group = H5Gopen2(r->file, group, H5P_DEFAULT);
@@ -383,4 +390,96 @@ int attn_results_labels(attn_results *results, const char *name, size_t item, si
 {
     attn_parsing_enter();
     return parsed(read_labels(results, name, item, length, labels, err));
+}
+
+/* The attribute every group of a run's results carries (provenance). */
+#define PROVENANCE_ATTRIBUTE "attnrun_version"
+
+/* The walk over a plain results file's groups (H5Ovisit's data). */
+typedef struct groups_walk {
+    attn_result_groups *groups;
+    size_t capacity;
+    bool out_of_memory;
+} groups_walk;
+
+static herr_t visit_group(hid_t root, const char *name, const H5O_info_t *info, void *data)
+{
+    groups_walk *walk = data;
+    attn_result_groups *g = walk->groups;
+    if (info->type != H5O_TYPE_GROUP ||
+        H5Aexists_by_name(root, name, PROVENANCE_ATTRIBUTE, H5P_DEFAULT) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return 0;
+    }
+    if (g->count == walk->capacity) {
+        size_t capacity = walk->capacity == 0 ? 16 : 2 * walk->capacity, bytes;
+        char **grown = attn_size_mul(&bytes, capacity, sizeof *grown) ? attn_malloc(bytes) : NULL;
+        if (grown == NULL) {
+            walk->out_of_memory = true;
+            return -1;
+        }
+        if (g->count > 0)
+            memcpy(grown, g->paths, g->count * sizeof *grown);
+        free(g->paths);
+        g->paths = grown;
+        walk->capacity = capacity;
+    }
+    size_t len = strlen(name) + 2;
+    char *path = attn_malloc(len);
+    if (path == NULL) {
+        walk->out_of_memory = true;
+        return -1;
+    }
+    snprintf(path, len, "/%s", strcmp(name, ".") == 0 ? "" : name);
+    g->paths[g->count++] = path;
+    return 0;
+}
+
+static int list_groups(const char *path, attn_result_groups *g, attn_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return attn_fail(err, attn_open_status(errno), "%s: cannot read: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return attn_fail(err, ATTN_EINPUT, "%s: not a regular file", path);
+    int is = h5_is_hdf5(path, "results", err);
+    if (is <= 0)
+        return is < 0 ? is : attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t root = file < 0 ? H5I_INVALID_HID : H5Gopen2(file, "/", H5P_DEFAULT);
+    int status = ATTN_OK;
+    if (root < 0) {
+        status = fail_h5(err, ATTN_EINPUT, "%s: cannot open", path);
+    } else if (H5Aexists(root, ATTN_INDEX_ATTRIBUTE) > 0) {
+        g->index = true;                     /* its own reader checks it */
+    } else {
+        groups_walk walk = {.groups = g};
+        H5Ovisit2(root, H5_INDEX_NAME, H5_ITER_INC, visit_group, &walk, H5O_INFO_BASIC);
+        if (walk.out_of_memory)
+            status = attn_fail(err, ATTN_ENOMEM, "out of memory");
+    }
+    h5_close(root, file);
+    H5Eclear2(H5E_DEFAULT);
+    if (status == ATTN_OK && g->index)
+        status = attn_index_groups(path, &g->paths, &g->count, err);
+    return status;
+}
+
+int attn_results_groups(const char *path, attn_result_groups *groups, attn_error *err)
+{
+    memset(groups, 0, sizeof *groups);
+    attn_h5_prepare();
+    attn_parsing_enter();
+    int status = parsed(list_groups(path, groups, err));
+    if (status != ATTN_OK)
+        attn_result_groups_free(groups);
+    return status;
+}
+
+void attn_result_groups_free(attn_result_groups *groups)
+{
+    for (size_t i = 0; i < groups->count; i++)
+        free(groups->paths[i]);
+    free(groups->paths);
+    memset(groups, 0, sizeof *groups);
 }

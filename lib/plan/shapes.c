@@ -127,6 +127,32 @@ static int plan_heads(const attn_tensor_info in[ATTN_IN_COUNT], const char *file
     return ATTN_OK;
 }
 
+/* The layouts' names (attn_weight_layout_name's), for the hint to use
+ * the other one. */
+#define LAYOUT_XW "xw"
+#define LAYOUT_LINEAR "linear"
+
+/* A 2-D input weight whose axis in_axis is not d_model = D: when its
+ * other axis is, and its features (axis in_axis) split into `parts`
+ * (the heads or d_k, when known; else 0), it is stored for the other
+ * layout (x W^T, as torch.nn.Linear keeps (out, in), or x W), which the
+ * hint names. */
+static int wrong_in_axis(const attn_tensor_info *w, const char *file, bool linear,
+                         size_t in_axis, size_t D, size_t parts, attn_error *err)
+{
+    char s[256];
+    if (w->rank == 2 && w->dims[1 - in_axis] == D && (parts == 0 || w->dims[in_axis] % parts == 0))
+        return attn_fail_hint_arg(err, ATTN_EINPUT, ATTN_HINT_LAYOUT, NULL,
+                                  linear ? LAYOUT_XW : LAYOUT_LINEAR,
+                                  "%s: %s has shape %s; axis %zu must be d_model = %zu (axis %zu "
+                                  "is: the weights look stored %s)", file, w->name,
+                                  shape_of(w, s, sizeof s), in_axis, D, 1 - in_axis,
+                                  linear ? "(in, out) for x W" : "(out, in) for x W^T, as "
+                                  "torch.nn.Linear keeps them");
+    return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; axis %zu must be d_model = %zu",
+                     file, w->name, shape_of(w, s, sizeof s), in_axis, D);
+}
+
 /*
  * An input projection weight: packed x W (D, heads*width), per head
  * (heads, D, width), or x W^T (heads*width, D).  With heads known, gives
@@ -138,8 +164,7 @@ static int plan_in_weight(const attn_tensor_info *w, const char *file, bool line
     char s[256];
     const size_t in_axis = linear ? 1 : w->rank == 3 ? 1 : 0;
     if (w->dims[in_axis] != D)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; axis %zu must be d_model = %zu",
-                         file, w->name, shape_of(w, s, sizeof s), in_axis, D);
+        return wrong_in_axis(w, file, linear, in_axis, D, *heads != 0 ? *heads : *width, err);
     if (w->rank == 3) {
         if (*heads != 0 && w->dims[0] != *heads)
             return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: %zu heads, expected %zu",
@@ -204,8 +229,8 @@ static int plan_fused(const attn_tensor_info *w, const char *file, const attn_pl
         return status;
     const size_t in_axis = req->linear ? 1 : 0, features = w->dims[1 - in_axis];
     if (w->dims[in_axis] != d->d_model)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; axis %zu must be d_model = %zu",
-                         file, w->name, shape_of(w, s, sizeof s), in_axis, d->d_model);
+        return wrong_in_axis(w, file, req->linear, in_axis, d->d_model,
+                             d->heads + 2 * (req->kv_heads != 0 ? req->kv_heads : d->heads), err);
     if (req->heads_interleaved && req->kv_heads != 0 && req->kv_heads != d->heads)
         return attn_fail(err, ATTN_EINPUT, "%s: %s interleaves q, k and v per head, so K/V heads = heads = %zu, not %zu",
                          file, w->name, d->heads, req->kv_heads);
@@ -248,7 +273,8 @@ static int plan_positions(const attn_tensor_info *t, const char *file, const att
     return ATTN_OK;
 }
 
-/* The attention bias: broadcastable to (B, H, n, m) from the right. */
+/* The attention bias: broadcastable to (B, H, n, m) from the right; its
+ * head axis may be 1 (one map for every head). */
 static int plan_attn_bias(const attn_tensor_info *t, const char *file, attn_layout *layout,
                           attn_error *err)
 {
@@ -259,12 +285,13 @@ static int plan_attn_bias(const attn_tensor_info *t, const char *file, attn_layo
         return ATTN_OK;
     bool ok = t->rank >= 2 && t->rank <= (layout->batched ? 4 : 3);
     for (size_t i = 0; ok && i < t->rank; i++)
-        ok = t->dims[i] == want[4 - t->rank + i];
+        ok = t->dims[i] == want[4 - t->rank + i] || (i + 3 == t->rank && t->dims[i] == 1);
     if (!ok)
         return attn_fail(err, ATTN_EINPUT, "%s: attention bias %s has shape %s; expected (n, m) = (%zu, %zu), "
-                         "(H, n, m) or (B, H, n, m) with H = %zu, B = %zu",
+                         "(H, n, m) or (B, H, n, m) with H = %zu or 1, B = %zu",
                          file, t->name, shape_of(t, s, sizeof s), d->n, d->m, d->heads, d->batch);
     layout->bias_rank = t->rank;
+    layout->bias_heads_shared = t->rank >= 3 && t->dims[t->rank - 3] != d->heads;
     return ATTN_OK;
 }
 

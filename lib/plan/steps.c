@@ -131,7 +131,8 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
               attn_size_mul(&sizes->y, layout->cross ? d->m : 0, d->d_model) &&
               attn_size_mul(&sizes->q, d->n, hk) && attn_size_mul(&sizes->k, d->m, gk) &&
               attn_size_mul(&sizes->v, d->m, gv) &&
-              attn_size_product(&sizes->bias, (size_t[]){layout->bias_rank == 4 ? d->heads : 0,
+              attn_size_product(&sizes->bias, (size_t[]){layout->bias_rank != 4 ? 0
+                                                         : layout->bias_heads_shared ? 1 : d->heads,
                                                          d->n, d->m}, 3) &&
               attn_size_add(&sizes->projections, sizes->q, sizes->k) &&
               attn_size_add(&sizes->projections, sizes->projections, sizes->v) &&

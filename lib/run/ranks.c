@@ -64,7 +64,7 @@ int attn_ranks_agree_sum(int status, size_t *sum, attn_error *err)
     /* The lowest rank that failed speaks for all. */
     int mine = status != ATTN_OK ? (int)rank_index : INT_MAX, lowest;
     MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    struct { int status; attn_error err; } verdict = {status, {{0}, ATTN_HINT_NONE}};
+    struct { int status; attn_error err; } verdict = {status, {.hint = ATTN_HINT_NONE}};
     if (mine == lowest)
         verdict.err = *err;
     MPI_Bcast(&verdict, (int)sizeof verdict, MPI_BYTE, lowest, MPI_COMM_WORLD);

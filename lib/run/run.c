@@ -63,15 +63,44 @@ static bool fused_weights(const run_state *st)
 }
 
 /*
+ * A mask (integer or boolean) that holds floats is the additive kind --
+ * 0 to keep a key, a large negative number or -inf to hide it, as Hugging
+ * Face passes (B, 1, n, m) -- which is an attention bias here: the
+ * refusal says so when t->name is a float dataset.  Returns `status` (the
+ * refusal made) otherwise.
+ */
+static int float_mask(run_state *st, const attn_tensor_info *t, int status, attn_error *err)
+{
+    attn_tensor_info probe = {.name = t->name};
+    attn_error ignored;
+    char shape[256];
+    if (status != ATTN_EINPUT || t->present ||
+        attn_h5in_describe(st->in, ATTN_DATA_FLOAT, true, &probe, &ignored) != ATTN_OK)
+        return status;
+    return attn_fail_hint_arg(err, ATTN_EINPUT, ATTN_HINT_AS_BIAS, NULL, t->name,
+                              "%s: dataset %s has floating-point elements; the key padding mask "
+                              "is integer or boolean (nonzero: the key may be attended); floats "
+                              "%s added to the logits are an attention bias", st->opt->input,
+                              t->name,
+                              attn_format_shape(shape, sizeof shape, probe.dims, probe.rank));
+}
+
+/*
  * Looks up every input dataset the options name (attn_h5in_describe): the
  * name given, else the preset's, else the default.  A given name must
  * exist; so must a default or preset name, except for biases, which are
- * used when present ("none" drops one).
+ * used when present ("none" drops one).  When one is missing, the others
+ * are still looked up (their failures ignored), so that the message can
+ * name what the file holds that fits beside them (run_missing_input).
  */
 static int describe_inputs(run_state *st, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
     const bool fused = fused_weights(st);
+    int missing = -1;                          /* the first required input absent */
+    const char *missing_relative = NULL;
+    bool missing_from_preset = false;
+    attn_error ignored;
     for (int i = 0; i < ATTN_IN_COUNT; i++) {
         const attn_input_spec *spec = attn_input_spec_of((attn_input)i);
         attn_tensor_info *t = &st->info[i];
@@ -85,20 +114,37 @@ static int describe_inputs(run_state *st, attn_error *err)
         if (name == NULL || (spec->optional && strcmp(name, "none") == 0))
             continue;                              /* not wanted */
         bool required = given != NULL || !spec->optional;
+        const char *relative = name;
         if (spec->parameter && (name = under_weights_group(st, (attn_input)i, name, err)) == NULL)
             return ATTN_ENOMEM;
         t->name = name;
         attn_data_kind kind = i == ATTN_IN_MASK ? ATTN_DATA_MASK
                             : spec->integer ? ATTN_DATA_INTEGER : ATTN_DATA_FLOAT;
-        int status = attn_h5in_describe(st->in, kind, required, t, err);
+        attn_error *e = missing < 0 ? err : &ignored;
+        int status = attn_h5in_describe(st->in, kind, false, t, e);
+        if (status == ATTN_OK && !t->present && required) {
+            if (missing < 0) {
+                missing = i;
+                missing_relative = relative;
+                missing_from_preset = given == NULL && preset != NULL;
+            }
+            continue;
+        }
+        if (i == ATTN_IN_MASK)
+            status = float_mask(st, t, status, e);
         if (status != ATTN_OK && given == NULL && preset != NULL && !t->present) {
-            size_t len = strlen(err->msg);
-            snprintf(err->msg + len, sizeof err->msg - len, " (the %s of preset %s)",
+            size_t len = strlen(e->msg);
+            snprintf(e->msg + len, sizeof e->msg - len, " (the %s of preset %s)",
                      spec->role, st->preset->name);
         }
-        if (status != ATTN_OK)
+        if (status != ATTN_OK && missing < 0)
             return status;
+        if (status != ATTN_OK)
+            t->present = false;                /* looked up for the message only */
     }
+    if (missing >= 0)
+        return run_missing_input(st, (attn_input)missing, missing_relative, missing_from_preset,
+                                 err);
     return ATTN_OK;
 }
 

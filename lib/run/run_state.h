@@ -180,6 +180,22 @@ bool run_is_projection_weight(attn_input which);
  * it is a dry run the data's. */
 void run_report_warnings(const run_state *st);
 
+/* suggest.c */
+/* The failure of the required input `which`, absent under the name
+ * st->info[which].name (`relative`: that name before the weights group
+ * was put before it; from_preset: the preset's name for it): what the
+ * file holds that could be meant, with the hint to use it. */
+int run_missing_input(run_state *st, attn_input which, const char *relative, bool from_preset,
+                      attn_error *err);
+
+/* The failure `status` of the tokens `name` (role: "tokens") of an axis of
+ * `length` (B = batch, 0 without a batch axis): when name is no object
+ * of the file, the string datasets that fit, with the hint to use one
+ * (setting: the run option's key, "tokens", "kv-tokens").  Returns status. */
+int run_missing_tokens(const run_state *st, const char *name, const char *setting,
+                       const char *role, size_t batch, size_t length, int status,
+                       attn_error *err);
+
 /* tokens.c */
 /* Finds and reads the tokens the options name and checks every one, and
  * their shapes against the plan's (before any output exists). */

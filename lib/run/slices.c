@@ -100,8 +100,10 @@ static void place_inputs(run_state *st, attn_slice *slice, const slot_buffers *b
     }
     if (layout->bias_rank != 0) {
         slice->bias = layout->bias_rank == 4 ? b->bias : whole[ATTN_IN_ATTN_BIAS];
-        slice->bias_item_stride = layout->bias_rank == 4 ? d->heads * d->n * d->m : 0;
-        slice->bias_head_stride = layout->bias_rank >= 3 ? d->n * d->m : 0;
+        const size_t bias_heads = layout->bias_heads_shared ? 1 : d->heads;
+        slice->bias_item_stride = layout->bias_rank == 4 ? bias_heads * d->n * d->m : 0;
+        slice->bias_head_stride = layout->bias_rank >= 3 && !layout->bias_heads_shared
+                                      ? d->n * d->m : 0;
     }
 }
 

@@ -168,6 +168,10 @@ static int find_axis(const run_state *st, token_axis *a, attn_error *err)
                  s->attribute, s->object[0] != '\0' ? s->object : "/");
     status = attn_h5in_describe_strings(st->in, s->object, s->attribute, a->what,
                                         ATTN_TOKEN_MAX_BYTES, &a->info, &a->fixed, err);
+    if (status != ATTN_OK && s->attribute == NULL)
+        return run_missing_tokens(st, s->object, a->keys && st->report->layout.cross ? "kv-tokens"
+                                                                                    : "tokens",
+                                  a->role, a->batch, a->length, status, err);
     if (status != ATTN_OK)
         return status;
     const size_t rank = a->info.rank, *dims = a->info.dims;

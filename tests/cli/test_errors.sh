@@ -262,6 +262,16 @@ fi
 GOOD=$I/good.h5
 printf 'an existing output that must survive\n' >"$O/existing.h5"
 
+# Results for attnrun plot: an --append index of 12 groups, and a file
+# holding its results in /layer3/results.
+for layer in 0 1 2 3 4 5 6 7 8 9 10 11; do
+    "$ATTNRUN" "$GOOD" -o "$I/results.h5" --append --group "/layer$layer" --heads 2 \
+        >"$C/make" 2>&1 || setup_failed "appending /layer$layer: $(tail -n 1 "$C/make")"
+done
+cp "$GOOD" "$I/inplace.h5"
+"$ATTNRUN" "$I/inplace.h5" --in-place --group /layer3/results --heads 2 >"$C/make" 2>&1 ||
+    setup_failed "--in-place: $(tail -n 1 "$C/make")"
+
 # ---------------------------------------------------------------- cases
 
 # Input rejected: exit 3.
@@ -306,6 +316,124 @@ expect_failure 2 "--heads abc" -- "$GOOD" -o "$O/c12.h5" --heads abc
 expect_failure 2 "OUT equal to IN" -- "$GOOD" -o "$GOOD" --heads 2 --force
 expect_failure 2 "no -o and no --in-place" -- "$GOOD" --heads 2
 expect_failure 2 "unknown option" -- "$GOOD" -o "$O/c15.h5" --heads 2 --no-such-option
+
+# Unknown names: the nearest one of the list is named (cli_nearest).
+expect_failure 2 "unknown option: did you mean" \
+    --stderr-has "unknown option '--casual'; did you mean --causal? (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c30.h5" --heads 2 --casual
+expect_failure 2 "unknown option with a value: did you mean" \
+    --stderr-has "unknown option '--precison=f64'; did you mean --precision?" -- \
+    "$GOOD" -o "$O/c31.h5" --heads 2 --precison=f64
+expect_failure 2 "ambiguous option: its options" \
+    --stderr-has "option '--ro' is ambiguous; did you mean --rope, --rope-dim or --rope-style?" -- \
+    "$GOOD" -o "$O/c32.h5" --heads 2 --ro 10000
+expect_failure 2 "unknown option far from every option: no guess" \
+    --stderr-has "unknown option '--zzzzzz' (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c33.h5" --heads 2 --zzzzzz
+expect_failure 2 "unknown preset: did you mean" \
+    --stderr-has "; did you mean llama? (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c34.h5" --heads 2 --preset lama
+expect_failure 2 "unknown --save name: did you mean" \
+    --stderr-has "unknown output 'wieghts' in 'output,wieghts' (choose from scores,weights," -- \
+    "$GOOD" -o "$O/c35.h5" --heads 2 --save output,wieghts
+expect_failure 2 "unknown --save name: the suggestion" \
+    --stderr-has "result); did you mean weights? (see attnrun --help)" -- \
+    "$GOOD" -o "$O/c36.h5" --heads 2 --save output,wieghts
+expect_failure 2 "unknown --layout: did you mean" \
+    --stderr-has "--layout 'linar': expected xw (x W) or linear (x W^T, torch.nn.Linear); did you mean linear?" -- \
+    "$GOOD" -o "$O/c37.h5" --heads 2 --layout linar
+expect_failure 2 "unknown --store: did you mean" \
+    --stderr-has "--store 'bf61': expected f16, bf16, f32 or f64; did you mean bf16?" -- \
+    "$GOOD" -o "$O/c38.h5" --heads 2 --store bf61
+expect_failure 2 "unknown --rope-style: did you mean" \
+    --stderr-has "--rope-style 'gpt-j': expected neox (halves) or gptj (adjacent pairs); did you mean gptj?" -- \
+    "$GOOD" -o "$O/c39.h5" --heads 2 --rope 10000 --rope-style gpt-j
+expect_failure 2 "unknown --qkv-split: did you mean" \
+    --stderr-has "--qkv-split 'head': expected blocks ([Q;K;V]) or heads (per head [q|k|v]); did you mean heads?" -- \
+    "$GOOD" -o "$O/c40.h5" --heads 2 --qkv-split head
+expect_failure 2 "plot: unknown option: did you mean" \
+    --stderr-has "unknown option '--haeds'; did you mean --heads? (see attnrun plot --help)" -- \
+    plot "$GOOD" -o "$O/c41.png" --haeds 0
+expect_failure 2 "plot: unknown --what: did you mean" \
+    --stderr-has "--what 'entropie': expected weights, scores or entropy; did you mean entropy?" -- \
+    plot "$GOOD" -o "$O/c42.png" --what entropie
+
+# Weights stored for the other layout: the hint names it, and it works.
+expect_failure 3 "torch.nn.Linear weights without --layout linear" \
+    --stderr-has "linear.h5: W_Q has shape (16, 8); axis 0 must be d_model = 8 (axis 1 is: the weights look stored (out, in) for x W^T, as torch.nn.Linear keeps them); use --layout linear" -- \
+    "$I/linear.h5" -o "$O/c50.h5" --heads 2
+expect_success "... with --layout linear" "$O/c51.h5" -- "$I/linear.h5" -o "$O/c51.h5" --heads 2 --layout linear
+expect_failure 3 "x W weights with --layout linear" \
+    --stderr-has "xw_wide.h5: W_Q has shape (8, 16); axis 1 must be d_model = 8 (axis 0 is: the weights look stored (in, out) for x W); use --layout xw" -- \
+    "$I/xw_wide.h5" -o "$O/c52.h5" --heads 2 --layout linear
+expect_failure 3 "a shape neither layout fits: no layout named" \
+    --stderr-has "wq_7x8.h5: W_Q has shape (7, 8); axis 0 must be d_model = 8" -- \
+    "$I/wq_7x8.h5" -o "$O/c53.h5" --heads 2
+if grep -q -- "--layout" "$C/stderr"; then
+    n_case=$((n_case + 1)); WHY=("a (7, 8) W_Q was told to change --layout"); report "... and no --layout"
+fi
+
+# A float (Hugging Face, additive) mask given as --mask: it is an
+# attention bias, which takes its head axis of 1.
+expect_failure 3 "float (B, 1, n, m) mask as --mask" \
+    --stderr-has "hf_mask.h5: dataset attention_mask has floating-point elements; the key padding mask is integer or boolean (nonzero: the key may be attended); floats (2, 1, 4, 4) added to the logits are an attention bias; pass it as --attn-bias attention_mask instead of --mask" -- \
+    "$I/hf_mask.h5" -o "$O/c54.h5" --heads 2 --mask attention_mask
+expect_success "... as --attn-bias" "$O/c55.h5" -- "$I/hf_mask.h5" -o "$O/c55.h5" --heads 2 --attn-bias attention_mask
+
+# A dataset not found: what the file holds that fits (type, rank, an axis
+# the other inputs give), else the nearest name; a weight not under the
+# weights group: the group that holds it.
+expect_failure 3 "X missing: the dataset of X's shape" \
+    --stderr-has "hidden.h5: no dataset X; hidden_states (2, 4, 8) could be the queries; pass --x hidden_states" -- \
+    "$I/hidden.h5" -o "$O/c60.h5" --heads 2
+expect_success "... with --x hidden_states" "$O/c61.h5" -- "$I/hidden.h5" -o "$O/c61.h5" --heads 2 --x hidden_states
+expect_failure 3 "a mask missing: the integer dataset of its shape" \
+    --stderr-has "hidden.h5: no dataset pad; attention_mask (2, 4) could be the key padding mask; pass --mask attention_mask" -- \
+    "$I/hidden.h5" -o "$O/c62.h5" --heads 2 --x hidden_states --mask pad
+expect_failure 3 "tokens missing: the strings of their shape" \
+    --stderr-has "hidden.h5: the tokens dataset toks does not exist; input_tokens (2, 4) could be the tokens; pass --tokens input_tokens" -- \
+    "$I/hidden.h5" -o "$O/c63.h5" --heads 2 --x hidden_states --tokens toks
+expect_failure 3 "X missing, nothing of its shape: the nearest name" \
+    --stderr-has "near_name.h5: no dataset X; the nearest name is x; pass --x x" -- \
+    "$I/near_name.h5" -o "$O/c64.h5" --heads 2
+expect_failure 3 "W_V missing, nothing near: no guess" \
+    --stderr-has "no_wv.h5: no dataset W_V" -- \
+    "$I/no_wv.h5" -o "$O/c65.h5" --heads 2
+if [ "$(cat "$C/stderr")" != "attnrun: $I/no_wv.h5: no dataset W_V" ]; then
+    n_case=$((n_case + 1)); WHY=("a guess where none fits"); report "... nothing after it"
+fi
+expect_failure 3 "a preset's weights under other groups: the first of them" \
+    --stderr-has "layers.h5: no dataset q_proj.weight (the query weights of preset llama); group /model/layers.0/self_attn holds q_proj.weight (as do 11 other groups); pass --weights-group /model/layers.0/self_attn" -- \
+    "$I/layers.h5" -o "$O/c66.h5" --heads 2 --preset llama --rope 10000
+expect_failure 3 "... under a group too short: the one inside it" \
+    --stderr-has "layers.h5: no dataset /model/layers.3/q_proj.weight (the query weights of preset llama); group /model/layers.3/self_attn holds q_proj.weight (as do 11 other groups); pass --weights-group /model/layers.3/self_attn" -- \
+    "$I/layers.h5" -o "$O/c67.h5" --heads 2 --preset llama --rope 10000 --weights-group /model/layers.3
+expect_success "... with --weights-group /model/layers.0/self_attn" "$O/c68.h5" -- \
+    "$I/layers.h5" -o "$O/c68.h5" --heads 2 --preset llama --rope 10000 --weights-group /model/layers.0/self_attn
+expect_failure 3 "weights behind an external link: not looked for there" \
+    --stderr-has "layers_external.h5: no dataset q_proj.weight (the query weights of preset llama)" -- \
+    "$I/layers_external.h5" -o "$O/c69.h5" --heads 2 --preset llama --rope 10000
+if grep -q "weights-group\|model/" "$C/stderr"; then
+    n_case=$((n_case + 1)); WHY=("named what lies behind an external link"); report "... nothing after it"
+fi
+
+# attnrun plot on a group that holds no results: the groups that do.
+# (The index lists its groups in its own order: /layer0, /layer1 first.)
+expect_failure 3 "plot: an --append index without --group: its groups" \
+    --stderr-has "results.h5 is an --append index of 12 groups (/layer0, /layer1, /layer" -- \
+    plot "$I/results.h5" -o "$O/c70.png"
+if ! grep -qF ", ...); choose one with --group" "$C/stderr"; then
+    n_case=$((n_case + 1)); WHY=("no '..., choose one with --group'"); report "... and --group"
+fi
+expect_failure 3 "plot: an index's group that is not there: the groups that are" \
+    --stderr-has "; the index's groups are /layer0, /layer1, /layer" -- \
+    plot "$I/results.h5" -o "$O/c71.png" --group /layer99
+expect_failure 3 "plot: no results at /: the group holding them" \
+    --stderr-has "inplace.h5: no dataset weights in group /; results are in /layer3/results; choose one with --group" -- \
+    plot "$I/inplace.h5" -o "$O/c72.png"
+expect_failure 3 "plot: a group holding results but not the map: no other group named" \
+    --stderr-has "inplace.h5: no dataset entropy in group /layer3/results; run attnrun with --save entropy to have one" -- \
+    plot "$I/inplace.h5" -o "$O/c73.png" --group /layer3/results --what entropy
 
 # Informational options.
 expect_info "--help" 'usage' -- --help

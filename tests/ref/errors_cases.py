@@ -4,9 +4,9 @@ look of a valid run's output.
     python3 tests/ref/errors_cases.py inputs DIR
         DIR/good.h5, a valid input for --heads 2 (B=2, n=4, d_model=8), and
         bad files that each differ from it in one respect only
-    python3 tests/ref/errors_cases.py valid-output OUT.h5
+    python3 tests/ref/errors_cases.py valid-output OUT.h5 [GROUP]
         OUT's output (2, 4, 8) is finite and its weights (2, 2, 4, 4) rows
-        sum to 1 (an AssertionError names what is not)
+        sum to 1, in GROUP (default /) (an AssertionError names what is not)
 """
 import os
 import sys
@@ -45,14 +45,45 @@ def inputs(d):
     wk[3, 5] = np.nan
     write("nan_wk.h5", W_K=wk)
 
+    # weights stored for the other layout: torch.nn.Linear's (out, in) =
+    # (16, 8) where x W needs (8, 16), and x W's (8, 16) under --layout
+    # linear (2 heads of d_k = 8; square weights would fit either way)
+    write("linear.h5", W_Q=f32(16, dm), W_K=f32(16, dm), W_V=f32(16, dm), W_O=f32(dm, 16))
+    write("xw_wide.h5", W_Q=f32(dm, 16), W_K=f32(dm, 16), W_V=f32(dm, 16), W_O=f32(16, dm))
+    # a Hugging Face additive mask (B, 1, n, m): 0 keeps a key, -inf hides it
+    hf_mask = np.zeros((B, 1, n, n), np.float32)
+    hf_mask[1, 0, :, 3] = -np.inf
+    write("hf_mask.h5", attention_mask=hf_mask)
+
+    # names that are not the defaults: X as hidden_states (B, n, d_model),
+    # an integer padding mask, string tokens (B, n)
+    write("hidden.h5", X=None, hidden_states=f32(B, n, dm),
+          attention_mask=np.ones((B, n), np.int64),
+          input_tokens=np.array([[b"a", b"b", b"c", b"d"]] * B))
+    # X's nearest name, of no shape X could have
+    write("near_name.h5", X=None, x=f32(B, n, 7))
+    # a Llama checkpoint's layers, each under /model/layers.L/self_attn
+    with h5py.File(os.path.join(d, "layers.h5"), "w") as f:
+        f["X"] = good["X"]
+        for layer in range(12):
+            g = f.create_group("model/layers.%d/self_attn" % layer)
+            for p in "qkv":
+                g[p + "_proj.weight"] = f32(16, dm)
+            g["o_proj.weight"] = f32(dm, 16)
+    # the same layers behind an external link (to a file that is not
+    # there): never followed, so never named
+    with h5py.File(os.path.join(d, "layers_external.h5"), "w") as f:
+        f["X"] = good["X"]
+        f["model"] = h5py.ExternalLink("layers_elsewhere.h5", "/model")
+
     with open(os.path.join(d, "text.h5"), "w") as f:
         f.write("this is a text file, not HDF5\n")
 
 
-def valid_output(path):
+def valid_output(path, group="/"):
     with h5py.File(path, "r") as f:
-        out = f["output"][...]
-        w = f["weights"][...]
+        out = f[group]["output"][...]
+        w = f[group]["weights"][...]
     assert out.shape == (2, 4, 8), "output shape %s" % (out.shape,)
     assert w.shape == (2, 2, 4, 4), "weights shape %s" % (w.shape,)
     assert np.all(np.isfinite(out)), "output has non-finite values"
@@ -62,6 +93,6 @@ def valid_output(path):
 COMMANDS = {"inputs": inputs, "valid-output": valid_output}
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in COMMANDS:
+    if len(sys.argv) < 3 or sys.argv[1] not in COMMANDS:
         sys.exit(__doc__)
-    COMMANDS[sys.argv[1]](sys.argv[2])
+    COMMANDS[sys.argv[1]](*sys.argv[2:])

@@ -486,10 +486,13 @@ def write_variants():
         xw_weights(f, g, 32, 4, 4, 8, 8, wscale=2.0)
     case("softcap", "--heads 4 --softcap 3 --scale 1", dict(XW, softcap=3.0), 4, 4, 8, 8, scale=1.0)
 
-    # attention bias of each broadcast shape
+    # attention bias of each broadcast shape; a head axis of 1 is every
+    # head's (Hugging Face's additive masks are (B, 1, n, m))
     for name, shape, causal in (("attn_bias_nm", (12, 12), False), ("attn_bias_hnm", (4, 12, 12), True),
-                                ("attn_bias_bhnm", (2, 4, 12, 12), False)):
-        g = Gen(250 + len(shape))
+                                ("attn_bias_bhnm", (2, 4, 12, 12), False),
+                                ("attn_bias_1nm", (1, 12, 12), True),
+                                ("attn_bias_b1nm", (2, 1, 12, 12), False)):
+        g = Gen(250 + len(shape) + 10 * (1 in shape))
         with h5py.File(path(name), "w") as f:
             f["X"] = g(2, 12, 32)
             xw_weights(f, g, 32, 4, 4, 8, 8)

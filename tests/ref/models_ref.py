@@ -205,7 +205,7 @@ def attention_variant(X, Wq, Wk, Wv, Wo, bq=None, bk=None, bv=None, bo=None, hea
     self-attention.  layout "xw" or "linear" (see README's Input section).
     keep: key mask, (B, m) or (m), True/nonzero = the key may be attended
     (pass ~mask for --mask-invert).  alibi_slopes: (H) array, or None.
-    attn_bias: (n, m), (H, n, m) or (B, H, n, m).  rope_theta 0 = no RoPE;
+    attn_bias: (n, m), (H, n, m) or (B, H, n, m); H may be 1 (every head adds it).  rope_theta 0 = no RoPE;
     rope_dim None = d_k.  window 0 = none; softcap 0 = none."""
     X = _f64(X)
     rank2 = X.ndim == 2
@@ -264,7 +264,7 @@ def attention_variant(X, Wq, Wk, Wv, Wo, bq=None, bk=None, bv=None, bo=None, hea
         S = S + sl[None, :, None, None] * (pk[:, None, None, :] - pq[:, None, :, None])
     if attn_bias is not None:
         ab = _f64(attn_bias)
-        assert ab.shape in ((n, m), (H, n, m), (B, H, n, m)), ab.shape
+        assert ab.shape in ((n, m), (H, n, m), (B, H, n, m), (1, n, m), (B, 1, n, m)), ab.shape
         S = S + ab
     qi = np.arange(n)[:, None]
     ki = np.arange(m)[None, :]

@@ -545,6 +545,42 @@ static void test_read_masks_of_every_integer_width_and_bool(void **state)
     attn_h5in_close(in);
 }
 
+/* The listing for messages (attn_h5in_list_objects): every group and
+ * dataset by hard links, with its class and shape; a soft link and an
+ * external link lead to nothing listed. */
+static void test_list_objects_by_hard_links_only(void **state)
+{
+    test_dir *f = *state;
+    const char *path = test_path(f, "in.h5");
+    make_input_file(path);
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(file >= 0);
+    assert_true(H5Lcreate_soft("/a", file, "soft", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    assert_true(H5Lcreate_external("elsewhere.h5", "/", file, "ext", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    assert_true(H5Fclose(file) >= 0);
+    attn_h5in *in = NULL;
+    attn_error err = {0};
+    attn_h5in_list list;
+    assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_OK);
+    assert_int_equal(attn_h5in_list_objects(in, &list, &err), ATTN_OK);
+    static const char *const expected[] = {"/X64", "/a", "/a/b", "/a/b/X", "/bool", "/group",
+                                           "/ints", "/mask", "/mask64", "/mask8"};
+    assert_int_equal(list.count, COUNT(expected));
+    assert_false(list.cut);
+    for (size_t i = 0; i < list.count; i++)
+        assert_string_equal(list.objects[i].path, expected[i]);   /* depth first, by name */
+    const attn_h5in_object *x64 = &list.objects[0], *a = &list.objects[1];
+    assert_true(x64->floating && !x64->integer && !x64->group && !x64->ours);
+    assert_int_equal(x64->rank, 2);
+    assert_true(x64->dims[0] == 4 && x64->dims[1] == 3);
+    assert_true(a->group);
+    assert_true(list.objects[4].integer && !list.objects[4].floating);    /* the enum */
+    assert_true(list.objects[6].integer);
+    attn_h5in_list_free(&list);
+    assert_int_equal(list.count, 0);
+    attn_h5in_close(in);
+}
+
 static void test_open_missing_file(void **state)
 {
     test_dir *f = *state;
@@ -586,6 +622,7 @@ int main(void)
         test_with_fixture(test_describe_checks_kind_and_presence),
         test_with_fixture(test_nested_path),
         test_with_fixture(test_read_masks_of_every_integer_width_and_bool),
+        test_with_fixture(test_list_objects_by_hard_links_only),
         test_with_fixture(test_open_missing_file),
         test_with_fixture(test_open_text_file),
     };

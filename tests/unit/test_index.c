@@ -22,6 +22,7 @@
 
 #include "h5/h5.h"
 #include "h5/index.h"
+#include "attn_results.h"
 #include "test_support.h"
 
 /* ---- part names ----------------------------------------------------------- */
@@ -297,6 +298,70 @@ static void test_appends_gather_groups_in_one_index(void **state)
     H5Fclose(file);
 }
 
+/* Whether `path` is one of the listed groups. */
+static bool listed(const attn_result_groups *g, const char *path)
+{
+    for (size_t i = 0; i < g->count; i++)
+        if (strcmp(g->paths[i], path) == 0)
+            return true;
+    return false;
+}
+
+/* attn_results_groups: an index's appended groups (not its empty groups
+ * above them); in a plain file, the groups holding a run's provenance,
+ * reached by hard links only. */
+static void test_results_groups_of_an_index_and_of_a_file(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    attn_result_groups g;
+    assert_int_equal(append(f, "/layer0", 10, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/model/layer1", 11, false, &err), ATTN_OK);
+    assert_int_equal(attn_results_groups(f->index, &g, &err), ATTN_OK);
+    assert_true(g.index);
+    assert_int_equal(g.count, 2);
+    assert_true(listed(&g, "/layer0") && listed(&g, "/model/layer1"));
+    attn_result_groups_free(&g);
+
+    /* a plain file: /a and /b/c hold results, /d a dataset only, /e is an
+     * external link to a group holding results (not followed) */
+    char plain[300];
+    snprintf(plain, sizeof plain, "%s/plain.h5", f->tmp.dir);
+    hid_t file = H5Fcreate(plain, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE), space = H5Screate(H5S_SCALAR);
+    assert_true(file >= 0 && lcpl >= 0 && space >= 0);
+    assert_true(H5Pset_create_intermediate_group(lcpl, 1) >= 0);
+    static const char *const groups[] = {"/a", "/b/c", "/d"};
+    for (size_t i = 0; i < COUNT(groups); i++) {
+        hid_t group = H5Gcreate2(file, groups[i], lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t attr = i < 2 ? H5Acreate2(group, "attnrun_version", H5T_NATIVE_INT, space,
+                                        H5P_DEFAULT, H5P_DEFAULT)
+                           : H5Dcreate2(group, "weights", H5T_NATIVE_FLOAT, space, H5P_DEFAULT,
+                                        H5P_DEFAULT, H5P_DEFAULT);
+        assert_true(group >= 0 && attr >= 0);
+        H5Oclose(attr);
+        H5Gclose(group);
+    }
+    assert_true(H5Lcreate_external("results.h5.parts/layer0.1.h5", "/layer0", file, "e",
+                                   H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    H5Sclose(space);
+    H5Pclose(lcpl);
+    assert_true(H5Fclose(file) >= 0);
+    assert_int_equal(attn_results_groups(plain, &g, &err), ATTN_OK);
+    assert_false(g.index);
+    assert_int_equal(g.count, 2);
+    assert_string_equal(g.paths[0], "/a");        /* by name */
+    assert_string_equal(g.paths[1], "/b/c");
+    attn_result_groups_free(&g);
+
+    /* no file: the reason, nothing listed */
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/missing.h5", f->tmp.dir);
+    assert_int_equal(attn_results_groups(missing, &g, &err), ATTN_EINPUT);
+    assert_int_equal(g.count, 0);
+    assert_null(g.paths);
+}
+
 static void test_force_replaces_the_part_and_removes_the_old(void **state)
 {
     index_fixture *f = *state;
@@ -407,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_generation_belongs_to_one_group),
         cmocka_unit_test(test_long_groups_are_cut_and_hashed),
         test_with_fixture(test_appends_gather_groups_in_one_index),
+        test_with_fixture(test_results_groups_of_an_index_and_of_a_file),
         test_with_fixture(test_force_replaces_the_part_and_removes_the_old),
         test_with_fixture(test_groups_above_or_inside_others_are_refused),
         test_with_fixture(test_a_file_that_is_not_an_index_is_refused_untouched),

@@ -275,6 +275,41 @@ static void test_layout_hints_the_heads_setting(void **state)
     assert_int_equal(err.hint, ATTN_HINT_NONE);
 }
 
+/* Weights stored for the other layout (x W^T where x W is asked, or the
+ * reverse) name it: the hint's value is the layout's name.  A shape
+ * neither layout fits names none. */
+static void test_layout_hints_the_other_layout(void **state)
+{
+    (void)state;
+    attn_tensor_info in[ATTN_IN_COUNT];
+    attn_layout layout;
+    attn_error err = {0};
+    const attn_plan_request xw = {.heads = 4}, linear = {.heads = 4, .linear = true};
+    start_inputs(in, LINEAR_GQA);                   /* W_Q (12, 8) for x W^T */
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &xw, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_LAYOUT);
+    assert_string_equal(err.hint_arg, "linear");
+    assert_non_null(strstr(err.msg, "W_Q has shape (12, 8); axis 0 must be d_model = 8"));
+    assert_null(strstr(err.msg, "--"));
+    start_inputs(in, GQA);                          /* W_Q (8, 12) for x W */
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &linear, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_LAYOUT);
+    assert_string_equal(err.hint_arg, "xw");
+    fused_inputs(in, 36);                           /* fused (8, 36) for x W */
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &linear, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_LAYOUT);
+    assert_string_equal(err.hint_arg, "xw");
+    start_inputs(in, LINEAR_GQA);                   /* 10 rows in 4 heads: neither */
+    SET(in, ATTN_IN_WQ, 10, 8);
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &xw, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_NONE);
+    assert_string_equal(err.hint_arg, "");
+    start_inputs(in, GQA);                          /* (7, 12): neither axis is D */
+    SET(in, ATTN_IN_WQ, 7, 12);
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &xw, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_NONE);
+}
+
 /* ---- attn_plan_layout_for: GQA, linear and fused weights, accepted ------ */
 
 static void assert_gqa_sizes(const attn_layout *layout)
@@ -454,7 +489,11 @@ static void test_layout_attention_bias_ranks(void **state)
     /* B = 2, H = 4, n = 3, m = 5 (G = 2): none, (n, m), (H, n, m), (B, H, n, m) */
     const struct {
         size_t rank, dims[4];
-    } biases[] = {{0, {0}}, {2, {3, 5}}, {3, {4, 3, 5}}, {4, {2, 4, 3, 5}}};
+        bool heads_shared;
+    } biases[] = {{0, {0}, false}, {2, {3, 5}, false}, {3, {4, 3, 5}, false},
+                  {4, {2, 4, 3, 5}, false},
+                  /* a head axis of 1: every head adds it (Hugging Face's (B, 1, n, m)) */
+                  {3, {1, 3, 5}, true}, {4, {2, 1, 3, 5}, true}};
     for (size_t i = 0; i < COUNT(biases); i++) {
         attn_tensor_info in[ATTN_IN_COUNT];
         start_inputs(in, GQA);
@@ -463,6 +502,7 @@ static void test_layout_attention_bias_ranks(void **state)
             set_tensor(in, ATTN_IN_ATTN_BIAS, biases[i].rank, biases[i].dims);
         attn_layout layout = accepted_for(in, &req);
         assert_int_equal(layout.bias_rank, biases[i].rank);
+        assert_int_equal(layout.bias_heads_shared, biases[i].heads_shared);
     }
     /* a rank-2 X (3, 8), self-attention m = 3: up to (H, n, m) */
     attn_tensor_info in[ATTN_IN_COUNT];
@@ -1533,6 +1573,7 @@ int main(void)
         cmocka_unit_test(test_layout_rank2_x_is_one_unbatched_item),
         cmocka_unit_test(test_layout_cross_attention_and_biases),
         cmocka_unit_test(test_layout_hints_the_heads_setting),
+        cmocka_unit_test(test_layout_hints_the_other_layout),
         cmocka_unit_test(test_layout_gqa_kv_heads_from_packed_w_k),
         cmocka_unit_test(test_layout_gqa_and_fused_sizes_from_every_weight_form),
         cmocka_unit_test(test_layout_fused_blocks),

@@ -100,7 +100,7 @@ static void test_one_rank(void **state)
     assert_int_equal(attn_rank(), 0);
     assert_int_equal(attn_rank_count(), 1);
     assert_false(attn_ranks_shared_file());
-    attn_error err = {{0}, ATTN_HINT_NONE};
+    attn_error err = {.hint = ATTN_HINT_NONE};
     strcpy(err.msg, "kept");
     size_t sum = 7;
     assert_int_equal(attn_ranks_agree_sum(ATTN_EINPUT, &sum, &err), ATTN_EINPUT);

@@ -1,0 +1,77 @@
+/*
+ * test_nearest.c - unit tests for cli_nearest and cli_edit_distance
+ * (cmd/cli/options.h), the "did you mean" of every choice list of the
+ * command line.  cmd/cli/options.c is libc only and is linked alone.
+ *
+ * Distances are counted by hand in the comments.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli/options.h"
+
+#define COUNT(a) (sizeof (a) / sizeof (a)[0])
+
+static void test_edit_distance(void **state)
+{
+    (void)state;
+    assert_int_equal(cli_edit_distance("", ""), 0);
+    assert_int_equal(cli_edit_distance("abc", ""), 3);
+    assert_int_equal(cli_edit_distance("", "abc"), 3);
+    assert_int_equal(cli_edit_distance("causal", "causal"), 0);
+    assert_int_equal(cli_edit_distance("casual", "causal"), 1);     /* "su" swapped */
+    assert_int_equal(cli_edit_distance("linar", "linear"), 1);      /* e left out */
+    assert_int_equal(cli_edit_distance("bf61", "bf16"), 1);         /* swapped */
+    assert_int_equal(cli_edit_distance("F64", "f64"), 0);           /* case ignored */
+    assert_int_equal(cli_edit_distance("kitten", "sitting"), 3);    /* k>s, e>i, +g */
+    assert_int_equal(cli_edit_distance("ca", "abc"), 3);            /* a swap is not
+                                                                       edited again */
+    char long_name[300];
+    memset(long_name, 'a', sizeof long_name - 1);
+    long_name[sizeof long_name - 1] = '\0';
+    assert_true(cli_edit_distance(long_name, "a") == SIZE_MAX);     /* too long to count */
+}
+
+static void test_nearest(void **state)
+{
+    (void)state;
+    static const char *const options[] = {"causal", "scale", "kv", "heads", "precision", "wo"};
+    assert_string_equal(cli_nearest("casual", options, COUNT(options)), "causal");
+    assert_string_equal(cli_nearest("precison", options, COUNT(options)), "precision");
+    assert_string_equal(cli_nearest("head", options, COUNT(options)), "heads");
+    assert_string_equal(cli_nearest("HEADS", options, COUNT(options)), "heads");
+    assert_null(cli_nearest("zzz", options, COUNT(options)));
+    assert_null(cli_nearest("", options, COUNT(options)));
+    /* a third of the length: 2 edits for 6 letters, no more */
+    assert_string_equal(cli_nearest("cxusxl", options, COUNT(options)), "causal");
+    assert_null(cli_nearest("cuasl", options, COUNT(options)));        /* 2 edits of 5 */
+    assert_null(cli_nearest("cxxxal", options, COUNT(options)));       /* 3 edits */
+    /* one letter: one edit */
+    assert_string_equal(cli_nearest("k", options, COUNT(options)), "kv");
+    static const char *const presets[] = {"gpt2", "llama", "qwen2", "qwen3", "neox"};
+    assert_string_equal(cli_nearest("lama", presets, COUNT(presets)), "llama");
+    assert_string_equal(cli_nearest("qwen", presets, COUNT(presets)), "qwen2");  /* tie: first */
+    assert_string_equal(cli_nearest("gpt-2", presets, COUNT(presets)), "gpt2");
+    /* beginning a name counts beyond the edits (two letters or more) */
+    static const char *const outputs[] = {"scores", "weights", "entropy", "argmax"};
+    assert_string_equal(cli_nearest("ent", outputs, COUNT(outputs)), "entropy");
+    assert_null(cli_nearest("e", (const char *const[]){"entropy"}, 1));
+    /* empty and missing names are skipped */
+    static const char *const holes[] = {"", NULL, "xw", "linear"};
+    assert_string_equal(cli_nearest("linaer", holes, COUNT(holes)), "linear");
+    assert_null(cli_nearest("abc", holes, 0));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_edit_distance),
+        cmocka_unit_test(test_nearest),
+    };
+    return cmocka_run_group_tests_name("nearest", tests, NULL, NULL);
+}
