@@ -166,7 +166,7 @@ static const cli_option options[] = {
     {"group", 0, CLI_TEXT, RUN(group), .value = "PATH", .help = "group for the results (default /)"},
     {"append", 0, CLI_FLAG, RUN(append),
      .help = "add the results to the results file OUT as --group\n"
-             "(one file for a whole model; see README)"},
+             "(one file for a whole model; see docs/append.md)"},
     {"save", 0, CLI_CUSTOM, 0, .parse = parse_save, .value = "LIST",
      .help = "the outputs to write, comma separated (see below;\n"
              "default scores,weights,heads,output)"},

@@ -1,6 +1,6 @@
 /*
  * plan_json.c - the plan of a dry run as one JSON object (plan_json.h;
- * README, "Plans as JSON", lists every key).  The inputs, the outputs and
+ * docs/outputs.md, "Plans as JSON", lists every key).  The inputs, the outputs and
  * the settings are written by walking their tables, so a new one appears
  * here by itself.
  *

@@ -1,7 +1,7 @@
 /*
  * plan_json.h - the plan of a dry run as one JSON object (--dry-run
- * --json): its keys and their meaning are README's "Plans as JSON"; keys
- * are only ever added, and PLAN_JSON_SCHEMA goes up whenever the meaning
+ * --json): its keys and their meaning are docs/outputs.md's "Plans as
+ * JSON"; keys are only ever added, and PLAN_JSON_SCHEMA goes up whenever the meaning
  * of one changes.  Only cmd/ uses it.
  *
  *     attn_run(&opt, &report, &err);        // opt.dry_run = true

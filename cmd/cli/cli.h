@@ -16,7 +16,7 @@
 #include "cli/exit.h"
 #include "cli/options.h"
 
-/* The exit code of a library status (README, Exit status). */
+/* The exit code of a library status (docs/safety.md, "Exit status"). */
 int cli_exit_code(int status);
 
 /* What a library hint (the setting that would resolve a failure) is on

@@ -1,5 +1,5 @@
 /*
- * exit.h - attnrun's exit statuses (README, Exit status), which every
+ * exit.h - attnrun's exit statuses (docs/safety.md, "Exit status"), which every
  * command and the benchmark's programs share.
  */
 #ifndef ATTN_CMD_EXIT_H

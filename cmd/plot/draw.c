@@ -2,8 +2,9 @@
  * draw.c - the picture (plot.h): layout, colour map and drawing, with
  * cairo, one code path for PNG, SVG and PDF (only the surface differs).
  *
- * Layout, in pixels (PNG) or points (SVG, PDF); README "Pictures" states
- * the same formulas, and tests/ref/plot_check.py recomputes them:
+ * Layout, in pixels (PNG) or points (SVG, PDF); docs/pictures.md,
+ * "Layout", states the same formulas, and tests/ref/plot_check.py
+ * recomputes them:
  *
  *   cell      cell_w = max(1, 256 / out_cols), cell_h = max(1, 256 / out_rows)
  *             (whole pixels, so every cell is a block of equal pixels)

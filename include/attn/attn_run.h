@@ -205,7 +205,7 @@ typedef struct attn_run_report {
 /*
  * The settings of a run, one table (lib/run/settings.c) that says, for
  * each, what the output group's provenance attributes record and what the
- * plans of a dry run show: the JSON plan (README, "Plans as JSON") and
+ * plans of a dry run show: the JSON plan (docs/outputs.md, "Plans as JSON") and
  * the text plan.  A new setting is one row there.
  *
  *     for (size_t i = 0; i < attn_setting_count(); i++) {

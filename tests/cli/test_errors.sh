@@ -327,6 +327,14 @@ expect_failure 2 "unknown option with a value: did you mean" \
 expect_failure 2 "ambiguous option: its options" \
     --stderr-has "option '--ro' is ambiguous; did you mean --rope, --rope-dim or --rope-style?" -- \
     "$GOOD" -o "$O/c32.h5" --heads 2 --ro 10000
+# A mistyped subcommand names no file: the subcommand meant, with the
+# exit status of a missing input; a word near none keeps the plain message.
+expect_failure 3 "mistyped subcommand: did you mean" \
+    --stderr-has "attnrun: plto: no such file, nor a subcommand; did you mean attnrun plot?" -- \
+    plto "$O/c29.h5" -o "$O/c29.png"
+expect_failure 3 "missing input near no subcommand: the plain message" \
+    --stderr-has "attnrun: data: cannot read input: No such file or directory" -- \
+    data -o "$O/c29.h5" --heads 2
 expect_failure 2 "unknown option far from every option: no guess" \
     --stderr-has "unknown option '--zzzzzz' (see attnrun --help)" -- \
     "$GOOD" -o "$O/c33.h5" --heads 2 --zzzzzz
