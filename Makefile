@@ -122,10 +122,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	    $(LDLIBS) -lcmocka -o $@
 
 # The command line's option code is libc only (bench/ builds it alone), and
-# so is its unit test: cmd/cli/options.c without libattn.
-$(BUILD)/tests/test_nearest: tests/unit/test_nearest.c cmd/cli/options.c cmd/cli/options.h cmd/cli/exit.h
+# so is its unit test: cmd/cli/options.c without libattn (with the one file
+# of it that the option code uses, lib/core/names.c).
+$(BUILD)/tests/test_nearest: tests/unit/test_nearest.c cmd/cli/options.c cmd/cli/options.h cmd/cli/exit.h lib/core/names.c
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c $(LDFLAGS) -lcmocka -o $@
+	$(CC) $(CPPFLAGS) -Iinclude/attn -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) -lcmocka -o $@
 
 # Installs the Debian packages the build and the tests need (as root), or
 # prints the apt-get line to run.

@@ -25,22 +25,23 @@ BENCH_APPEND_ARGS ?=
 BENCH_MPI_ARGS ?=
 # The sgemm rate is the machine's: the default (threaded) OpenBLAS, not the
 # serial one attnrun links.
-BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Icmd $(shell pkg-config --cflags $(SERIAL_HDF5_PC) openblas 2>/dev/null)
-# Their options are tables, parsed by attnrun's own option code.
-BENCH_OPTIONS  = cmd/cli/options.c cmd/cli/options.h cmd/cli/exit.h
+BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(shell pkg-config --cflags $(SERIAL_HDF5_PC) openblas 2>/dev/null)
+# Their options are tables, parsed by attnrun's own option code (which
+# needs lib/core/names.c of libattn, and nothing else of it).
+BENCH_OPTIONS  = cmd/cli/options.c cmd/cli/options.h cmd/cli/exit.h lib/core/names.c
 BENCH_LIBS     = $(shell pkg-config --libs $(SERIAL_HDF5_PC) openblas 2>/dev/null) -lm
 
 $(BENCH_GEN): bench/gen.c bench/workloads.h | $(BENCH_DIR)
 	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< $(LDFLAGS) $(BENCH_LIBS) -o $@
 
 $(BENCH_RUN): bench/bench.c bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
-	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< cmd/cli/options.c $(LDFLAGS) $(BENCH_LIBS) -o $@
+	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) $(BENCH_LIBS) -o $@
 
 $(BENCH_APPEND): bench/append.c bench/run.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
-	$(CC) -D_POSIX_C_SOURCE=200809L -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c $(LDFLAGS) -o $@
+	$(CC) -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) -o $@
 
 $(BENCH_MPI): bench/mpi.c bench/run.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
-	$(CC) -D_POSIX_C_SOURCE=200809L -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c $(LDFLAGS) -o $@
+	$(CC) -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) -o $@
 
 $(BENCH_DIR):
 	mkdir -p $@

@@ -1,6 +1,8 @@
 /* options.c - a command's options parsed and described by its table (options.h). */
 #include "cli/options.h"
 
+#include "attn_common.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -9,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Options of one table at most (long_options is built on the stack). */
 #define MAX_OPTIONS 128
@@ -80,57 +83,11 @@ bool cli_parse_real(const char *text, double *value)
     return true;
 }
 
-/* Names longer than this are never near anything (the table of edits
- * is kept on the stack). */
-#define NEAREST_MAX_LEN 256
-
-static char lower(char c)
-{
-    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
-
-size_t cli_edit_distance(const char *a, const char *b)
-{
-    const size_t la = strlen(a), lb = strlen(b);
-    if (la > NEAREST_MAX_LEN || lb > NEAREST_MAX_LEN)
-        return SIZE_MAX;
-    /* d[i][j]: edits from a[0..i) to b[0..j); three rows kept */
-    size_t rows[3][NEAREST_MAX_LEN + 1];
-    size_t *before = rows[0], *last = rows[1], *row = rows[2];
-    for (size_t j = 0; j <= lb; j++)
-        last[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            const size_t cost = lower(a[i - 1]) != lower(b[j - 1]);
-            size_t best = last[j - 1] + cost;                     /* keep or replace */
-            if (last[j] + 1 < best)
-                best = last[j] + 1;                               /* delete a[i-1] */
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;                            /* insert b[j-1] */
-            if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
-                lower(a[i - 2]) == lower(b[j - 1]) && before[j - 2] + 1 < best)
-                best = before[j - 2] + 1;                         /* swap two */
-            row[j] = best;
-        }
-        size_t *spare = before;
-        before = last;
-        last = row;
-        row = spare;
-    }
-    return last[lb];
-}
-
 /* Whether typed (two letters or more) begins name, case ignored. */
 static bool begins(const char *name, const char *typed)
 {
     size_t len = strlen(typed);
-    if (len < 2 || len >= strlen(name))
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (lower(name[i]) != lower(typed[i]))
-            return false;
-    return true;
+    return len >= 2 && len < strlen(name) && strncasecmp(name, typed, len) == 0;
 }
 
 const char *cli_nearest(const char *typed, const char *const *names, size_t count)
@@ -143,7 +100,7 @@ const char *cli_nearest(const char *typed, const char *const *names, size_t coun
     for (size_t i = 0; i < count; i++) {
         if (names[i] == NULL || names[i][0] == '\0')
             continue;
-        size_t edits = cli_edit_distance(typed, names[i]);
+        size_t edits = attn_edit_distance(typed, names[i]);
         if (edits < fewest) {
             fewest = edits;
             nearest = names[i];

@@ -107,9 +107,6 @@ bool cli_parse_number(const char *text, size_t max, size_t *value, const char **
  */
 const char *cli_nearest(const char *typed, const char *const *names, size_t count);
 
-/* Edits between a and b as cli_nearest counts them (optimal string
- * alignment: insert, delete, replace, swap two neighbours; case ignored). */
-size_t cli_edit_distance(const char *a, const char *b);
 
 /* Strict decimal parsing: digits, sign, point and exponent only (no
  * spaces, hex, inf or nan), all of text used, finite. */

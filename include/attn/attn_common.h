@@ -159,6 +159,15 @@ int attn_fail_hint_arg(attn_error *err, int status, attn_hint hint, const char *
  */
 bool attn_size_mul(size_t *out, size_t a, size_t b);
 
+/*
+ * Edits between the names a and b -- a letter replaced, left out or added,
+ * or two neighbours swapped (optimal string alignment), case ignored --
+ * for a "did you mean" after an unknown name; SIZE_MAX when either is
+ * longer than ATTN_EDIT_NAME_MAX bytes.  Needs only libc (lib/core/names.c).
+ */
+#define ATTN_EDIT_NAME_MAX 256
+size_t attn_edit_distance(const char *a, const char *b);
+
 /* *out = a + b, or false on overflow. */
 bool attn_size_add(size_t *out, size_t a, size_t b);
 

@@ -121,43 +121,6 @@ static bool used(const run_state *st, const char *path)
     return false;
 }
 
-/* Edits from a to b: insert, delete, replace, or swap two neighbours
- * (optimal string alignment), case ignored; SIZE_MAX for names longer
- * than 255 bytes.  (The command line has its own, cli_nearest: it builds
- * without libattn.) */
-static size_t edit_distance(const char *a, const char *b)
-{
-    enum { MAX = 255 };
-    const size_t la = strlen(a), lb = strlen(b);
-    size_t rows[3][MAX + 1];
-    size_t *before = rows[0], *last = rows[1], *row = rows[2];
-    if (la > MAX || lb > MAX)
-        return SIZE_MAX;
-#define LOWER(c) ((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' + 'a' : (c))
-    for (size_t j = 0; j <= lb; j++)
-        last[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t best = last[j - 1] + (LOWER(a[i - 1]) != LOWER(b[j - 1]));
-            if (last[j] + 1 < best)
-                best = last[j] + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            if (i > 1 && j > 1 && LOWER(a[i - 1]) == LOWER(b[j - 2]) &&
-                LOWER(a[i - 2]) == LOWER(b[j - 1]) && before[j - 2] + 1 < best)
-                best = before[j - 2] + 1;
-            row[j] = best;
-        }
-        size_t *spare = before;
-        before = last;
-        last = row;
-        row = spare;
-    }
-#undef LOWER
-    return last[lb];
-}
-
 /* The last name of a path. */
 static const char *base_name(const char *path)
 {
@@ -288,7 +251,7 @@ int run_missing_input(run_state *st, attn_input which, const char *relative, boo
         const char *name = from_root(o->path), *base = base_name(name);
         const size_t len = base > name ? (size_t)(base - name) - 1 : 0;
         const candidate c = {
-            .object = o, .edits = edit_distance(wanted, base), .order = i,
+            .object = o, .edits = attn_edit_distance(wanted, base), .order = i,
             .beside = len == group_len && strncmp(name, looked_up, len) == 0,
         };
         if (fits(&k, which, o))

@@ -1,5 +1,5 @@
 /*
- * test_nearest.c - unit tests for cli_nearest and cli_edit_distance
+ * test_nearest.c - unit tests for cli_nearest and attn_edit_distance
  * (cmd/cli/options.h), the "did you mean" of every choice list of the
  * command line.  cmd/cli/options.c is libc only and is linked alone.
  *
@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "attn_common.h"
 #include "cli/options.h"
 
 #define COUNT(a) (sizeof (a) / sizeof (a)[0])
@@ -20,21 +21,21 @@
 static void test_edit_distance(void **state)
 {
     (void)state;
-    assert_int_equal(cli_edit_distance("", ""), 0);
-    assert_int_equal(cli_edit_distance("abc", ""), 3);
-    assert_int_equal(cli_edit_distance("", "abc"), 3);
-    assert_int_equal(cli_edit_distance("causal", "causal"), 0);
-    assert_int_equal(cli_edit_distance("casual", "causal"), 1);     /* "su" swapped */
-    assert_int_equal(cli_edit_distance("linar", "linear"), 1);      /* e left out */
-    assert_int_equal(cli_edit_distance("bf61", "bf16"), 1);         /* swapped */
-    assert_int_equal(cli_edit_distance("F64", "f64"), 0);           /* case ignored */
-    assert_int_equal(cli_edit_distance("kitten", "sitting"), 3);    /* k>s, e>i, +g */
-    assert_int_equal(cli_edit_distance("ca", "abc"), 3);            /* a swap is not
+    assert_int_equal(attn_edit_distance("", ""), 0);
+    assert_int_equal(attn_edit_distance("abc", ""), 3);
+    assert_int_equal(attn_edit_distance("", "abc"), 3);
+    assert_int_equal(attn_edit_distance("causal", "causal"), 0);
+    assert_int_equal(attn_edit_distance("casual", "causal"), 1);     /* "su" swapped */
+    assert_int_equal(attn_edit_distance("linar", "linear"), 1);      /* e left out */
+    assert_int_equal(attn_edit_distance("bf61", "bf16"), 1);         /* swapped */
+    assert_int_equal(attn_edit_distance("F64", "f64"), 0);           /* case ignored */
+    assert_int_equal(attn_edit_distance("kitten", "sitting"), 3);    /* k>s, e>i, +g */
+    assert_int_equal(attn_edit_distance("ca", "abc"), 3);            /* a swap is not
                                                                        edited again */
     char long_name[300];
     memset(long_name, 'a', sizeof long_name - 1);
     long_name[sizeof long_name - 1] = '\0';
-    assert_true(cli_edit_distance(long_name, "a") == SIZE_MAX);     /* too long to count */
+    assert_true(attn_edit_distance(long_name, "a") == SIZE_MAX);     /* too long to count */
 }
 
 static void test_nearest(void **state)
