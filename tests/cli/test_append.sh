@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/test_append.sh - one results file for a whole model: `-o results.h5
-# --group G --append` (README, "Gathering layers: --append").
+# --group G --append` (docs/append.md).
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_append.sh     # from the repository root
 #
@@ -164,7 +164,7 @@ check_gather() {
     expect "xarray (default engine) opens every group with the direct runs' values" \
         ref append_index.py xarray "$RES/results.h5" "${DIRECT[@]}" fixtures/gpt2 toy
     check_ncdump "ncdump -h lists every group with its dimensions" "$RES/results.h5"
-    expect "h5netcdf: the part file itself opens (the workaround README gives)" \
+    expect "h5netcdf: the part file itself opens (the workaround docs/append.md gives)" \
         ref append_index.py part_h5netcdf "$RES/results.h5.parts/model+layer1.1.h5" "$D1/direct/layer1.h5" \
         model/layer1
 }

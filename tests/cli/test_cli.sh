@@ -290,7 +290,7 @@ check_memory() {
 # interrupt_with SIG DIR [in-place]: signals attnrun mid-run (inputs in
 # DIR).  SIGINT and SIGTERM: exit 1 with one "interrupted" line, no OUT, no
 # temporary, IN as it was.  SIGKILL: no OUT and IN as it was; a temporary
-# may remain, named as the README says (.NAME.attnrun-tmp-XXXXXX), which
+# may remain, named as docs/safety.md says (.NAME.attnrun-tmp-XXXXXX), which
 # the test removes.
 interrupt_with() {
     local sig=$1 d=$2 mode=${3:-} name out pid before input

@@ -245,7 +245,7 @@ refused "6 --in-place --group of 4209 bytes through an external link: refused, b
     2 "external link" "$d" "$TIME_LIMIT" "$d/in.h5" --in-place --heads 2 --group "$G"
 
 d=$T/c/6_soft
-refused "6 --in-place --group of 4209 bytes through a soft link: refused (README, Safety)" \
+refused "6 --in-place --group of 4209 bytes through a soft link: refused (docs/safety.md, Safety)" \
     2 "" "$d" "$TIME_LIMIT" "$d/in.h5" --in-place --heads 2 --group "$G"
 
 d=$T/c/6_long_o

@@ -180,7 +180,7 @@ check_numbers() {
     fi
 }
 
-# Dynamic: exactly the line the README gives.
+# Dynamic: exactly the line docs/library.md gives.
 # shellcheck disable=SC2046
 if (cd "$T" && "$CC" "$ROOT/examples/forward.c" $("${PC[@]}" --define-prefix --cflags --libs attn) \
         -o forward) >"$T/cc.log" 2>&1; then
@@ -202,7 +202,7 @@ else
     bad "forward.c does not build against the staged tree: $(head -n 5 "$T/cc.log" | tr '\n' ' ')"
 fi
 
-# Static: libattn.a, then what it needs (README, Using the library).
+# Static: libattn.a, then what it needs (docs/library.md).
 # shellcheck disable=SC2046
 if (cd "$T" && "$CC" "$ROOT/examples/forward.c" $("${PC[@]}" --define-prefix --cflags attn) \
         "$USR/lib/libattn.a" -Wl,--as-needed $("${PC[@]}" --define-prefix --static --libs attn) \

@@ -6,8 +6,8 @@
 # --positions/--kv-positions, --alibi/--alibi-slopes, --window, --softcap,
 # --attn-bias, --mask-invert, --q-norm/--k-norm/--norm-eps, --kv), against
 # the float64 numpy reference of tests/ref/models_ref.py, written from each
-# family's published code and README's formulas (never from attnrun's
-# output).
+# family's published code and docs/models.md's formulas (never from
+# attnrun's output).
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_models.sh     # from the repository root
 #
@@ -26,7 +26,8 @@
 # absolute, the other outputs 1e-4 of the dataset's largest magnitude;
 # float64 1e-12; -inf exactly where the reference masks.  Presets are also
 # checked against the per-family function of models_ref.py, and every run
-# with all outputs saved against the provenance attributes of README.
+# with all outputs saved against the provenance attributes of
+# docs/outputs.md.
 # Bad inputs must end with the documented status and one "attnrun: " line.
 # Each check prints "ok NAME" or "FAIL NAME: WHY"; the last line is
 # "models: N passed, M failed"; the exit status is 1 when M > 0.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# tests/cli/test_plot.sh - attnrun plot (README, Pictures):
+# tests/cli/test_plot.sh - attnrun plot (docs/pictures.md):
 #   * the pictures, decoded by tests/ref/plot_check.py's own PNG reader: the
 #     size the layout formulas give, the colour of every (pooled) cell
-#     from the README's colour map and scale, cells as blocks of equal
+#     from docs/pictures.md's colour map and scale, cells as blocks of equal
 #     pixels, the colour bar, the legend of -inf, +inf and NaN, heads and
 #     items chosen, rank-3 maps, f16 / bf16 / f64 stored maps, entropy,
 #     a group behind an external link (a results index);
@@ -12,16 +12,16 @@
 #   * labels: item b's tokens, every k-th when they do not fit, indices
 #     without tokens (tick marks counted in the pixels);
 #   * SVG parsed as XML and PDF checked for its frame, from the same data;
-#   * errors: the exit status of README's table, one `attnrun: ` line, no
-#     file left behind (no picture, no temporary); --force replaces a file
-#     or a symbolic link but never a directory; a failed write (ulimit -f)
-#     leaves nothing; --help;
+#   * errors: the exit status of docs/pictures.md's table, one `attnrun: `
+#     line, no file left behind (no picture, no temporary); --force
+#     replaces a file or a symbolic link but never a directory; a failed
+#     write (ulimit -f) leaves nothing; --help;
 #   * with FAULT_ATTNRUN (make test): each allocation of attnrun's own
 #     failing in turn ends with exit 1 and one line, and no file;
 #   * README's picture (docs/images/toy-weights.png) shows the toy's weights.
 # About 45 runs, ~15 s on two cores.  Expected colours are computed from
-# the README's control points in tests/ref/plot_check.py, never read from
-# attnrun's output.
+# docs/pictures.md's control points in tests/ref/plot_check.py, never read
+# from attnrun's output.
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_plot.sh     # from the repository root
 #

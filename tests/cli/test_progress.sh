@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cli/test_progress.sh - the progress line (README, "Progress"):
+# tests/cli/test_progress.sh - the progress line (docs/running.md, "Progress"):
 #   * it advances per block of query rows, not only per batch item: one
 #     item of n = 4096 whose maps are computed in blocks of rows shows
 #     several distinct percentages before 100 %, each on a block boundary,

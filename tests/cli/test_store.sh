@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/test_store.sh - the stored form of the outputs:
 #   * --store f16|bf16|f32|f64: the stored type of scores and weights only,
-#     rounded once to nearest even from the computed value (README);
+#     rounded once to nearest even from the computed value
+#     (docs/outputs.md);
 #   * masked tiles: chunks of the maps (256 x 256 along query and key) that
 #     --causal / --window hide wholly are never written, and every reader
 #     (h5py, h5dump, xarray) still sees -inf scores and 0 weights there;
@@ -17,8 +18,9 @@
 # About 65 runs, ~10 to 15 s on two cores.
 # Every expected value comes from numpy: the float64 reference of
 # tests/ref/models_ref.py, the roundings and tile counts of tests/ref/store_ref.py,
-# or another run of attnrun whose equality README requires (the same
-# computation stored another way, with other threads or compression).
+# or another run of attnrun whose equality docs/outputs.md or
+# docs/running.md requires (the same computation stored another way, with
+# other threads or compression).
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_store.sh     # from the repository root
 #

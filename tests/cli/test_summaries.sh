@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/test_summaries.sh - the summary outputs of `--save`: entropy,
 # argmax, distance (B, H, n), mean (B, n, m) and result (B, n, H, d_model)
-# (README, Output), against the float64 numpy reference of
+# (docs/outputs.md, "Summaries"), against the float64 numpy reference of
 # tests/ref/summaries_ref.py (written from their definitions on top of
 # tests/ref/models_ref.py, never from attnrun's output).
 #

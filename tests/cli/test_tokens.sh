@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/cli/test_tokens.sh - --tokens and --kv-tokens (README, Tokens):
+# tests/cli/test_tokens.sh - --tokens and --kv-tokens (docs/outputs.md,
+# "Tokens"):
 #   * sources: string datasets (n) and (B, n), variable and fixed length,
 #     null- and space-padded, ASCII and UTF-8 ("Ġthe", "日本", emoji), in
 #     groups, and string-array attributes (OBJECT@ATTR, @ATTR for the

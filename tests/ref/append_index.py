@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """tests/ref/append_index.py - what readers find in a results index that
-`attnrun -o INDEX --append --group G` builds (README, "Gathering layers:
---append"): its groups, their dimension scales (h5py), their variables
-(xarray, engines netCDF4 and h5netcdf) and their dimensions (ncdump -h).
+`attnrun -o INDEX --append --group G` builds (docs/append.md): its groups,
+their dimension scales (h5py), their variables (xarray, engines netCDF4 and
+h5netcdf) and their dimensions (ncdump -h).
 
     append_index.py groups INDEX NAME...
         the index's top-level groups are exactly NAME...

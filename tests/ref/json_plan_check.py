@@ -1,16 +1,18 @@
 """tests/ref/json_plan_check.py - the plan as JSON (`attnrun --dry-run --json`,
-README "Plans as JSON") against an independent account of each case, for
-tests/cli/test_json.sh.  It runs attnrun itself and prints "ok NAME" or
-"FAIL NAME: WHY" per check:
+docs/outputs.md "Plans as JSON") against an independent account of each
+case, for tests/cli/test_json.sh.  It runs attnrun itself and prints
+"ok NAME" or "FAIL NAME: WHY" per check:
 
-    python3 tests/ref/json_plan_check.py ATTNRUN TMPDIR FIXTURES README.md TIME_LIMIT
+    python3 tests/ref/json_plan_check.py ATTNRUN TMPDIR FIXTURES docs/outputs.md TIME_LIMIT
 
-  * README's table lists exactly the keys and types of SCHEMA below;
+  * docs/outputs.md's table lists exactly the keys and types of SCHEMA
+    below;
   * each case's plan has every key of SCHEMA with its type and no other,
-    and values from the input file (h5py), the FLOPs formula, README's
-    Output table, the visible tiles of tests/ref/store_ref.py and the
-    options; the plain --dry-run says the same, and a real run's file has
-    the planned shapes, axes, types and chunks;
+    and values from the input file (h5py), the FLOPs formula, the
+    Datasets table of docs/outputs.md, the visible tiles of
+    tests/ref/store_ref.py and the options; the plain --dry-run says the
+    same, and a real run's file has the planned shapes, axes, types and
+    chunks;
   * file, group and output names that need escaping come back intact
     (bytes that are not UTF-8 as U+FFFD);
   * --json without --dry-run and failed dry runs leave stdout empty.
@@ -23,11 +25,11 @@ import h5py
 import store_ref
 
 # set by main() from the command line
-attnrun = top = fixtures = readme = None
+attnrun = top = fixtures = outputs_md = None
 limit = 60.0
 
 # ------------------------------------------------------------ the schema
-# Every key path and its type, as README's table writes them.
+# Every key path and its type, as docs/outputs.md's table writes them.
 INPUT_NAMES = ["x", "kv", "mask", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "wqkv", "bqkv",
                "q_norm", "k_norm", "alibi_slopes", "positions", "kv_positions", "attn_bias"]
 SCHEMA = {
@@ -100,7 +102,7 @@ SCHEMA = {
 
 
 def is_type(value, name):
-    """Whether value is of README's type `name` ("integer or null" ...)."""
+    """Whether value is of docs/outputs.md's type `name` ("integer or null" ...)."""
     def one(v, t):
         if t == "integer":
             return type(v) is int
@@ -182,10 +184,10 @@ def bad(name, why):
     verdicts.append("FAIL %s: %s" % (name, why))
 
 
-# ------------------------------------------------- README's table agrees
+# ---------------------------------------- docs/outputs.md's table agrees
 
-def readme_table():
-    text = open(readme, encoding="utf-8").read()
+def outputs_md_table():
+    text = open(outputs_md, encoding="utf-8").read()
     start = text.index("### Plans as JSON")
     end = text.index("\n#", start + 1)
     rows = {}
@@ -196,18 +198,18 @@ def readme_table():
     return rows
 
 
-def check_readme_table():
-    rows = readme_table()
+def check_outputs_md_table():
+    rows = outputs_md_table()
     documented = {k: t for k, (t, _) in rows.items()}
     if documented == SCHEMA:
         names = re.findall(r"`([a-z_]+)`", rows["inputs"][1])
         if names == INPUT_NAMES:
-            ok("README table", "%d keys and types as the schema" % len(SCHEMA))
+            ok("docs/outputs.md table", "%d keys and types as the schema" % len(SCHEMA))
         else:
-            bad("README table", "inputs lists %s" % names)
+            bad("docs/outputs.md table", "inputs lists %s" % names)
     else:
         diff = sorted(set(documented.items()) ^ set(SCHEMA.items()))
-        bad("README table", "differs from the schema: %s" % diff[:6])
+        bad("docs/outputs.md table", "differs from the schema: %s" % diff[:6])
 
 
 # ----------------------------------------------------- running attnrun
@@ -279,7 +281,7 @@ def sizes(f, c):
 
 
 def output_shape(name, d):
-    """README's Output table."""
+    """docs/outputs.md's Datasets table."""
     B, H, G, n, m = d["batch"], d["heads"], d["kv_heads"], d["n"], d["m"]
     kvh = "kv_head" if G != H else "head"
     table = {
@@ -304,7 +306,8 @@ def output_shape(name, d):
 
 def visible_elements(n, m, tq, tk, causal, window):
     """Elements of the (tq, tk) tiles of an (n, m) map holding a pair some
-    query sees (README, masked tiles), from the mask of store_ref.visible."""
+    query sees (docs/outputs.md, "Chunks and masked tiles"), from the mask of
+    store_ref.visible."""
     vis = store_ref.visible(n, m, causal, window)
     return sum(vis[r:r + tq, c0:c0 + tk].size
                for r in range(0, n, tq) for c0 in range(0, m, tk)
@@ -661,12 +664,12 @@ def check_refusals():
 
 
 def main(argv):
-    global attnrun, top, fixtures, readme, limit
+    global attnrun, top, fixtures, outputs_md, limit
     if len(argv) != 6:
         sys.exit(__doc__)
-    attnrun, top, fixtures, readme = argv[1:5]
+    attnrun, top, fixtures, outputs_md = argv[1:5]
     limit = float(argv[5])
-    check_readme_table()
+    check_outputs_md_table()
     make_inputs()
     for c in cases():
         check_case(c)

@@ -65,7 +65,8 @@ def positions(B, n, seed, offset=7):
 
 
 def prov(generic, preset="", names=None, scale=None, dk=None, H=None):
-    """The provenance attributes README requires, from the reference settings."""
+    """The provenance attributes docs/outputs.md requires, from the reference
+    settings."""
     names = names or {}
     theta = float(generic.get("rope_theta", 0.0) or 0.0)
     a = {
@@ -82,7 +83,7 @@ def prov(generic, preset="", names=None, scale=None, dk=None, H=None):
         "attn_bias": names.get("attn_bias", ""),
         "q_norm": names.get("q_norm", ""),
         "k_norm": names.get("k_norm", ""),
-        # norm_eps reads 0 without QK-norm (README); accept
+        # norm_eps reads 0 without QK-norm (docs/outputs.md); accept
         # the default 1e-6 or 0
         "norm_eps": float(generic.get("norm_eps", 1e-6)) if (
             "q_norm" in generic or "k_norm" in generic) else [1e-6, 0.0],

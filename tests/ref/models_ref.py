@@ -1,15 +1,15 @@
 """tests/ref/models_ref.py - float64 numpy reference for the attention of real
-model families (the options of README "Model families": --layout, --wqkv,
---preset, --kv-heads, --rope, --alibi, --window, --softcap, --q-norm/--k-norm,
---attn-bias, --mask-invert, --positions, --kv-positions).  It never calls
-attnrun and never reads attnrun's output.
+model families (the options of docs/models.md, "Model families": --layout,
+--wqkv, --preset, --kv-heads, --rope, --alibi, --window, --softcap,
+--q-norm/--k-norm, --attn-bias, --mask-invert, --positions, --kv-positions).
+It never calls attnrun and never reads attnrun's output.
 
 Two independent paths to the same numbers:
 
-  * attention_variant(...): one generic function written from README's
-    formulas (logit = scale*q.k -> softcap -> + ALiBi + attn-bias -> masks as
-    -inf; softmax; heads; output).  K/V head of query head h is
-    floor(h*G/H); RoPE is written as a rotation of feature pairs.
+  * attention_variant(...): one generic function written from
+    docs/models.md's formulas (logit = scale*q.k -> softcap -> + ALiBi +
+    attn-bias -> masks as -inf; softmax; heads; output).  K/V head of query
+    head h is floor(h*G/H); RoPE is written as a rotation of feature pairs.
   * gpt2(), torch_mha(), llama(), mistral(), qwen2(), qwen3(), gemma2(),
     neox(), gptj(), bloom(), bert(): one function per family that takes the
     Hugging Face / torch parameter tensors under their own names and computes
@@ -24,20 +24,22 @@ Both return a dict in the shapes attnrun writes (tests/ref/reference.py):
 (a rank-2 X drops the batch axis).  Masked scores are -inf; a query row whose
 keys are all masked has weights 0 and heads 0 (so its output row is b_O).
 
-Where attnrun (README, Model families) deliberately differs from the HF code:
-  * ALiBi: README adds slope_h * (pos_k - pos_q); BLOOM adds
+Where attnrun (docs/models.md, Model families) deliberately differs from the
+HF code:
+  * ALiBi: attnrun adds slope_h * (pos_k - pos_q); BLOOM adds
     slope_h * pos_k (pos from the cumulative sum of the attention mask).  They
     differ by slope_h * pos_q, a constant per query row that softmax cancels,
-    so weights/heads/output agree; `scores` is README's.  bloom() below
-    therefore returns BLOOM's logits as "scores_hf" and no "scores".
-  * Masked logits: HF adds finfo.min (or -inf); README writes -inf, and
-    a fully masked row is 0 (HF/torch give a uniform row or NaN).
+    so weights/heads/output agree; `scores` is docs/models.md's.  bloom()
+    below therefore returns BLOOM's logits as "scores_hf" and no "scores".
+  * Masked logits: HF adds finfo.min (or -inf); docs/models.md writes -inf,
+    and a fully masked row is 0 (HF/torch give a uniform row or NaN).
   * BERT: attnrun's output is output.dense(context) (+ bias); HF's
     BertSelfOutput then adds the residual and a LayerNorm, outside attention.
   * torch MultiheadAttention averages the weights over heads by default;
     attnrun (and torch_mha here, like average_attn_weights=False) keeps them
     per head.
-  * GPT-J in HF fixes the RoPE base at 10000; README takes --rope THETA.
+  * GPT-J in HF fixes the RoPE base at 10000; attnrun takes --rope THETA
+    (docs/models.md).
   * Gemma 2's RMSNorm uses (1 + weight), but that is the layer norms around
     attention, not inside it; Qwen3's q_norm/k_norm is x*rsqrt(mean x^2+eps)*w.
 
@@ -95,7 +97,7 @@ def alibi_slopes(H):
 
 
 def split_fused(Wqkv, bqkv, heads, kv_heads, d_k, d_v, layout="xw", split="blocks"):
-    """README's --wqkv/--bqkv: (W_Q, W_K, W_V, b_Q, b_K, b_V), each in
+    """docs/models.md's --wqkv/--bqkv: (W_Q, W_K, W_V, b_Q, b_K, b_V), each in
     `layout` (2-D).  blocks: output features [Q | K | V] (H*dk, G*dk, G*dv);
     heads (G == H, dv == dk): per head h the features h*3dk + [0,dk) are q,
     + [dk,2dk) k, + [2dk,3dk) v.  xw: features are columns; linear: rows."""
@@ -167,7 +169,7 @@ def _positions(p, B, length):
 
 
 def rope(x, pos, theta, R, style):
-    """README's RoPE on x (B, heads, L, d) at positions pos (B, L):
+    """docs/models.md's RoPE on x (B, heads, L, d) at positions pos (B, L):
     the first R features rotate, pair i by the angle pos * theta^(-2i/R).
     neox pairs feature i with i + R/2; gptj pairs 2i with 2i+1.  Each pair
     (a, b) becomes (a cos - b sin, b cos + a sin)."""
@@ -189,7 +191,7 @@ def rope(x, pos, theta, R, style):
 
 
 def rms_norm_rows(x, w, eps):
-    """x / sqrt(mean(x^2) + eps) * w over the last axis (README's QK-norm)."""
+    """x / sqrt(mean(x^2) + eps) * w over the last axis (docs/models.md's QK-norm)."""
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * _f64(w)
 
 
@@ -200,9 +202,10 @@ def attention_variant(X, Wq, Wk, Wv, Wo, bq=None, bk=None, bv=None, bo=None, hea
                       softcap=0.0, alibi_slopes=None, attn_bias=None, keep=None,
                       rope_theta=0.0, rope_dim=None, rope_style="neox", positions=None,
                       kv_positions=None, q_norm=None, k_norm=None, norm_eps=1e-6, Y=None):
-    """Every output of one attention layer as README's Math section defines it, in
-    float64.  X (B, n, D) or (n, D); Y (the --kv dataset) or None for
-    self-attention.  layout "xw" or "linear" (see README's Input section).
+    """Every output of one attention layer as docs/models.md's "The math"
+    defines it, in float64.  X (B, n, D) or (n, D); Y (the --kv dataset) or
+    None for self-attention.  layout "xw" or "linear" (see docs/models.md's
+    "Input datasets").
     keep: key mask, (B, m) or (m), True/nonzero = the key may be attended
     (pass ~mask for --mask-invert).  alibi_slopes: (H) array, or None.
     attn_bias: (n, m), (H, n, m) or (B, H, n, m); H may be 1 (every head adds it).  rope_theta 0 = no RoPE;
@@ -617,7 +620,7 @@ def build_alibi_slopes(n_head):
 # build_alibi_tensor (alibi = slopes * ((cumsum(mask) - 1) * mask), added to the
 # logits: baddbmm(alibi, q, k^T, alpha=1/sqrt(hd))), causal + padding mask, dense.
 # Its logits are slope*pos_k + q.k/sqrt(hd); returned as "scores_hf" (the
-# README's scores use slope*(pos_k - pos_q)).
+# scores of docs/models.md use slope*(pos_k - pos_q)).
 def bloom(X, query_key_value_weight, query_key_value_bias, dense_weight, dense_bias, heads,
           attention_mask=None):
     x = _f64(X)
@@ -831,7 +834,7 @@ def _self_check():
         assert a["k"].shape == (B, G, n, dk)
     checks += 1
 
-    # 9. each family == the generic path with README's settings
+    # 9. each family == the generic path with docs/models.md's settings
     B, n = 3, 9
     pos = rng.integers(0, 40, (B, n))
     am = np.ones((B, n), int)

@@ -1,7 +1,7 @@
 """tests/ref/outputs_compare.py - one of attnrun's outputs against its float64
-reference, with the tolerances the command-line suites share (README:
-float32 results within 1e-4 of the dataset's largest magnitude, weights
-within 1e-5 absolute; float64 within 1e-12).
+reference, with the tolerances the command-line suites share
+(tests/README.md, "Fixtures": float32 results within 1e-4 of the dataset's
+largest magnitude, weights within 1e-5 absolute; float64 within 1e-12).
 
     compare(name, got, ref, f64, weights_absolute=True)
         '' when got matches ref, else what differs

@@ -1,14 +1,14 @@
-"""tests/ref/plot_check.py - what README's "Pictures" requires of `attnrun plot`,
-written here from the README's words (never from attnrun's output), for
+"""tests/ref/plot_check.py - what docs/pictures.md requires of `attnrun plot`,
+written here from that page's words (never from attnrun's output), for
 tests/cli/test_plot.sh.
 
   * png_read: a PNG decoder of its own (zlib and struct only): IHDR,
     IDAT, the five row filters, 8-bit RGB and RGBA, no interlacing.
-  * colour_at: the colour map, viridis as the nine control points the
-    README lists (R's viridisLite::viridis(9)), interpolated linearly in
-    sRGB and rounded to the nearest integer.
-  * layout: the README's layout formulas (cell, panel, grid, picture,
-    panel origin, colour bar, legend).
+  * colour_at: the colour map, viridis as the nine control points
+    docs/pictures.md lists (R's viridisLite::viridis(9)), interpolated
+    linearly in sRGB and rounded to the nearest integer.
+  * layout: docs/pictures.md's layout formulas (cell, panel, grid,
+    picture, panel origin, colour bar, legend).
   * pool: max-pooling with numpy (NaN wins, -inf only when a whole cell is).
 
     python3 tests/ref/plot_check.py              # self-checks
@@ -166,7 +166,7 @@ def pool_shape(length):
 
 
 def layout(panels, rows, cols):
-    """README's formulas for `panels` source maps of (rows, cols)."""
+    """docs/pictures.md's formulas for `panels` source maps of (rows, cols)."""
     fq, out_rows = pool_shape(rows)
     fk, out_cols = pool_shape(cols)
     L = dict(fq=fq, fk=fk, out_rows=out_rows, out_cols=out_cols)

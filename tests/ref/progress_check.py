@@ -1,4 +1,4 @@
-"""tests/ref/progress_check.py - the progress line of attnrun (README,
+"""tests/ref/progress_check.py - the progress line of attnrun (docs/running.md,
 "Progress"), for tests/cli/test_progress.sh.  Every expected position comes
 from the input's shape and the options, never from another run.
 

@@ -2,8 +2,9 @@
 masked tiles, --compress, --threads, --memory), for tests/cli/test_store.sh.
 Every expected value comes from numpy: the float64 reference of
 tests/ref/models_ref.py, the roundings and tile counts of tests/ref/store_ref.py,
-or another run of attnrun whose equality README requires (the same
-computation stored another way, with other threads or compression).
+or another run of attnrun whose equality docs/outputs.md or docs/running.md
+requires (the same computation stored another way, with other threads or
+compression).
 
     python3 tests/ref/store_cases.py make DIR
         the fixtures DIR/<fixture>.h5, DIR/runs.tsv ("name TAB fixture TAB
@@ -454,9 +455,9 @@ def check_each_run():
 
 # ------------------------------------------------------- between runs
 
-# README: the results are bit-identical for every --threads and --memory,
-# and --compress N stores the bits of --compress 0; --store f32 is the
-# default for f32, --store f64 for f64.
+# docs/running.md: the results are bit-identical for every --threads and
+# --memory; docs/outputs.md: --compress N stores the bits of --compress 0,
+# --store f32 is the default for f32, --store f64 for f64.
 SAME = [
     ("f32: --threads 1, 2, 4, --memory 1M row blocks", ["c32", "c32_t1", "c32_t4", "c32_mem"]),
     ("f32: --compress 0, 1, 9 (threads 2, 2, 1)", ["c32", "c32_z1", "c32_z9"]),

@@ -1,6 +1,6 @@
-"""tests/ref/store_ref.py - what README's `--store` and masked tiles require of
-the stored maps, written in numpy from the definitions (never from attnrun's
-output), for tests/cli/test_store.sh.
+"""tests/ref/store_ref.py - what docs/outputs.md's `--store` and masked tiles
+require of the stored maps, written in numpy from the definitions (never
+from attnrun's output), for tests/cli/test_store.sh.
 
   * f16: IEEE binary16; numpy's float32->float16 and float64->float16 casts
     round once, to nearest even, and give +-inf beyond the range.
@@ -68,7 +68,8 @@ def read_raw_u16(ds):
 
 
 def visible(n, m, causal=False, window=0):
-    """(n, m) bool: key k takes part for query q (README's Math section)."""
+    """(n, m) bool: key k takes part for query q (docs/models.md, "The
+    math")."""
     q = np.arange(n)[:, None]
     k = np.arange(m)[None, :]
     v = np.ones((n, m), bool)

@@ -1,5 +1,5 @@
 """tests/ref/summaries_ref.py - float64 numpy reference for the summary outputs
-(`--save entropy,argmax,distance,mean,result`, README's Output section,
+(`--save entropy,argmax,distance,mean,result`, docs/outputs.md,
 "Summaries"), computed from the attention of tests/ref/models_ref.py (scores,
 weights, heads in float64 for every variant).  It never calls attnrun and
 never reads its output.
@@ -17,8 +17,9 @@ Per batch item b, head h, query q (p = the row's attention weights):
 
 A query that sees no key has weights 0: entropy 0, distance 0, argmax -1,
 mean 0.  A query row whose scores hold a NaN (or +inf) gets NaN weights
-(README, Input), so entropy NaN, distance NaN, argmax -1 -- models_ref's
-softmax gives 0 weights there, so summarize() applies that rule itself.
+(docs/models.md, "Input datasets"), so entropy NaN, distance NaN, argmax
+-1 -- models_ref's softmax gives 0 weights there, so summarize() applies
+that rule itself.
 
 Entropy is computed as -sum p log p (not attnrun's log Z + max - sum p s),
 argmax from the float64 logits, distance from the positions, mean by
@@ -51,8 +52,8 @@ LABELS = {
 
 
 def nan_rows(S, A):
-    """(..., n) bool: the query rows whose weights are NaN by README's rule
-    (a NaN or +inf logit, or NaN weights already)."""
+    """(..., n) bool: the query rows whose weights are NaN by docs/models.md's
+    rule (a NaN or +inf logit, or NaN weights already)."""
     S = np.asarray(S, np.float64)
     A = np.asarray(A, np.float64)
     return np.isnan(S).any(-1) | np.isposinf(S).any(-1) | np.isnan(A).any(-1)
@@ -107,7 +108,7 @@ def summarize(res, Wo, layout="xw", positions=None, kv_positions=None, cross=Fal
         S, A, Hd = S[None], A[None], Hd[None]
     B, H, n, m = S.shape
     bad = nan_rows(S, A)
-    A = np.where(bad[..., None], np.nan, A)           # README: NaN weights there,
+    A = np.where(bad[..., None], np.nan, A)           # docs/models.md: NaN weights there,
     Hd = np.where(bad[..., None], np.nan, Hd)         # so NaN heads (weights @ V)
     pq = M._positions(positions, B, n)
     pk = M._positions(kv_positions, B, m) if cross else pq

@@ -1,6 +1,6 @@
-"""tests/ref/tokens_cases.py - --tokens and --kv-tokens (README, Tokens), for
-tests/cli/test_tokens.sh.  Expected tokens are the strings the fixtures were
-written with.
+"""tests/ref/tokens_cases.py - --tokens and --kv-tokens (docs/outputs.md,
+"Tokens"), for tests/cli/test_tokens.sh.  Expected tokens are the strings
+the fixtures were written with.
 
     python3 tests/ref/tokens_cases.py make DIR
         the fixtures DIR/<fixture>.h5, DIR/runs.tsv ("name TAB fixture TAB
