@@ -3,7 +3,8 @@
 # closed standard descriptors, an input changed while it is read, locks and
 # --wait, FIFO and device inputs, `ulimit -v`, signals and EPIPE, a signal
 # during the final fsync, thread caps and `ulimit -u`, bad -o values, long
-# output names, umasks, --in-place onto a small tmpfs, a fake clock.
+# output names, umasks, --in-place onto a small tmpfs, a fake clock, the
+# wait policy of the threads.
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_runtime.sh     # from the repository root
 #
@@ -678,6 +679,35 @@ check_fake_clock() {
     done
 }
 
+# ------------------------------------------- 21. threads that wait sleep
+
+# libgomp reads its wait policy before main; attnrun sets it first
+# (cmd/main.c), whatever the environment: OMP_DISPLAY_ENV=verbose makes
+# libgomp print what it read.  Passive means a spin count of 0.  Cases: the
+# shell's environment (with "_"), one without "_" (attnrun executes itself
+# again), and one asking for spinning.
+check_waiting() {
+    local d c name
+    d=$(workdir waiting)
+    for c in "with the shell's environment|env" \
+             "without _ (executed again)|env -i PATH=$PATH" \
+             "with OMP_WAIT_POLICY=active GOMP_SPINCOUNT=100000|env OMP_WAIT_POLICY=active GOMP_SPINCOUNT=100000"; do
+        name="21 threads wait passively $c"
+        name=${name%%|*}
+        rm -f "$d/out.h5"
+        { timeout -s KILL "$TL" ${c#*|} OMP_DISPLAY_ENV=verbose "$ATTNRUN" "$T/long.h5" \
+              -o "$d/out.h5" --heads 2 --save output --threads 2 \
+              </dev/null >"$T/stdout" 2>"$ERR"; rc=$?; } 2>/dev/null
+        if [ $rc -ne 0 ]; then
+            bad "$name: exit $rc: $(err1)"
+        elif ! grep -q "GOMP_SPINCOUNT = '0'" "$ERR" || ! grep -q "OMP_WAIT_POLICY = 'PASSIVE'" "$ERR"; then
+            bad "$name: libgomp read $(grep -E "OMP_WAIT_POLICY|GOMP_SPINCOUNT" "$ERR" | tr -s ' \n' ' ')"
+        else
+            values_ok "$name; the output right" "$d/out.h5" / "$T/long.h5" 2 output
+        fi
+    done
+}
+
 # ---------------------------------------------------------------- main
 
 if [ ! -x "$ATTNRUN" ]; then
@@ -688,7 +718,8 @@ elif ! ref attention_inputs.py random "$T/long.h5" 16384 4 8 1; then
     bad "setup: cannot write the inputs"
 else
     for check in ${RUNTIME_CHECKS:-closed_descriptors input_changed locks special_inputs address_limit \
-                 signals signal_in_fsync threads bad_outputs long_names umask in_place_tmpfs fake_clock}; do
+                 signals signal_in_fsync threads bad_outputs long_names umask in_place_tmpfs fake_clock \
+                 waiting}; do
         "check_$check"
     done
 fi
