@@ -71,6 +71,7 @@
 #define GIB (1024.0 * 1024 * 1024)
 #define ARGV_MAX 24
 #define SWEEP_MAX 16   /* thread counts in the sweep: 1, 2, 4, ... 2^14, cores */
+#define BENCH_MAX_TOGETHER 8   /* copies of a run at once, at most */
 
 /* ref_numpy.py's "numpy or h5py is not installed", and the shell's
  * "cannot execute": both mean the peer is unavailable, not that it failed. */
@@ -99,6 +100,7 @@ enum series_state { SERIES_NOT_RUN, SERIES_OK, SERIES_FAILED, SERIES_SKIPPED };
 struct series {
     enum series_state state;
     double median_s;
+    double cpu_s;            /* median CPU seconds (user + sys) of the timed runs */
     long peak_rss_kib;       /* largest ru_maxrss of the timed runs */
     char note[NOTE_SIZE];    /* why it failed or was skipped */
 };
@@ -117,6 +119,8 @@ struct row {
     double roof_s;           /* max(compute_s, write_s), or 0 when unknown */
     struct series attn, numpy;
     struct series sweep[SWEEP_MAX];   /* attnrun at options.sweep_threads[i] */
+    struct series in_a_row, at_once;  /* w->together copies: one after the
+                                         other, and all started at once */
     char check[32];          /* "ok 1.8e-07", "FAIL 3.1e-02" or "-" */
     char check_line[NOTE_SIZE];  /* ref_numpy.py's whole "check: ..." line */
     int check_failed;
@@ -126,6 +130,7 @@ struct row {
 struct child {
     int status;                  /* as wait4() reports it */
     double seconds;              /* fork to reaped, wall clock */
+    double cpu_s;                /* its user + system CPU seconds */
     long maxrss_kib;             /* its peak resident set */
     char out[CHILD_OUT_SIZE];    /* its stdout and stderr, truncated, NUL-terminated */
 };
@@ -342,6 +347,8 @@ static int run_child(const char *const argv[], struct child *c)
         }
     }
     c->seconds = now_s() - start;
+    c->cpu_s = (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec / 1e6 +
+               (double)usage.ru_stime.tv_sec + (double)usage.ru_stime.tv_usec / 1e6;
     c->maxrss_kib = usage.ru_maxrss;   /* Linux reports KiB */
     return 0;
 }
@@ -388,7 +395,7 @@ static void report_failure(const struct child *c, char *note, size_t size)
 static void time_runs(const char *const argv[], const char *out_path, int runs, struct series *s)
 {
     static struct child c;    /* 8 KiB of output: off the stack */
-    double seconds[MAX_RUNS];
+    double seconds[MAX_RUNS], cpu[MAX_RUNS];
     s->peak_rss_kib = 0;
     fprintf(stderr, ", runs");
     for (int i = 0; i < runs; i++) {
@@ -398,6 +405,7 @@ static void time_runs(const char *const argv[], const char *out_path, int runs, 
             return;
         }
         seconds[i] = c.seconds;
+        cpu[i] = c.cpu_s;
         if (c.maxrss_kib > s->peak_rss_kib)
             s->peak_rss_kib = c.maxrss_kib;
         fprintf(stderr, " %.3f", c.seconds);
@@ -405,6 +413,7 @@ static void time_runs(const char *const argv[], const char *out_path, int runs, 
     }
     fprintf(stderr, " s\n");
     s->median_s = median(seconds, (size_t)runs);
+    s->cpu_s = median(cpu, (size_t)runs);
     s->state = SERIES_OK;
 }
 
@@ -685,7 +694,8 @@ static void bench_attnrun(const struct options *o, struct row *r)
 
 /* One timed run of sweep point k, into its series; a point that failed once
  * runs no more. */
-static void sweep_run(const struct options *o, struct row *r, int k, double *seconds)
+static void sweep_run(const struct options *o, struct row *r, int k, double *seconds,
+                      double *cpu)
 {
     static struct child c;
     struct series *s = &r->sweep[k];
@@ -699,6 +709,7 @@ static void sweep_run(const struct options *o, struct row *r, int k, double *sec
         return;
     }
     *seconds = c.seconds;
+    *cpu = c.cpu_s;
     if (c.maxrss_kib > s->peak_rss_kib)
         s->peak_rss_kib = c.maxrss_kib;
     fprintf(stderr, " %.3f", c.seconds);
@@ -709,19 +720,108 @@ static void sweep_run(const struct options *o, struct row *r, int k, double *sec
  * row's warm-up has just run, so none is needed. */
 static void bench_sweep(const struct options *o, struct row *r)
 {
-    static double seconds[SWEEP_MAX][MAX_RUNS];
+    static double seconds[SWEEP_MAX][MAX_RUNS], cpu[SWEEP_MAX][MAX_RUNS];
     for (int k = 0; k < o->n_sweep; k++)
         r->sweep[k] = (struct series){.state = SERIES_OK};
     for (int i = 0; i < o->runs; i++) {
         progress("%s: thread sweep, run %d:", r->w->name, i + 1);
         for (int k = 0; k < o->n_sweep; k++)
             if (r->sweep[k].state == SERIES_OK)
-                sweep_run(o, r, k, &seconds[k][i]);
+                sweep_run(o, r, k, &seconds[k][i], &cpu[k][i]);
         fprintf(stderr, " s\n");
     }
     for (int k = 0; k < o->n_sweep; k++)
-        if (r->sweep[k].state == SERIES_OK)
+        if (r->sweep[k].state == SERIES_OK) {
             r->sweep[k].median_s = median(seconds[k], (size_t)o->runs);
+            r->sweep[k].cpu_s = median(cpu[k], (size_t)o->runs);
+        }
+}
+
+/* ---- copies at once ------------------------------------------------------ */
+
+/* Starts argv with its output to /dev/null; the pid, or -1. */
+static pid_t spawn_quiet(const char *const argv[])
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(EXIT_EXEC_FAILED);
+    }
+    return pid;
+}
+
+/* Runs the copies' argvs all at once (at_once) or one after the other;
+ * the wall time from the first start to the last end, or -1 when one
+ * failed. */
+static double run_copies(struct argv_list copies[], int count, bool at_once)
+{
+    pid_t pids[BENCH_MAX_TOGETHER];
+    int failed = 0;
+    double start = now_s();
+    for (int i = 0; i < count; i++) {
+        pids[i] = spawn_quiet(copies[i].v);
+        failed |= pids[i] < 0;
+        if (!at_once && pids[i] > 0) {
+            int status;
+            while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+                ;
+            failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+            pids[i] = -1;
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        int status;
+        if (pids[i] <= 0)
+            continue;
+        while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+            ;
+        failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    return failed ? -1 : now_s() - start;
+}
+
+/* w->together copies of the row's run, each to its own output: o->runs
+ * times in a row and at once, alternating, so that the machine's drift
+ * falls on both alike. */
+static void bench_together(const struct options *o, struct row *r)
+{
+    static char outs[BENCH_MAX_TOGETHER][PATH_MAX];
+    struct argv_list copies[BENCH_MAX_TOGETHER];
+    double row_s[MAX_RUNS], once_s[MAX_RUNS];
+    const int count = r->w->together;
+    for (int i = 0; i < count; i++) {
+        copies[i] = (struct argv_list){.n = 0};
+        snprintf(outs[i], sizeof outs[i], "%s.copy%d", r->attn_out, i);
+        attnrun_argv(o, r, 0, &copies[i]);
+        copies[i].v[3] = outs[i];           /* -o OUT of attnrun_argv */
+    }
+    progress("%s: %d copies in a row, then at once:", r->w->name, count);
+    for (int run = 0; run < o->runs; run++) {
+        for (int i = 0; i < count; i++)
+            remove_if_present(outs[i]);
+        row_s[run] = run_copies(copies, count, false);
+        for (int i = 0; i < count; i++)
+            remove_if_present(outs[i]);
+        once_s[run] = run_copies(copies, count, true);
+        fprintf(stderr, " %.3f/%.3f", row_s[run], once_s[run]);
+        if (row_s[run] < 0 || once_s[run] < 0) {
+            snprintf(r->at_once.note, sizeof r->at_once.note, "a copy failed");
+            r->at_once.state = r->in_a_row.state = SERIES_FAILED;
+            fprintf(stderr, " failed\n");
+            return;
+        }
+    }
+    fprintf(stderr, " s\n");
+    for (int i = 0; i < count; i++)
+        remove_if_present(outs[i]);
+    r->in_a_row = (struct series){.state = SERIES_OK, .median_s = median(row_s, (size_t)o->runs)};
+    r->at_once = (struct series){.state = SERIES_OK, .median_s = median(once_s, (size_t)o->runs)};
 }
 
 /* Bytes numpy needs for workload w: scores and weights with the softmax's
@@ -845,15 +945,23 @@ static int bench_row(const struct options *o, struct row *r, double sgemm_gflops
                      int *numpy_available, char *unavailable_note)
 {
     bench_attnrun(o, r);
-    bench_numpy(o, r, numpy_available, unavailable_note);
-    if (o->sweep && r->attn.state == SERIES_OK)
+    if (r->w->peerless) {
+        r->numpy.state = SERIES_SKIPPED;
+        snprintf(r->numpy.note, sizeof r->numpy.note, "skipped: the row measures attnrun alone");
+    } else {
+        bench_numpy(o, r, numpy_available, unavailable_note);
+    }
+    if (o->sweep && !r->w->peerless && r->attn.state == SERIES_OK)
         bench_sweep(o, r);
+    if (r->w->together > 0 && r->attn.state == SERIES_OK)
+        bench_together(o, r);
     remove_if_present(r->attn_out);   /* outputs are large; inputs are kept */
     remove_if_present(r->numpy_out);
     int failed = r->attn.state == SERIES_FAILED || r->numpy.state == SERIES_FAILED
                  || r->check_failed;
     for (int k = 0; k < o->n_sweep; k++)
         failed |= r->sweep[k].state == SERIES_FAILED;
+    failed |= r->at_once.state == SERIES_FAILED;
     if (r->disk_bytes > 0) {
         progress("%s: measuring the HDF5 write rate at %.1f MiB\n", r->w->name,
                  r->disk_bytes / MIB);
@@ -953,9 +1061,9 @@ static int meets(double value, int at_most, double bound)
 static void print_roofline_table(const struct options *o, const struct row rows[])
 {
     printf("\nattnrun against the roofline\n");
-    printf("%-*s %-14s %7s %8s %8s %6s %8s %7s  %-5s %7s  %s\n", o->name_width, "workload",
-           "shape", "time s", "GFLOP/s", "disk MiB", "GiB/s", "RSS MiB", "roof s", "bound",
-           "x roof", "target");
+    printf("%-*s %-14s %7s %6s %8s %8s %6s %8s %7s  %-5s %7s  %s\n", o->name_width, "workload",
+           "shape", "time s", "CPU s", "GFLOP/s", "disk MiB", "GiB/s", "RSS MiB", "roof s",
+           "bound", "x roof", "target");
     for (size_t i = 0; i < BENCH_N_WORKLOADS; i++) {
         const struct row *r = &rows[i];
         char shape[48];
@@ -968,7 +1076,8 @@ static void print_roofline_table(const struct options *o, const struct row rows[
             continue;
         }
         double t = r->attn.median_s;
-        printf(" %7.3f %8.1f %8.1f %6.2f %8.1f", t, r->flops / t / 1e9, r->disk_bytes / MIB,
+        printf(" %7.3f %6.3f %8.1f %8.1f %6.2f %8.1f", t, r->attn.cpu_s, r->flops / t / 1e9,
+               r->disk_bytes / MIB,
                r->disk_bytes / t / GIB, (double)r->attn.peak_rss_kib / 1024);
         if (r->roof_s <= 0) {
             printf(" %7s\n", "n/a");
@@ -982,7 +1091,8 @@ static void print_roofline_table(const struct options *o, const struct row rows[
         printf("\n");
     }
     printf("time s: median wall time of the whole attnrun process (start, read, compute, write,\n"
-           "        fsync); GFLOP/s: the dry run's FLOPs over that time; disk MiB: the size of\n"
+           "        fsync); CPU s: its median user + system CPU seconds (every thread's);\n"
+           "        GFLOP/s: the dry run's FLOPs over time s; disk MiB: the size of\n"
            "        attnrun's output file; GiB/s: disk MiB over time s.\n"
            "roof s: max(FLOPs / sgemm rate, disk bytes / write rate), the larger of the two\n"
            "        limits (bound). The bytes are those on disk, not the dense outputs': tiles\n"
@@ -1036,6 +1146,9 @@ static void print_sweep_table(const struct options *o, const struct row rows[])
         if (!r->prepared || r->attn.state != SERIES_OK)
             printf("%-*s  %s\n", o->name_width, r->w->name,
                    !r->prepared ? r->prep_note : "attnrun failed: not swept");
+        else if (r->w->peerless)
+            printf("%-*s  not swept: the row measures something else\n", o->name_width,
+                   r->w->name);
         else
             print_sweep_row(o, r);
     }
@@ -1203,7 +1316,53 @@ static void bytes_measure(const struct subject *s, struct measure *m)
     m->value = s->r->disk_bytes / dense;
 }
 
+static double cpu_bound(const struct bench_workload *w, int *at_most)
+{
+    *at_most = 1;
+    return w->cpu_target;
+}
+
+/* CPU seconds on every core over CPU seconds on one thread: what the
+ * threads cost beyond the work (waiting, spinning, serial parts twice). */
+static void cpu_measure(const struct subject *s, struct measure *m)
+{
+    const struct options *o = s->o;
+    const struct series *one = &s->r->sweep[0], *all = &s->r->sweep[o->n_sweep - 1];
+    snprintf(m->name, sizeof m->name, "CPU s T=%d / T=1", o->sweep_threads[o->n_sweep - 1]);
+    if (!o->sweep)
+        snprintf(m->why, sizeof m->why, "needs the thread sweep (--no-sweep given)");
+    else if (o->n_sweep < 2)
+        snprintf(m->why, sizeof m->why, "one core: nothing to compare");
+    else if (one->state != SERIES_OK || all->state != SERIES_OK || one->cpu_s <= 0)
+        snprintf(m->why, sizeof m->why, "the thread sweep failed");
+    else {
+        m->value = all->cpu_s / one->cpu_s;
+        snprintf(m->reference, sizeof m->reference, "%.3f", one->cpu_s);
+    }
+}
+
+static double together_bound(const struct bench_workload *w, int *at_most)
+{
+    *at_most = 1;
+    return w->together > 0 ? w->together_target : 0;
+}
+
+/* The copies at once over the copies in a row. */
+static void together_measure(const struct subject *s, struct measure *m)
+{
+    const struct row *r = s->r;
+    snprintf(m->name, sizeof m->name, "%d at once / in a row", r->w->together);
+    if (r->at_once.state != SERIES_OK || r->in_a_row.state != SERIES_OK) {
+        snprintf(m->why, sizeof m->why, "%s", r->at_once.note[0] ? r->at_once.note : "not run");
+        return;
+    }
+    m->value = r->at_once.median_s / r->in_a_row.median_s;
+    snprintf(m->reference, sizeof m->reference, "%.3f", r->in_a_row.median_s);
+}
+
 static const struct target_kind target_kinds[] = {
+    {cpu_bound, cpu_measure, {2, 2}},
+    {together_bound, together_measure, {2, 2}},
     {baseline_bound, baseline_measure, {2, 2}},
     {roof_bound, roof_measure, {2, 2}},
     {sweep_bound, sweep_measure, {2, 2}},
@@ -1274,9 +1433,13 @@ static void print_targets_table(const struct options *o, const struct row rows[]
             print_row_targets(o, rows, r);
     }
     printf("baseline s: the time the measure compares with, from this run: the baseline\n"
-           "workload's attnrun s, roof s, or the sweep's T=1 s. measure: a ratio of two times,\n"
-           "the file's bytes on disk over the dense float32 maps it saves, or the peak RSS.\n"
-           "MISS is reported, not an error: the exit status does not change (the figures\n"
+           "workload's attnrun s, roof s, the sweep's T=1 s (CPU s for the CPU measure), or\n"
+           "the copies in a row. measure: a ratio of two times, the file's bytes on disk over\n"
+           "the dense float32 maps it saves, or the peak RSS (under --memory: the cap and an\n"
+           "allowance of %d MiB for the program, its libraries and HDF5's caches). N at once\n"
+           "/ in a row: the wall time of N copies started together over that of the same N\n"
+           "one after the other (median of the runs, alternating).\n", BENCH_RSS_ALLOWANCE_MIB);
+    printf("MISS is reported, not an error: the exit status does not change (the figures\n"
            "move 10-20 %% between runs).\n");
 }
 

@@ -83,14 +83,27 @@ struct bench_workload {
                                  none; meant for rows that save maps only, as
                                  any other dataset counts against the target */
     const char *note;         /* a line under the roofline table, or NULL */
+    double cpu_target;        /* CPU seconds (user + sys) on every core over those on
+                                 one thread (the sweep's last T over T=1), or 0 */
+    int together;             /* copies run at once against the same copies in a
+                                 row (the "at once" table), or 0 */
+    double together_target;   /* the time of the copies at once over the time of
+                                 the copies in a row, or 0 */
+    int peerless;             /* no numpy peer and no sweep: the row measures
+                                 something else (copies at once, memory) */
 };
+
+/* What the memory rows allow beyond --memory: the program, its libraries,
+ * HDF5's caches and the threads' stacks (docs/running.md, "Steps"). */
+#define BENCH_RSS_ALLOWANCE_MIB 48
 
 /* Defined here (a header used by two programs, each including it once) so
  * that the table has exactly one spelling. The positional fields are the
  * original columns; the rest are named (and zero when absent). */
 static const struct bench_workload bench_workloads[] = {
     /* The three write-bound shapes: within 25 % of the roofline. */
-    {"gpt2", 8, 512, 768, 12, 1, 1, NULL, .kv_heads = 12, .roof_target = 1.25},
+    {"gpt2", 8, 512, 768, 12, 1, 1, NULL, .kv_heads = 12, .roof_target = 1.25,
+     .cpu_target = 1.05},
     {"long", 1, 4096, 768, 12, 1, 0, NULL, .kv_heads = 12, .roof_target = 1.25},
     {"many", 4096, 32, 128, 4, 0, 0, NULL, .kv_heads = 4, .roof_target = 1.25},
     {"xl", 1, 16384, 256, 4, 1, 0, "output", .kv_heads = 4},
@@ -132,6 +145,23 @@ static const struct bench_workload bench_workloads[] = {
      .input = "xl", .max_rss_mib = 1024, .bytes_target = 0.05,
      .note = "disk bytes / dense: the whole file over the dense B*H*n*m float32 weights;\n"
              "        FLOPs as the dry run counts them (xl's full products), as for window."},
+    /* A shared machine: two gpt2 runs started at once finish in at most 0.9x
+     * the time of the two in a row (the I/O of one beside the compute of the
+     * other), and four --threads 2 runs at once on 2 cores take no longer
+     * than the four in a row (threads that wait must not spin). */
+    {"gpt2-two", 8, 512, 768, 12, 1, 1, NULL, .kv_heads = 12, .input = "gpt2", .together = 2,
+     .together_target = 0.90, .peerless = 1},
+    {"gpt2-four", 8, 512, 768, 12, 1, 1, NULL, .kv_heads = 12, .args = {"--threads", "2"},
+     .input = "gpt2", .together = 4, .together_target = 1.00, .peerless = 1},
+    /* --memory as a cap: one long item's result (B=1, n=4096, H=12,
+     * d_model=768: 144 MiB of (n, H, D) alone) and its online path with every
+     * summary, under 64 MiB and the allowance. */
+    {"result-cap", 1, 4096, 768, 12, 1, 0, "result", .kv_heads = 12,
+     .args = {"--memory", "64M"}, .input = "long", .max_rss_mib = 64 + BENCH_RSS_ALLOWANCE_MIB,
+     .peerless = 1},
+    {"online-cap", 1, 4096, 768, 12, 1, 0, "output,entropy,distance,argmax", .kv_heads = 12,
+     .args = {"--memory", "64M"}, .input = "long", .max_rss_mib = 64 + BENCH_RSS_ALLOWANCE_MIB,
+     .peerless = 1},
 };
 
 #define BENCH_N_WORKLOADS (sizeof bench_workloads / sizeof bench_workloads[0])
