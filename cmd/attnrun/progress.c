@@ -2,13 +2,17 @@
  * progress.c - the progress line on stderr (progress.h):
  *
  *     attnrun: 12 heads (12 K/V), d_k 64, layout xw, mask M (causal), saving weights,output
- *     attnrun: 37% (6144/16384 rows of item 1/1), 12 s left
+ *     attnrun: 37% (10034/16384 rows of item 1/1), 12 s left
  *     attnrun: 50% (128/128 rows of items 5-8/16), 1 min 05 s left
  *     attnrun: 100% (16384/16384 rows of item 1/1), 31 s elapsed
  *
- * The time left is the time the rows done so far took, scaled to the
- * rows still to do; it is measured from the first report on, so that
- * reading the weights does not count as the rows' time.
+ * The share is of the work (attn_run_work: the visible (query, key)
+ * pairs and the projected rows), the rows those whose work is done.  The
+ * time left is the time the work done so far took, scaled to the work
+ * still to do; it is measured from the first report on, so that reading
+ * the weights does not count as the work's time, and once PROGRESS_SETTLED
+ * percent is done it moves by at most PROGRESS_DRIFT times from one line
+ * to the next.
  */
 #include "attnrun/progress.h"
 #include "cli/process.h"
@@ -53,20 +57,38 @@ static const char *format_duration(char *buf, size_t len, double seconds)
     return buf;
 }
 
-/* Where rows `done` stand in the batch: "6144/16384 rows of item 1/1",
- * or for a slice of several items "128/128 rows of items 5-8/16" (a step
- * computes the same rows of every item of its slice). */
-static void format_position(char *buf, size_t len, const attn_run_report *plan, size_t done)
+/* Where work `done` stands in the batch, in the rows of each item of
+ * its slice whose work is done: "10034/16384 rows of item 1/1", or for a
+ * slice of several items "128/128 rows of items 5-8/16" (a step computes
+ * the same rows of every item of its slice).  The rows are found walking
+ * on from those of the last call, a row's work at a time. */
+static void format_position(char *buf, size_t len, progress_line *p, size_t done)
 {
+    const attn_run_report *plan = p->plan;
     const size_t n = plan->layout.dims.n, batch = plan->layout.dims.batch;
     size_t items = plan->slice_items < batch ? plan->slice_items : batch;
-    if (n == 0 || items == 0 || done == 0) {
-        snprintf(buf, len, "%zu rows", done);
+    if (p->item_work == 0 && n > 0)
+        p->item_work = attn_run_work(plan, 0, n);
+    if (p->item_work == 0 || items == 0 || done == 0) {
+        snprintf(buf, len, "0/%zu rows of item 1/%zu", n, batch);
         return;
     }
-    const size_t first = (done - 1) / (items * n) * items;    /* items * n <= B n */
+    const size_t first = (done - 1) / p->item_work / items * items;
     const size_t count = batch - first < items ? batch - first : items;
-    const size_t rows = (done - first * n) / count;
+    const size_t within = (done - first * p->item_work) / count;
+    if (first != p->at_first || within < p->at_work) {
+        p->at_first = first;
+        p->at_rows = 0;
+        p->at_work = 0;
+    }
+    while (p->at_rows < n) {
+        const size_t next = attn_run_work(plan, p->at_rows, 1);
+        if (next > within - p->at_work)
+            break;
+        p->at_work += next;
+        p->at_rows++;
+    }
+    const size_t rows = p->at_rows;
     if (count == 1)
         snprintf(buf, len, "%zu/%zu rows of item %zu/%zu", rows, n, first + 1, batch);
     else
@@ -112,15 +134,43 @@ static void format_plan(char *buf, size_t len, const attn_run_options *opt,
 }
 
 /* Whether this report is shown: the first and the last always; on a
- * terminal at most PROGRESS_REFRESH a second, elsewhere each time another
- * PROGRESS_LINE_STEP percent is done. */
-static bool due(progress_line *p, size_t percent, size_t done, size_t total, double now)
+ * terminal at most PROGRESS_REFRESH a second, elsewhere once both
+ * PROGRESS_LINE_SECONDS and PROGRESS_LINE_STEP percent of the work have
+ * passed since the last line. */
+static bool due(const progress_line *p, size_t done, size_t total, double now)
 {
     if (p->reports == 1 || done == total)
         return true;
     if (p->terminal)
         return now - p->shown_at >= 1.0 / PROGRESS_REFRESH;
-    return percent / PROGRESS_LINE_STEP > p->shown_step;
+    return now - p->shown_at >= PROGRESS_LINE_SECONDS &&
+           100.0 * (double)(done - p->shown_done) >= PROGRESS_LINE_STEP * (double)total;
+}
+
+/* Seconds left, or -1 when not known: the time per unit of work since
+ * the first report times the work left.  At the first report the time
+ * since the start, once PROGRESS_SETTLED percent is done, else none
+ * (reading the inputs and projecting them would make a first sliver of
+ * work look hours long).  Once the last line was PROGRESS_SETTLED percent
+ * on, kept between what it said less the time since, divided by
+ * PROGRESS_DRIFT, and what it said times PROGRESS_DRIFT (and half a
+ * second, so that it can rise from 0). */
+static double time_left(const progress_line *p, size_t done, size_t total, double now)
+{
+    const bool settled = 100.0 * (double)done >= PROGRESS_SETTLED * (double)total;
+    if (done <= p->first_done && !settled)
+        return -1;
+    double rate = done > p->first_done ? (now - p->first_at) / (double)(done - p->first_done)
+                : (now - p->start) / (double)done;
+    double left = rate * (double)(total - done);
+    if (p->lines > 0 && p->shown_left >= 0 &&
+        100.0 * (double)p->shown_done >= PROGRESS_SETTLED * (double)total) {
+        double expected = p->shown_left - (now - p->shown_at);
+        double low = (expected > 0 ? expected : 0) / PROGRESS_DRIFT;
+        double high = p->shown_left * PROGRESS_DRIFT + 0.5;
+        left = left < low ? low : left > high ? high : left;
+    }
+    return left;
 }
 
 bool progress_show(size_t done, size_t total, void *context)
@@ -136,7 +186,7 @@ bool progress_show(size_t done, size_t total, void *context)
     size_t percent = (size_t)(100.0 * (double)done / (double)total);
     if (percent >= 100 && done < total)          /* 100 only at the end */
         percent = 99;
-    if (!due(p, percent, done, total, now))
+    if (!due(p, done, total, now))
         return true;
     char position[128], duration[32], line[256];
     if (p->reports == 1 && p->terminal) {     /* the plan first, a line of its own */
@@ -147,16 +197,18 @@ bool progress_show(size_t done, size_t total, void *context)
             return false;
         }
     }
-    format_position(position, sizeof position, p->plan, done);
+    format_position(position, sizeof position, p, done);
+    double left = 0;
     if (done == total) {
         format_duration(duration, sizeof duration, now - p->start);
         snprintf(line, sizeof line, "attnrun: %zu%% (%s), %s elapsed", percent, position, duration);
     } else {
-        /* seconds per row since the first report; at the first, since the start */
-        double rate = done > p->first_done ? (now - p->first_at) / (double)(done - p->first_done)
-                    : done > 0 ? (now - p->start) / (double)done : 0;
-        format_duration(duration, sizeof duration, rate * (double)(total - done));
-        snprintf(line, sizeof line, "attnrun: %zu%% (%s), %s left", percent, position, duration);
+        left = time_left(p, done, total, now);
+        if (left < 0)
+            snprintf(line, sizeof line, "attnrun: %zu%% (%s)", percent, position);
+        else
+            snprintf(line, sizeof line, "attnrun: %zu%% (%s), %s left", percent, position,
+                     format_duration(duration, sizeof duration, left));
     }
     const size_t width = strlen(line);
     int written = p->terminal
@@ -167,7 +219,9 @@ bool progress_show(size_t done, size_t total, void *context)
         return false;
     }
     p->shown_at = now;
-    p->shown_step = percent / PROGRESS_LINE_STEP;
+    p->shown_done = done;
+    p->shown_left = left;
+    p->lines++;
     p->width = width;
     if (p->terminal)
         process_progress_line_open();

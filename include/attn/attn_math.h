@@ -82,6 +82,27 @@ typedef struct attn_variant {
     double norm_eps;         /* in the RMSNorm of attn_weights.q_norm, k_norm */
 } attn_variant;
 
+/*
+ * Progress from inside attn_attend (and attn_forward), for a caller whose
+ * one call is long.  Each task of attn_attend (one head of one item, a
+ * block of query rows: attn_task_rows) adds, when it finishes, the
+ * (query, key) pairs its rows see under the causal mask and the window
+ * (attn_visible_pairs) to `pairs`, atomically: a call for rows
+ * [r0, r0 + rows) of c items adds c H attn_visible_pairs(cfg, r0, rows)
+ * in all.  Between its own tasks the thread that called attn_attend
+ * (OpenMP's thread 0), and no other, calls report(pairs, context) when
+ * `every` seconds (CLOCK_MONOTONIC) have passed since `last`, and sets
+ * `last` to that time.  The caller sets pairs and last before (0 and
+ * now, say) and may read pairs between calls.
+ */
+typedef struct attn_progress {
+    void (*report)(uint64_t pairs, void *context);
+    void *context;
+    double every;               /* seconds between two reports, at least  */
+    double last;                /* CLOCK_MONOTONIC seconds of the last one */
+    uint64_t pairs;             /* pairs done, summed over items and heads */
+} attn_progress;
+
 typedef struct attn_config {
     attn_dims dims;
     attn_variant variant;
@@ -91,6 +112,8 @@ typedef struct attn_config {
     bool check_overflow;        /* the inputs are finite: flag a NaN or an
                                    infinity computed from them in
                                    attn_slice.overflow                      */
+    attn_progress *progress;    /* the work of attn_attend counted and
+                                   reported as it goes; NULL = none      */
 } attn_config;
 
 /*

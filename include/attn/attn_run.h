@@ -144,10 +144,17 @@ typedef struct attn_run_options {
                                            at the latest just before the
                                            output is renamed into place; may
                                            be NULL                            */
-    /* Called after each step (one block of query rows of a slice) is
-     * written, in query rows: total = B n, done = the rows whose results
-     * are written (every earlier item whole, then rows [0, r) of the
-     * step's items), rising to total.  The report's plan (layout,
+    /* Called on the calling thread as the work goes, in the unit of
+     * attn_run_work: total = B attn_run_work(report, 0, n), done = the
+     * work computed, rising (each call above the one before) to total,
+     * which is reported once the last results are written.  It is called
+     * after each step (one block of query rows of a slice) is written,
+     * done = every earlier item whole, then the work of rows [0, r) of
+     * each of the step's items; and inside a step, at most every tenth
+     * of a second while its attention is computed, done = the work before
+     * the step and the pairs its finished tasks saw (attn_progress).
+     * With a shared file (MPI) only after each step, on every rank with
+     * every rank's work summed.  The report's plan (layout, config,
      * slice_items, slice_rows) is filled before the first call, so the
      * callback may read it.  Returning false stops the run (ATTN_EIO).
      * May be NULL. */
@@ -257,6 +264,19 @@ const attn_setting *attn_setting_at(size_t index);
  * run read are known only inside the run (provenance): "" here. */
 attn_setting_value attn_setting_value_of(size_t index, const attn_run_options *options,
                                          const attn_run_report *report);
+
+/*
+ * The work of query rows [row0, row0 + rows) of one item as the run's
+ * progress counts it (attn_run_options.progress), from report's plan
+ * (layout.dims, config.variant): the (query, key) pairs those rows see
+ * under the causal mask and the window (attn_visible_pairs; keys a
+ * padding mask hides are counted, as the mask is read only with its
+ * item), plus 2 for each row (its q and its output projected), plus m
+ * when row0 is 0 (the item's keys projected to k and v).  One item's
+ * work is attn_run_work(report, 0, n); the run's, B times that.
+ * Saturates at SIZE_MAX.
+ */
+size_t attn_run_work(const attn_run_report *report, size_t row0, size_t rows);
 
 /* Options with every default of docs/contract.md §5 filled in. */
 attn_run_options attn_run_defaults(void);

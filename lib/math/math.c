@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef _OPENMP
@@ -86,6 +87,26 @@ static size_t attn_online_rows(const attn_config *cfg)
     while (rows > ONLINE_WINDOW_ROWS && rows > cfg->variant.window / ONLINE_WINDOW_SHARE)
         rows /= 2;
     return rows;
+}
+
+/* A task of attn_attend saw `pairs` pairs: counted, and on the calling
+ * thread reported when `every` seconds have passed (attn_progress). */
+static void attn_progress_add(attn_progress *p, uint64_t pairs)
+{
+#pragma omp atomic update
+    p->pairs += pairs;
+    if (omp_get_thread_num() != 0 || p->report == NULL)
+        return;
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    const double now = (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    if (now - p->last < p->every)
+        return;
+    p->last = now;
+    uint64_t seen;
+#pragma omp atomic read
+    seen = p->pairs;
+    p->report(seen, p->context);
 }
 
 #define REAL float

@@ -328,7 +328,7 @@ static void compute_step(run_state *st, const step *s)
 
 /* Writes the chunks step s packed (parity: its index mod 2): its maps,
  * and at the end of its slice the slice's other outputs; then reports
- * the rows done. */
+ * the work done. */
 static int write_step(run_state *st, const step *s, attn_error *err)
 {
     const int parity = s->parity;
@@ -354,16 +354,11 @@ static int write_step(run_state *st, const step *s, attn_error *err)
         status = attn_h5out_write_chunk(st->out, job->handle, job->offset, job->data, job->bytes,
                                         err);
     }
-    const attn_run_options *opt = st->opt;
-    if (status == ATTN_OK && opt->progress != NULL) {
-        /* In query rows: the items before the step whole, then rows
-         * [0, row + rows) of each of its items.  B n fits: X was read. */
-        const size_t n = st->report->layout.dims.n;
-        const size_t done = s->first * n + s->count * (s->row + s->rows);
-        if (!opt->progress(done, st->report->layout.dims.batch * n, opt->progress_context))
-            status = attn_fail(err, ATTN_EIO, "%s: stopped: progress could not be reported",
-                               opt->in_place ? opt->input : opt->output);
-    }
+    if (status == ATTN_OK && st->opt->progress != NULL)
+        /* the items before the step whole, then rows [0, row + rows) of
+         * each of its items (attn_run_work) */
+        status = run_progress_report(st, run_progress_through(st, s->first, s->count,
+                                                              s->row + s->rows), err);
     return status;
 }
 
@@ -408,18 +403,6 @@ static int overflow_failure(const run_state *st, const step *s, attn_error *err)
                           s->first + s->count - 1);
 }
 
-/* The rows written reported (opt->progress): with a shared file, after
- * each step's agreement, rank 0 reporting every rank's rows. */
-static int report_rows(const run_state *st, size_t done, attn_error *err)
-{
-    const attn_run_options *opt = st->opt;
-    const size_t total = st->report->layout.dims.batch * st->report->layout.dims.n;
-    if (opt->progress == NULL || opt->progress(done, total, opt->progress_context))
-        return ATTN_OK;
-    return attn_fail(err, ATTN_EIO, "%s: stopped: progress could not be reported",
-                     opt->in_place ? opt->input : opt->output);
-}
-
 /*
  * The pipeline.  Step t computes one block of query rows of one slice on
  * every thread; meanwhile thread 0, this thread, writes step t-1 and
@@ -442,12 +425,14 @@ int run_steps(run_state *st, attn_error *err)
     if (steps == 0)
         return ATTN_OK;
     step previous = {0}, current = step_at(st, 0);
-    size_t written = 0;                /* this rank's rows written */
+    size_t written = 0;                /* this rank's work written (shared file:
+                                          reported summed after each agreement) */
     int pending = ATTN_OK;             /* progress failed: told at the next agreement */
     attn_error pending_err;
     int status = current.none ? ATTN_OK : read_slice(st, &current, err);
     if ((status = attn_ranks_agree(status, err)) != ATTN_OK)
         return status;
+    run_progress_start(st);
     for (size_t t = 0; t < steps; t++) {
         if (!shared && opt->cancel != NULL && *opt->cancel)
             return interrupted(st, err);
@@ -457,6 +442,8 @@ int run_steps(run_state *st, attn_error *err)
             .read = !next.none && next.starts ? &next : NULL,
         };
         attn_beside(beside_io, &job);
+        if (!current.none)
+            run_progress_step(st, current.first, current.count, current.row, current.rows);
         compute_step(st, &current);
         attn_beside_finish();
         status = job.status;
@@ -472,10 +459,10 @@ int run_steps(run_state *st, attn_error *err)
                 *err = pending_err;
             }
             if (t > 0 && !previous.none)
-                written += previous.count * previous.rows;
+                written += run_progress_work(st, previous.count, previous.row, previous.rows);
             size_t done = written;
             if ((status = attn_ranks_agree_sum(status, &done, err)) == ATTN_OK && t > 0)
-                pending = report_rows(st, done, &pending_err);
+                pending = run_progress_report(st, done, &pending_err);
         }
         if (status != ATTN_OK)
             return status;
@@ -491,10 +478,10 @@ int run_steps(run_state *st, attn_error *err)
             *err = pending_err;
         }
         if (!previous.none)
-            written += previous.count * previous.rows;
+            written += run_progress_work(st, previous.count, previous.row, previous.rows);
         size_t done = written;
         if ((status = attn_ranks_agree_sum(status, &done, err)) == ATTN_OK)
-            status = report_rows(st, done, err);
+            status = run_progress_report(st, done, err);
     }
     return status;
 }

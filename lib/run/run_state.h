@@ -10,6 +10,7 @@
  *   outfile.c     the output group: room made, datasets, tokens
  *   settings.c    the settings table: checked, recorded as provenance
  *   pipeline.c    slices read, computed and written, overlapped
+ *   progress.c    the work done, reported as the steps go
  *   tokens.c      the tokens of the query and key axes, checked and copied
  *   warnings.c    the likely mistakes found on the way, reported at the end
  * and presets.c, ranks.c hold the presets and the ranks of an MPI job.
@@ -32,6 +33,18 @@
 typedef struct run_step {
     size_t slice, row, rows;
 } run_step;
+
+/* The progress reported to attn_run_options.progress, in the unit of
+ * attn_run_work (progress.c). */
+typedef struct run_progress {
+    attn_progress hook;           /* st->cfg.progress while the steps run,
+                                     when they report inside a step     */
+    size_t item, total;           /* the work of one item, of the batch    */
+    size_t base, step;            /* the step computed: the work done before
+                                     it, its own                        */
+    size_t shown;                 /* the last done reported                */
+    bool failed;                  /* the callback returned false           */
+} run_progress;
 
 typedef struct run_state {
     const attn_run_options *opt;
@@ -88,6 +101,7 @@ typedef struct run_state {
                                      the job's once summed              */
     unsigned zero_weights;        /* bits (1u << attn_input) of the
                                      projection weights all zeros       */
+    run_progress progress;
 } run_state;
 
 static inline bool run_saved(const run_state *st, attn_output which)
@@ -159,6 +173,24 @@ int run_allocate_slices(run_state *st, attn_error *err);
  * are shared and the slices carved). */
 int run_allocate_staging(run_state *st, attn_error *err);
 int run_steps(run_state *st, attn_error *err);
+
+/* progress.c */
+/* The work of the run (st->progress.total), and the report from inside
+ * the steps (st->cfg.progress) when a callback wants it and every step
+ * is this rank's alone (no shared file). */
+void run_progress_start(run_state *st);
+/* The step of items [first, first + count), rows [row, row + rows) is
+ * computed next: the reports inside it count from the work before it. */
+void run_progress_step(run_state *st, size_t first, size_t count, size_t row, size_t rows);
+/* The work of rows [row, row + rows) of count items. */
+size_t run_progress_work(const run_state *st, size_t count, size_t row, size_t rows);
+/* The work done once the step of items [first, first + count) is
+ * computed to row `end`: every earlier item whole, rows [0, end) of its
+ * items. */
+size_t run_progress_through(const run_state *st, size_t first, size_t count, size_t end);
+/* Reports done (when above the last report) to the callback; ATTN_EIO
+ * when it returned false, now or from inside a step. */
+int run_progress_report(run_state *st, size_t done, attn_error *err);
 
 /* settings.c */
 /* The numbers of the variant the options must give finite and >= 0. */

@@ -104,7 +104,7 @@ def check(out_path, in_path, mask, invert=False, **given):
                 sys.exit("%s%s = %r, reference %r" % (name, at, got[at], want[at]))
 
 
-PROGRESS = re.compile(r"attnrun: \d+% \(\d+/\d+ rows of items? [0-9/-]+\), .* (left|elapsed)")
+PROGRESS = re.compile(r"attnrun: \d+% \(\d+/\d+ rows of items? [0-9/-]+\)(, .* (left|elapsed))?")
 
 
 def check_tty(path, plan, warning):

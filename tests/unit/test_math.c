@@ -9,6 +9,7 @@
  * below, a plain loop-nest in double that shares no code with lib/.
  */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -734,6 +735,89 @@ static void test_forward_summaries_of_uniform_attention(void **state)
     }
 }
 
+/* ---- progress from inside attn_attend (attn_progress) -------------------- */
+
+/* What attn_progress.report saw. */
+typedef struct pairs_log {
+    pthread_t caller;            /* the thread that called attn_attend     */
+    size_t calls;
+    uint64_t last;
+    bool rising;                 /* every report at or above the one before */
+    bool elsewhere;              /* a report from another thread           */
+} pairs_log;
+
+static void log_pairs(uint64_t pairs, void *context)
+{
+    pairs_log *log = context;
+    if (!pthread_equal(pthread_self(), log->caller))
+        log->elsewhere = true;
+    if (pairs < log->last)
+        log->rising = false;
+    log->last = pairs;
+    log->calls++;
+}
+
+/* (query, key) pairs of rows [row0, row0 + rows) that a causal mask and a
+ * window leave visible, n = m, counted key by key. */
+static uint64_t pairs_seen(size_t row0, size_t rows, size_t m, bool causal, size_t window)
+{
+    uint64_t pairs = 0;
+    for (size_t q = row0; q < row0 + rows; q++)
+        for (size_t k = 0; k < m; k++)
+            pairs += (!causal || k <= q) && (window == 0 || k + window > q);
+    return pairs;
+}
+
+/* Each task of attn_attend counts the pairs its rows see: after a call,
+ * c H times those of its rows, on both softmax paths, for the causal mask,
+ * a window and both; the reports rise and come from the calling thread
+ * only, at least one with `every` 0, and none before `every` seconds
+ * have passed. */
+static void test_attend_counts_and_reports_pairs(void **state)
+{
+    (void)state;
+    enum { C = 2, N = 600, D = 4, H = 2 };
+    const struct { bool causal; size_t window; } variants[] = {{true, 0}, {true, 100}, {false, 50}};
+    static double x[C * N * D], w[D * H], q[C * N * H], k[C * N * H], v[C * N * H];
+    static double concat[C * N * H], output[C * N * D];
+    double *maps = calloc((size_t)C * H * N * N, sizeof *maps);
+    assert_non_null(maps);
+    for (int online = 0; online < 2; online++)
+        for (size_t i = 0; i < COUNT(variants); i++) {
+            pairs_log log = {.caller = pthread_self(), .rising = true};
+            attn_progress progress = {.report = log_pairs, .context = &log};
+            attn_config cfg = {
+                .dims = {.batch = C, .n = N, .m = N, .d_model = D, .heads = H, .d_k = 1, .d_v = 1},
+                .variant = {.scale = 1, .causal = variants[i].causal, .window = variants[i].window},
+                .precision = ATTN_F64, .progress = &progress,
+            };
+            attn_weights weights = {.w_q = w, .w_k = w, .w_v = w, .w_o = w};
+            attn_slice s = {
+                .count = C, .x = x, .y = x, .y_stride = N * D, .q = q, .k = k, .v = v,
+                .weights = online ? NULL : maps, .concat = concat, .output = output,
+                .scratch = aligned_alloc(64, (attn_attend_scratch_bytes(&cfg, C, online) + 63) /
+                                                 64 * 64),
+            };
+            assert_non_null(s.scratch);
+            attn_forward(&cfg, &weights, &s);
+            const bool causal = variants[i].causal;
+            const size_t window = variants[i].window;
+            assert_int_equal(progress.pairs, C * H * pairs_seen(0, N, N, causal, window));
+            assert_true(log.calls >= 1 && log.rising && !log.elsewhere);
+            assert_true(log.last <= progress.pairs);
+
+            /* rows [100, 400): from 0 again; no report within a day */
+            const size_t calls = log.calls;
+            progress.pairs = 0;
+            progress.every = 86400;
+            attn_attend(&cfg, &s, 100, 300);
+            assert_int_equal(progress.pairs, C * H * pairs_seen(100, 300, N, causal, window));
+            assert_int_equal(log.calls, calls);
+            free(s.scratch);
+        }
+    free(maps);
+}
+
 /* attn_forward in float32 on fc with X, W_V and W_O times x_factor,
  * v_factor and o_factor; returns the slice's overflow bits. */
 static int overflow_bits(const forward_case *fc, double x_factor, double v_factor,
@@ -826,6 +910,7 @@ int main(void)
         cmocka_unit_test(test_forward_item_with_every_key_masked_gives_bias),
         cmocka_unit_test(test_forward_flags_overflow_of_finite_inputs),
         cmocka_unit_test(test_forward_summaries_of_uniform_attention),
+        cmocka_unit_test(test_attend_counts_and_reports_pairs),
     };
     attn_set_threads(1);
     return cmocka_run_group_tests(tests, NULL, NULL);
