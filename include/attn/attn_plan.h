@@ -291,7 +291,8 @@ size_t attn_plan_step_bytes(const attn_layout *layout, const attn_slice_sizes *s
 #define ATTN_BLOCKS_PER_THREAD 4
 
 /* The step size preferred while it feeds every thread, in held bytes
- * (two steps in flight, attn_plan_held_bytes): large enough that HDF5
+ * (two steps in flight, attn_plan_held_bytes, beyond the threads'
+ * scratch): large enough that HDF5
  * calls and thread start-ups are few, small enough that the next step's
  * I/O overlaps this one's compute. */
 #define ATTN_STEP_BYTES ((size_t)32 << 20)
@@ -307,7 +308,7 @@ size_t attn_plan_default_memory(size_t threads, size_t physical_bytes);
  * Sizes the per-item buffers for the outputs in req->save and picks the
  * step: req->forced items when not 0 (--batch-slice); otherwise the
  * largest step whose held bytes (attn_plan_held_bytes) fit in a budget of
- * ATTN_STEP_BYTES, doubled while the step holds fewer than
+ * req->fixed + ATTN_STEP_BYTES, the latter doubled while the step holds fewer than
  * ATTN_BLOCKS_PER_THREAD blocks per thread (see attn_plan_step_blocks)
  * and is not the whole batch, never above req->memory -- but the least
  * step, which may exceed it (sizes->least_bytes).  A step is *items batch

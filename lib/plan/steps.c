@@ -286,7 +286,11 @@ int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
                     attn_slice_sizes *sizes, size_t *items, attn_error *err)
 {
     const size_t threads = req->threads != 0 ? req->threads : 1;
-    size_t budget = req->memory < ATTN_STEP_BYTES ? req->memory : ATTN_STEP_BYTES;
+    /* The steps' own buffers grow from ATTN_STEP_BYTES; what every step
+     * holds (the threads' scratch) comes on top, all of it under the cap. */
+    size_t step = ATTN_STEP_BYTES, budget;
+    if (!attn_size_add(&budget, req->fixed, step) || budget > req->memory)
+        budget = req->memory;
     int status = fit_step(layout, req, budget, sizes, items, err);
     /* Grow the step until every thread has its blocks, the step is the
      * whole batch, or the cap is reached. */
@@ -294,7 +298,9 @@ int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
            attn_plan_step_blocks(layout, sizes, *items, req->task_rows) <
                ATTN_BLOCKS_PER_THREAD * threads &&
            !(*items == layout->dims.batch && sizes->rows == layout->dims.n)) {
-        budget = budget > req->memory / 2 ? req->memory : 2 * budget;
+        step = step > SIZE_MAX / 2 ? SIZE_MAX : 2 * step;
+        if (!attn_size_add(&budget, req->fixed, step) || budget > req->memory)
+            budget = req->memory;
         status = fit_step(layout, req, budget, sizes, items, err);
     }
     return status;

@@ -20,9 +20,10 @@
  * compute, each (c items, ...) as its row of the table says. */
 typedef struct slot_buffers {
     void *x, *y;                  /* (c, n, D), (c, m, D) with --kv        */
-    void *q;                      /* (c, rows, H*dk): one block of rows     */
-    void *kv;                     /* (c, m, G*dk | G*dv): k and v side by
-                                     side (place_projections)             */
+    void *projections;            /* q (c, rows, H*dk), one block of rows,
+                                     then k and v (c, m, G*dk | G*dv); or
+                                     (c, n, q|k|v) for whole items of
+                                     self-attention (place_projections)  */
     void *scores, *weights;       /* (c, H, rows, m): one block of rows     */
     void *concat, *output;        /* (c, rows, H*dv), (c, rows, D)          */
     void *keep, *positions;       /* (c, m) flags, (c, n + m) int64: what
@@ -35,25 +36,41 @@ typedef struct slot_buffers {
 } slot_buffers;
 
 /*
- * Points the projections of a slice at their buffers: q (c, rows, H*dk)
- * packed, and k and v side by side, (c, m, G*dk | G*dv), for one GEMM of
- * both (attn_project_rows keeps them so from the fused GEMM of
- * self-attention, whatever order the fused weights hold them in).
+ * Points the projections of a slice of c items into one buffer.  Steps of
+ * whole items of self-attention: side by side, (c, n, q|k|v) -- q, k, v
+ * as blocks of heads, or per head [q|k|v] when the fused weights
+ * interleave them -- for one GEMM of all three.  Else q (c, rows, H*dk)
+ * packed, one block of rows, then k and v side by side (c, m, G*dk |
+ * G*dv), for one GEMM of both (attn_project_rows keeps them so from the
+ * fused GEMM of self-attention, whatever order the fused weights hold
+ * them in).
  */
-static void place_projections(const attn_layout *layout, size_t elem, char *q, char *kv,
-                              attn_slice *slice)
+static void place_projections(const attn_layout *layout, size_t c, size_t rows, size_t elem,
+                              char *projections, attn_slice *slice)
 {
     const attn_dims *d = &layout->dims;
     const size_t G = attn_kv_heads(d);
     const size_t qk = d->heads * d->d_k, kc = G * d->d_k, vc = G * d->d_v;
-    slice->q = q;
-    slice->ldq = qk;
+    slice->q = projections;
     slice->hsq = d->d_k;
-    slice->k = kv;
-    slice->v = kv + kc * elem;
-    slice->ldk = slice->ldv = kc + vc;
     slice->hsk = d->d_k;
     slice->hsv = d->d_v;
+    if (!layout->cross && rows == d->n && layout->heads_interleaved) {
+        slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
+        slice->hsq = slice->hsk = slice->hsv = 3 * d->d_k;
+        slice->k = projections + d->d_k * elem;
+        slice->v = projections + 2 * d->d_k * elem;
+        return;
+    }
+    if (!layout->cross && rows == d->n) {
+        slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
+        slice->k = projections + qk * elem;
+    } else {
+        slice->ldq = qk;
+        slice->ldk = slice->ldv = kc + vc;
+        slice->k = projections + c * rows * qk * elem;
+    }
+    slice->v = (char *)slice->k + kc * elem;
 }
 
 /*
@@ -123,8 +140,7 @@ static size_t by_rows(const run_state *st, size_t whole)
 /* Bytes per item of each buffer (index: of a row with several). */
 static size_t x_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.x); }
 static size_t y_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.y); }
-static size_t q_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.q); }
-static size_t kv_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.k + st->sizes.v); }
+static size_t projection_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.q) + elements(st, st->sizes.k + st->sizes.v); }
 static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 2); }
 static size_t weights_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 1); }
 static size_t concat_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.concat); }
@@ -155,8 +171,7 @@ static const struct slice_buffer {
 } slice_buffers[] = {
     {"x", offsetof(slot_buffers, x), 1, BY_SLOT, x_bytes},
     {"y", offsetof(slot_buffers, y), 1, BY_SLOT, y_bytes},
-    {"q", offsetof(slot_buffers, q), 1, SHARED, q_bytes},
-    {"kv", offsetof(slot_buffers, kv), 1, SHARED, kv_bytes},
+    {"projections", offsetof(slot_buffers, projections), 1, SHARED, projection_bytes},
     {"scores", offsetof(slot_buffers, scores), 1, SHARED, scores_bytes},
     {"weights", offsetof(slot_buffers, weights), 1, SHARED, weights_bytes},
     {"concat", offsetof(slot_buffers, concat), 1, SHARED, concat_bytes},
@@ -216,7 +231,8 @@ static void place_slot(run_state *st, int i, const slot_buffers *b)
     st->maps[i][0] = b->scores;
     st->maps[i][1] = b->weights;
     st->bias[i] = b->bias;        /* a 4-D bias: the step of parity i's rows */
-    place_projections(layout, attn_precision_size(st->opt->precision), b->q, b->kv, slice);
+    place_projections(layout, st->report->slice_items, st->sizes.rows,
+                      attn_precision_size(st->opt->precision), b->projections, slice);
     place_inputs(st, slice, b);
 }
 
