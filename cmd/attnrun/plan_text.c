@@ -40,12 +40,14 @@ static void print_least(FILE *out, const attn_run_report *rep)
     const double keys = elem * ((double)d->n * (double)d->d_model * slots +
                                 (rep->layout.cross ? (double)d->m * (double)d->d_model * slots : 0) +
                                 (double)d->m * (double)attn_kv_heads(d) * (double)(d->d_k + d->d_v));
-    const double rest = (double)rep->least_bytes > keys ? (double)rep->least_bytes - keys : 0;
-    char total[32], a[32], b[32], cap[32];
-    fprintf(out, "least      the least step, one item's X%s, K and V (%s) with one tile of %zu "
-            "query rows and the threads' scratch (%s), takes %s, over the cap of %s\n",
+    const double scratch = (double)rep->scratch_bytes;
+    const double rows = (double)rep->least_bytes - keys - scratch;
+    char total[32], a[32], b[32], c[32], cap[32];
+    fprintf(out, "least      the least step, one item's X%s, K and V (%s), %zu query rows (%s) "
+            "and the threads' scratch (%s), takes %s, over the cap of %s\n",
             rep->layout.cross ? " and --kv" : "", attn_format_bytes(a, sizeof a, keys),
-            rep->least_rows, attn_format_bytes(b, sizeof b, rest),
+            rep->least_rows, attn_format_bytes(b, sizeof b, rows > 0 ? rows : 0),
+            attn_format_bytes(c, sizeof c, scratch),
             attn_format_bytes(total, sizeof total, (double)rep->least_bytes),
             attn_format_bytes(cap, sizeof cap, (double)rep->memory_cap));
 }

@@ -196,6 +196,8 @@ typedef struct attn_run_report {
                                            item, least_rows rows           */
     size_t least_rows;                  /* the fewest rows of a step: one
                                            tile of the maps (n when fewer) */
+    size_t scratch_bytes;               /* of held_bytes and least_bytes:
+                                           the threads' scratch            */
     size_t step_blocks;                 /* blocks of one full step (attn_plan_step_blocks) */
     size_t threads;                     /* compute threads                    */
     attn_store store;                   /* the maps' stored type              */

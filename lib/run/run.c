@@ -276,6 +276,7 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
     report->held_bytes = attn_plan_held_bytes(&report->layout, &st->sizes, report->slice_items);
     report->least_bytes = st->sizes.least_bytes;
     report->least_rows = st->sizes.least_rows < d->n ? st->sizes.least_rows : d->n;
+    report->scratch_bytes = st->sizes.bytes_fixed;
     if (report->slice_bytes == SIZE_MAX || report->held_bytes == SIZE_MAX)
         return attn_fail(err, ATTN_EINPUT, "%s: a slice of %zu batch items is too large",
                          opt->input, report->slice_items);
