@@ -231,6 +231,11 @@ typedef struct attn_slice {
     size_t bias_first;           /* the query row that row 0 of bias holds
                                     (a bias read one block of rows at a
                                     time); 0 for a bias of all n rows      */
+    bool q_over_x;               /* q is x's own buffer (q == x, ldq = D >=
+                                    H*dk): attn_project_rows with keys
+                                    writes q of all n rows over x, which
+                                    only it reads, and later calls leave
+                                    it; q holds all n rows (not a block) */
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
@@ -258,7 +263,9 @@ void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_sli
  * columns kept where s->q, s->k and s->v say), as attn_project_inputs
  * does for q|k|v side by side, so every value is bit for bit what that
  * gives, whatever the block.  s->overflow gets ATTN_OVERFLOW_PROJECTIONS
- * for a NaN or an infinity in the block's q too.
+ * for a NaN or an infinity in the block's q too.  With s->q_over_x, q of
+ * every row comes with k and v, over x, and a call without keys does
+ * nothing: no block projects its q again.
  */
 void attn_project_rows(const attn_config *cfg, const attn_weights *w, attn_slice *s, bool keys);
 

@@ -96,13 +96,17 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
     const size_t H = d->heads, n = d->n, m = d->m, D = d->d_model, rows = s->rows;
     const size_t vc = H * d->d_v;
     const attn_output_spec *spec = attn_output_spec_of(which);
+    /* q over X holds every row of its items: from the step's first */
+    const size_t elem = attn_precision_size(st->opt->precision);
+    const char *q_rows = slice->q_over_x ? (const char *)slice->q + s->row * slice->ldq * elem
+                                         : slice->q;
     /* item, head and row strides of each source; the column stride is 1 */
     const struct { const void *base; size_t item, head, row; } from[] = {
         [ATTN_FROM_SCORES] = {s->maps[0], H * rows * m, rows * m, m},
         [ATTN_FROM_WEIGHTS] = {s->maps[1], H * rows * m, rows * m, m},
         [ATTN_FROM_CONCAT] = {slice->concat, rows * vc, d->d_v, vc},
         [ATTN_FROM_OUTPUT] = {slice->output, rows * D, 0, D},
-        [ATTN_FROM_Q] = {slice->q, rows * slice->ldq, slice->hsq, slice->ldq},
+        [ATTN_FROM_Q] = {q_rows, (slice->q_over_x ? n : rows) * slice->ldq, slice->hsq, slice->ldq},
         [ATTN_FROM_K] = {slice->k, m * slice->ldk, slice->hsk, slice->ldk},
         [ATTN_FROM_V] = {slice->v, m * slice->ldv, slice->hsv, slice->ldv},
         [ATTN_FROM_SUMMARY] = {slice->summary[spec->summary], H * n, 0, n},

@@ -108,6 +108,17 @@ static inline char *run_align_up(void *p)
     return (char *)((at + RUN_ALIGN - 1) / RUN_ALIGN * RUN_ALIGN);
 }
 
+/* Whether a slice's q is kept over its X (attn_slice.q_over_x): when its
+ * items go in blocks of query rows, q of every row is projected with K
+ * and V at an item's first block, into X's own rows (X is read only
+ * then), so that no later block projects its q again -- when a row of X
+ * has room for the H*dk values of q. */
+static inline bool run_q_over_x(const run_state *st)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    return st->sizes.rows < d->n && d->heads * d->d_k <= d->d_model;
+}
+
 /* Blocks of query rows in one slice. */
 static inline size_t run_slice_blocks(const run_state *st)
 {

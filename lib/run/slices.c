@@ -40,13 +40,13 @@ typedef struct slot_buffers {
  * whole items of self-attention: side by side, (c, n, q|k|v) -- q, k, v
  * as blocks of heads, or per head [q|k|v] when the fused weights
  * interleave them -- for one GEMM of all three.  Else q (c, rows, H*dk)
- * packed, one block of rows, then k and v side by side (c, m, G*dk |
- * G*dv), for one GEMM of both (attn_project_rows keeps them so from the
- * fused GEMM of self-attention, whatever order the fused weights hold
- * them in).
+ * packed, one block of rows, or over X (q_over_x: (c, n, H*dk | D)), then
+ * k and v side by side (c, m, G*dk | G*dv), for one GEMM of both
+ * (attn_project_rows keeps them so from the fused GEMM of self-attention,
+ * whatever order the fused weights hold them in).
  */
-static void place_projections(const attn_layout *layout, size_t c, size_t rows, size_t elem,
-                              char *projections, attn_slice *slice)
+static void place_projections(const attn_layout *layout, size_t c, size_t rows, bool q_over_x,
+                              size_t elem, char *projections, attn_slice *slice)
 {
     const attn_dims *d = &layout->dims;
     const size_t G = attn_kv_heads(d);
@@ -65,6 +65,12 @@ static void place_projections(const attn_layout *layout, size_t c, size_t rows, 
     if (!layout->cross && rows == d->n) {
         slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
         slice->k = projections + qk * elem;
+    } else if (q_over_x) {
+        slice->q = (void *)slice->x;
+        slice->q_over_x = true;
+        slice->ldq = d->d_model;
+        slice->ldk = slice->ldv = kc + vc;
+        slice->k = projections;
     } else {
         slice->ldq = qk;
         slice->ldk = slice->ldv = kc + vc;
@@ -140,7 +146,7 @@ static size_t by_rows(const run_state *st, size_t whole)
 /* Bytes per item of each buffer (index: of a row with several). */
 static size_t x_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.x); }
 static size_t y_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.y); }
-static size_t projection_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.q) + elements(st, st->sizes.k + st->sizes.v); }
+static size_t projection_bytes(const run_state *st, size_t i) { (void)i; return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, st->sizes.k + st->sizes.v); }
 static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 2); }
 static size_t weights_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 1); }
 static size_t concat_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.concat); }
@@ -231,7 +237,7 @@ static void place_slot(run_state *st, int i, const slot_buffers *b)
     st->maps[i][0] = b->scores;
     st->maps[i][1] = b->weights;
     st->bias[i] = b->bias;        /* a 4-D bias: the step of parity i's rows */
-    place_projections(layout, st->report->slice_items, st->sizes.rows,
+    place_projections(layout, st->report->slice_items, st->sizes.rows, run_q_over_x(st),
                       attn_precision_size(st->opt->precision), b->projections, slice);
     place_inputs(st, slice, b);
 }

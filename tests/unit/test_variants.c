@@ -1178,7 +1178,9 @@ static void assert_rows_same(const double *whole, size_t ld, size_t hs, const do
             for (size_t h = 0; h < heads; h++)
                 if (memcmp(whole + (b * n + r0 + i) * ld + h * hs,
                            block + (b * rows + i) * ld_block + h * hs_block, w * sizeof(double)))
-                    fail_msg("%s: item %zu row %zu head %zu differs", what, b, r0 + i, h);
+                    fail_msg("%s: item %zu row %zu head %zu differs: %.17g vs %.17g", what, b,
+                             r0 + i, h, whole[(b * n + r0 + i) * ld + h * hs],
+                             block[(b * rows + i) * ld_block + h * hs_block]);
 }
 
 /*
@@ -1188,7 +1190,8 @@ static void assert_rows_same(const double *whole, size_t ld, size_t hs, const do
  * the whole's.  With QK-norm, RoPE at given positions (a block past the
  * first must turn its rows at their own positions, not from 0), GQA, and
  * the weights separate, fused [Q | K | V] (the one GEMM of q|k|v side by
- * side) and fused per head [q | k | v].
+ * side) and fused per head [q | k | v]; q in a buffer of the block's rows,
+ * or of every row over a copy of x (q_over_x).
  */
 static void test_project_rows_in_blocks_as_whole(void **state)
 {
@@ -1198,9 +1201,10 @@ static void test_project_rows_in_blocks_as_whole(void **state)
     const attn_variant variant = {
         .causal = true, .norm_eps = 0.01, .rope = {.theta = 50, .dim = 4, .style = ATTN_ROPE_NEOX},
     };
-    for (int kind = 0; kind < 3; kind++) {          /* separate, fused blocks, fused per head */
-        const size_t G = kind == 2 ? 4 : 2;          /* per head: G = H */
-        layer_run run = start_layer((layer){.c = 2, .n = 600, .D = 8, .H = 4, .G = G, .dk = 4,
+    for (int kind = 0; kind < 6; kind++) {          /* separate, fused blocks, fused per head */
+        const bool over_x = kind >= 3;
+        const size_t G = kind % 3 == 2 ? 4 : 2;      /* per head: G = H */
+        layer_run run = start_layer((layer){.c = 2, .n = 600, .D = 16, .H = 4, .G = G, .dk = 4,
                                             .dv = 4, .has_bias = true, .q_norm = q_norm,
                                             .k_norm = k_norm},
                                     variant, NULL);
@@ -1213,13 +1217,13 @@ static void test_project_rows_in_blocks_as_whole(void **state)
             pos[i] = (int64_t)(i % n) * 2 + (int64_t)(i / n) * 7 + 3;
         attn_weights w = run.w;
         double *w_qkv = NULL, *b_qkv = NULL;
-        if (kind == 1)
+        if (kind % 3 == 1)
             blocks_qkv(L, &w_qkv, &b_qkv);
-        if (kind == 2)
+        if (kind % 3 == 2)
             interleaved_qkv(L, &w_qkv, &b_qkv);
         w.w_qkv = w_qkv;
         w.b_qkv = b_qkv;
-        w.heads_interleaved = kind == 2;
+        w.heads_interleaved = kind % 3 == 2;
 
         /* the whole items: q|k|v side by side with fused weights, as the
          * pipeline laid them out for its one GEMM */
@@ -1228,14 +1232,14 @@ static void test_project_rows_in_blocks_as_whole(void **state)
         whole.positions = whole.kv_positions = pos;
         whole.positions_stride = whole.kv_positions_stride = n;
         whole.result = calloc(c * n * H * D, sizeof(double));
-        if (kind == 1) {
+        if (kind % 3 == 1) {
             qkv = malloc(c * n * all * sizeof(double));
             assert_non_null(qkv);
             whole.q = qkv;
             whole.k = qkv + qk;
             whole.v = qkv + qk + kc;
             whole.ldq = whole.ldk = whole.ldv = all;
-        } else if (kind == 2) {
+        } else if (kind % 3 == 2) {
             interleave_projections(&whole, L);
         }
         attn_project_inputs(&run.cfg, &w, &whole);
@@ -1249,8 +1253,11 @@ static void test_project_rows_in_blocks_as_whole(void **state)
         /* the same in blocks: q, concat, output, result of 256 rows; k and
          * v side by side (c, m, kc | vc) */
         const size_t R = 256;
+        double *x = malloc(c * n * D * sizeof(double));     /* q over x writes it */
+        assert_non_null(x);
+        memcpy(x, L->x, c * n * D * sizeof(double));
         attn_slice s = {
-            .count = c, .x = L->x, .y = L->x, .y_stride = n * D,
+            .count = c, .x = x, .y = x, .y_stride = n * D,
             .positions = pos, .kv_positions = pos, .positions_stride = n,
             .kv_positions_stride = n,
             .q = calloc(c * R * qk, sizeof(double)), .ldq = qk,
@@ -1263,6 +1270,12 @@ static void test_project_rows_in_blocks_as_whole(void **state)
         };
         assert_true(s.q && s.k && s.concat && s.output && s.result && s.scratch);
         s.v = (double *)s.k + kc;
+        if (over_x) {
+            s.q_over_x = true;
+            s.q = x;
+            s.ldq = D;
+        }
+        const size_t block_ldq = over_x ? D : qk;
         for (size_t r0 = 0; r0 < n; r0 += R) {
             const size_t rows = n - r0 < R ? n - r0 : R;
             s.block_first = r0;
@@ -1272,7 +1285,11 @@ static void test_project_rows_in_blocks_as_whole(void **state)
             attn_project_output(&run.cfg, &w, &s);
             attn_project_result(&run.cfg, &w, &s);
             assert_int_equal(s.overflow, 0);
-            assert_rows_same(whole.q, ldq, hsq, s.q, qk, dk, c, n, r0, rows, H, dk, "q");
+            const double *q_rows = (const double *)s.q + (over_x ? r0 * D : 0);
+            for (size_t b = 0; b < c; b++)         /* item b's rows of the block */
+                assert_rows_same((const double *)whole.q + b * n * ldq, ldq, hsq,
+                                 q_rows + b * (over_x ? n : rows) * block_ldq,
+                                 block_ldq, dk, 1, n, r0, rows, H, dk, "q");
             assert_rows_same(whole.concat, hv, 0, s.concat, hv, 0, c, n, r0, rows, 1, hv,
                              "concat");
             assert_rows_same(whole.output, D, 0, s.output, D, 0, c, n, r0, rows, 1, D, "output");
@@ -1282,13 +1299,15 @@ static void test_project_rows_in_blocks_as_whole(void **state)
         assert_rows_same(whole.k, ldk, hsk, s.k, kc + vc, dk, c, n, 0, n, G, dk, "k");
         assert_rows_same(whole.v, ldv, hsv, s.v, kc + vc, dv, c, n, 0, n, G, dv, "v");
 
-        free(s.q); free(s.k); free(s.concat); free(s.output); free(s.result); free(s.scratch);
+        if (!over_x)
+            free(s.q);
+        free(x); free(s.k); free(s.concat); free(s.output); free(s.result); free(s.scratch);
         free(whole.result);
-        if (kind == 1) {
+        if (kind % 3 == 1) {
             whole.q = whole.k = whole.v = NULL;
             free(qkv);
             free_slice(&whole);
-        } else if (kind == 2) {
+        } else if (kind % 3 == 2) {
             free_interleaved(&whole);
         } else {
             free_slice(&whole);
