@@ -267,9 +267,9 @@ static const cli_option options[] = {
      .help = "batch items per slice (default: sized for the threads)"},
     {"memory", 0, CLI_SIZE, RUN(memory_budget), .value = "SIZE",
      .expected = "a size such as 512K, 256M or 2G",
-     .help = "cap on one step's buffers, e.g. 256M or 2G (default 128M\n"
-             "per thread, at most 1/8 of RAM; two steps are in memory,\n"
-             "one computed, one written)"},
+     .help = "cap on what the steps hold at once, e.g. 256M or 2G: two\n"
+             "steps, one computed, one written (default 256M per thread,\n"
+             "at most 1/4 of RAM)"},
     {"allow-nonfinite", 0, CLI_FLAG, RUN(allow_nonfinite),
      .help = "accept NaN and infinities in the inputs"},
     {"allow-external", 0, CLI_FLAG, RUN(allow_external),

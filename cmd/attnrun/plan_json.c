@@ -106,6 +106,10 @@ static void write_plan(json_writer *w, const attn_run_report *rep)
     json_size(w, "steps", slices * blocks);      /* <= B n */
     json_size(w, "step_bytes", rep->slice_bytes);
     json_size(w, "memory_cap", rep->memory_cap);
+    json_size(w, "held_bytes", rep->held_bytes);
+    json_size(w, "least_step_bytes", rep->least_bytes);
+    json_size(w, "least_step_rows", rep->least_rows);
+    json_bool(w, "least_step_over_cap", rep->least_bytes > rep->memory_cap);
     json_size(w, "blocks_per_step", rep->step_blocks);
     json_size(w, "threads", rep->threads);
     json_bool(w, "online_softmax", rep->online);

@@ -31,6 +31,27 @@ static void print_settings(FILE *out, const attn_run_options *opt, const attn_ru
     }
 }
 
+/* Why the steps exceed the cap: the least step, what it holds. */
+static void print_least(FILE *out, const attn_run_report *rep)
+{
+    const attn_dims *d = &rep->layout.dims;
+    const double elem = rep->config.precision == ATTN_F64 ? 8 : 4;
+    const double slots = d->batch > 1 ? 2 : 1;     /* the next item's X read beside */
+    const double keys = elem * ((double)d->n * (double)d->d_model * slots +
+                                (rep->layout.cross ? (double)d->m * (double)d->d_model * slots : 0) +
+                                (double)d->m * (double)attn_kv_heads(d) * (double)(d->d_k + d->d_v));
+    const double scratch = (double)rep->scratch_bytes;
+    const double rows = (double)rep->least_bytes - keys - scratch;
+    char total[32], a[32], b[32], c[32], cap[32];
+    fprintf(out, "least      the least step, one item's X%s, K and V (%s), %zu query rows (%s) "
+            "and the threads' scratch (%s), takes %s, over the cap of %s\n",
+            rep->layout.cross ? " and --kv" : "", attn_format_bytes(a, sizeof a, keys),
+            rep->least_rows, attn_format_bytes(b, sizeof b, rows > 0 ? rows : 0),
+            attn_format_bytes(c, sizeof c, scratch),
+            attn_format_bytes(total, sizeof total, (double)rep->least_bytes),
+            attn_format_bytes(cap, sizeof cap, (double)rep->memory_cap));
+}
+
 void plan_text_print(FILE *out, const attn_run_options *opt, const attn_run_report *rep)
 {
     const attn_dims *d = &rep->layout.dims;
@@ -44,13 +65,16 @@ void plan_text_print(FILE *out, const attn_run_options *opt, const attn_run_repo
             d->d_model, d->heads, attn_kv_heads(d), d->d_k, d->d_v);
     print_settings(out, opt, rep);
     fprintf(out, "FLOPs      %.6g (%.3f GFLOP)\n", rep->flops, rep->flops / 1e9);
-    fprintf(out, "slice      %zu batch items, %s of buffers (two slices in flight)\n",
-            rep->slice_items, attn_format_bytes(h, sizeof h, (double)rep->slice_bytes));
-    fprintf(out, "steps      %zu blocks each, under a cap of %s (--memory)\n", rep->step_blocks,
-            attn_format_bytes(h, sizeof h, (double)rep->memory_cap));
+    fprintf(out, "slice      %zu batch items, %s of buffers a step\n", rep->slice_items,
+            attn_format_bytes(h, sizeof h, (double)rep->slice_bytes));
+    fprintf(out, "steps      %zu blocks each, %s held (two in flight, the threads' scratch), ",
+            rep->step_blocks, attn_format_bytes(h, sizeof h, (double)rep->held_bytes));
+    fprintf(out, "cap %s (--memory)\n", attn_format_bytes(h, sizeof h, (double)rep->memory_cap));
     if (rep->slice_rows < d->n)
-        fprintf(out, "rows       query rows in blocks of %zu (one item's maps exceed the step)\n",
+        fprintf(out, "rows       query rows in blocks of %zu (one item does not fit the cap)\n",
                 rep->slice_rows);
+    if (rep->least_bytes > rep->memory_cap)
+        print_least(out, rep);
     fprintf(out, "softmax    %s\n",
             rep->online ? "online, no maps kept (no scores, weights or mean saved)"
                         : "full rows (scores, weights or mean saved)");

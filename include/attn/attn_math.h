@@ -201,7 +201,8 @@ typedef struct attn_slice {
                                     the strides below (0 = broadcast); NULL
                                     = none                                 */
     size_t bias_item_stride, bias_head_stride;
-    void *q;                     /* (c, n, H*dk | ldq) packed projections   */
+    void *q;                     /* (c, n, H*dk | ldq) packed projections
+                                    (c, block_rows, ..) with block_rows   */
     void *k;                     /* (c, m, G*dk | ldk)                      */
     void *v;                     /* (c, m, G*dv | ldv)                      */
     size_t hsq, hsk, hsv;        /* elements between heads in a row; 0 = dk,
@@ -228,9 +229,12 @@ typedef struct attn_slice {
     void *mean;                  /* (c, rows, m): the weights averaged over
                                     heads (attn_head_mean); may be NULL    */
     void *result;                /* (c, n, H, D): each head's part of the
-                                    output, without b_O (attn_project_result) */
-    void *concat;                /* (c, n, H*dv) heads side by side         */
-    void *output;                /* (c, n, D) projected output              */
+                                    output, without b_O (attn_project_result);
+                                    (c, block_rows, H, D) with block_rows   */
+    void *concat;                /* (c, n, H*dv) heads side by side; (c,
+                                    block_rows, H*dv) with block_rows      */
+    void *output;                /* (c, n, D) projected output; (c,
+                                    block_rows, D) with block_rows         */
     void *scratch;               /* attn_attend_scratch_bytes, 64-byte
                                     aligned: per-head flags (set by
                                     attn_project_inputs) and, for the
@@ -238,6 +242,23 @@ typedef struct attn_slice {
     int overflow;                /* ATTN_OVERFLOW_* bits, when
                                     cfg->check_overflow: cleared by
                                     attn_project_inputs, set by each step  */
+    /* One block of query rows (attn_project_rows), so that a long item
+     * needs no buffer of all its n query rows: with block_rows not 0, q,
+     * concat, output and result hold rows [block_first, block_first +
+     * block_rows) of each item, (c, block_rows, ...), and attn_attend,
+     * attn_project_output and attn_project_result take those rows.
+     * block_first is 0 or a multiple of 256 (the projections' blocks of
+     * rows, so that each row is computed as the whole item's is), and a
+     * block shorter than 256 rows ends the item.  0: all n rows. */
+    size_t block_first, block_rows;
+    size_t bias_first;           /* the query row that row 0 of bias holds
+                                    (a bias read one block of rows at a
+                                    time); 0 for a bias of all n rows      */
+    bool q_over_x;               /* q is x's own buffer (q == x, ldq = D >=
+                                    H*dk): attn_project_rows with keys
+                                    writes q of all n rows over x, which
+                                    only it reads, and later calls leave
+                                    it; q holds all n rows (not a block) */
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
@@ -254,6 +275,24 @@ void attn_forward(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /*
+ * Step 1 of one block of query rows (s->block_first, s->block_rows): q of
+ * those rows of every item into s->q (c, block_rows, H*dk | ldq), RMSNorm
+ * and rotary embeddings at their own positions (row block_first + i, or
+ * s->positions' value of that row); with `keys`, first k and v of every
+ * item (all m rows) as attn_project_inputs makes them, the v flags of
+ * s->scratch, s->overflow cleared.  Without keys, s->k and s->v are those
+ * of an earlier call (the same items).  With fused weights and
+ * self-attention q, k and v come from one GEMM of the fused weight (its
+ * columns kept where s->q, s->k and s->v say), as attn_project_inputs
+ * does for q|k|v side by side, so every value is bit for bit what that
+ * gives, whatever the block.  s->overflow gets ATTN_OVERFLOW_PROJECTIONS
+ * for a NaN or an infinity in the block's q too.  With s->q_over_x, q of
+ * every row comes with k and v, over x, and a call without keys does
+ * nothing: no block projects its q again.
+ */
+void attn_project_rows(const attn_config *cfg, const attn_weights *w, attn_slice *s, bool keys);
+
+/*
  * Step 2, for query rows [row_first, row_first + rows) of every head and
  * item: the maps (c, H, rows, m) into s->scores / s->weights, and those
  * rows of every head into s->concat.  Calls covering all n rows, in any
@@ -265,6 +304,8 @@ void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_sli
  * part, as in weights . V written out, so the result does not depend on
  * the blocks).  With scores and weights NULL it keeps no maps: an online
  * softmax over blocks of keys (flash attention), O(rows) extra memory.
+ * With s->block_rows the rows lie in that block, whose q and concat the
+ * buffers hold.
  */
 void attn_attend(const attn_config *cfg, attn_slice *s, size_t row_first, size_t rows);
 
@@ -287,7 +328,12 @@ double attn_visible_pairs(const attn_config *cfg, size_t row0, size_t rows);
  * online softmax's blocks when `online`, for the current attn_threads(). */
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online);
 
-/* Step 3: output (c, n, D) = concat . W_O + b_O. */
+/* The same for `threads` threads. */
+size_t attn_attend_scratch_bytes_for(const attn_config *cfg, size_t items, bool online,
+                                     size_t threads);
+
+/* Step 3: output (c, n, D) = concat . W_O + b_O (of the block of rows the
+ * buffers hold, with s->block_rows). */
 void attn_project_output(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
 /* result (c, n, H, D): head h's part of the output, heads_h (n, dv) .

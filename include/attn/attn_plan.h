@@ -130,6 +130,16 @@ const attn_output_spec *attn_output_spec_of(attn_output which);
  * time, chunked in tiles, stored as --store says. */
 bool attn_output_is_map(attn_output which);
 
+/* Whether `which` is computed and written one block of query rows at a
+ * time, in a buffer of those rows only: the maps, and heads, output, q
+ * and result.  The others -- k and v along the keys, the per-query
+ * summaries -- are kept for whole items. */
+bool attn_output_by_rows(attn_output which);
+
+/* The query axis of output `which`, counting a batch axis when X has one;
+ * SIZE_MAX when it has none (k and v). */
+size_t attn_output_query_axis(const attn_layout *layout, attn_output which);
+
 /* The stored type of output `which`: `maps` (the --store type, not
  * DEFAULT) for the maps, int32 for argmax, else the precision's. */
 attn_store attn_output_type(attn_output which, attn_store maps, attn_precision precision);
@@ -188,37 +198,62 @@ int attn_output_bytes(const attn_layout *layout, attn_output which,
  * count 2), for every item of the batch. */
 double attn_plan_flops(const attn_dims *dims);
 
-/* The buffers the pipeline needs for one slice, in elements per item. */
+/*
+ * The buffers the pipeline needs for its steps, in elements per item.  A
+ * step is items (a slice) by query rows (`rows` of each): what the keys
+ * need stays for whole items -- X (and --kv), k and v, the per-query
+ * summaries -- and the rest is one block of rows: q, heads, output,
+ * result, a 4-D attention bias, the maps.
+ */
 typedef struct attn_slice_sizes {
     size_t x, y;             /* inputs: n*D, and m*D with --kv              */
-    size_t q, k, v;          /* each projection: n*H*dk, m*G*dk, m*G*dv     */
-    size_t projections;      /* q + k + v, side by side in one buffer       */
+    size_t q, k, v;          /* each projection: n*H*dk, m*G*dk, m*G*dv
+                                (q is kept one block of rows at a time)    */
+    size_t projections;      /* q + k + v                                   */
     size_t maps;             /* one (H, n, m) map                           */
     size_t map_count;        /* maps kept in memory: 2 with scores saved, 1
                                 with weights or mean only, 0 for none of
                                 them (online softmax)                      */
     size_t mean;             /* m when mean is saved (one (n, m) map
                                 per item), else 0                          */
-    size_t heads, concat, output;
+    size_t heads, concat, output;   /* n*H*dv, n*H*dv, n*D (by rows)       */
     size_t summary[ATTN_SUMMARY_COUNT];  /* bytes per item of each per-query
                                 summary: (H, n) in the precision (int32
                                 for the integer ones) when saved, else 0 */
-    size_t result;           /* n*H*D when result is saved, else 0         */
-    size_t staging;          /* bytes per item of the saved outputs other
-                                than the maps, packed in whole chunks      */
-    size_t staging_per_row;  /* bytes per query row of the saved maps,
+    size_t result;           /* n*H*D when result is saved, else 0 (by rows) */
+    size_t staging;          /* bytes per item of the saved outputs kept
+                                for whole items (k, v, the summaries),
+                                packed in whole chunks                    */
+    size_t staging_per_row;  /* bytes per query row of the saved outputs
+                                written by rows (attn_output_by_rows),
                                 packed in whole chunks (stored type)       */
     size_t keep;             /* bytes per item                              */
     size_t positions;        /* int64 per item: n + m when read per item    */
     size_t bias;             /* attention bias elements per item: H*n*m
-                                when it has a batch axis, else 0         */
-    size_t bytes_per_base;   /* all of the above but the maps               */
-    size_t bytes_per_item;   /* all of the above, with the maps whole (n
-                                rounded up to whole tiles)                 */
-    size_t bytes_per_row;    /* the maps' bytes per query row (all heads),
-                                computed and packed                        */
+                                when it has a batch axis, else 0 (read
+                                one block of rows at a time)              */
+    size_t bytes_per_slot;   /* bytes per item of the inputs each of the
+                                two slots holds (X, --kv, mask, positions):
+                                the next slice is read beside a step    */
+    size_t bytes_per_base;   /* bytes per item of one step kept for whole
+                                items: the slot's inputs, k and v, the
+                                summaries, their packed chunks           */
+    size_t bytes_per_item;   /* one step of whole items: the base and every
+                                query row (n rounded up to whole tiles)    */
+    size_t bytes_per_row;    /* bytes per query row of one step (all
+                                heads): q, heads, output, result, the
+                                maps, a 4-D bias, computed and packed      */
+    size_t bytes_twice_per_row;  /* of those, what the next step holds as
+                                well: the bias read beside a step, the
+                                packed chunks written beside the next     */
+    size_t bytes_fixed;      /* what every step holds whatever its size
+                                (attn_step_request.fixed)                 */
     size_t rows;             /* query rows per block: n, or fewer when one
-                                item's maps do not fit (a power of two)     */
+                                item does not fit (a power of two)         */
+    size_t least_rows;       /* the fewest rows a block may have: one tile
+                                of the maps' chunks (n when shorter)       */
+    size_t least_bytes;      /* what the least step (one item, least_rows
+                                rows) holds: attn_plan_held_bytes          */
 } attn_slice_sizes;
 
 /* What a step (one block of query rows of one slice) is sized for. */
@@ -228,37 +263,59 @@ typedef struct attn_step_request {
     unsigned save;
     bool compress;           /* chunks are deflated: packed room grows by
                                 the compressor's worst case               */
-    size_t memory;           /* the cap on one step's buffers (--memory)   */
+    size_t memory;           /* the cap on what the steps hold at once
+                                (--memory): attn_plan_held_bytes          */
     size_t forced;           /* --batch-slice, or 0                        */
     size_t threads;          /* compute threads (0 counts as 1)            */
     size_t task_rows;        /* attn_task_rows: query rows of one block    */
+    size_t fixed;            /* bytes the steps hold whatever their size:
+                                the threads' scratch                      */
 } attn_step_request;
+
+/*
+ * The bytes the steps hold at once with steps of `items` items and
+ * sizes->rows rows: both slots' inputs when the batch takes more than one
+ * slice (the next is read beside a step), the compute buffers once, the
+ * packed chunks and bias rows of two steps, and sizes->bytes_fixed.
+ * SIZE_MAX on overflow.  --memory caps this.
+ */
+size_t attn_plan_held_bytes(const attn_layout *layout, const attn_slice_sizes *sizes,
+                            size_t items);
+
+/* The bytes of one step of `items` items and sizes->rows rows: one slot,
+ * one step's packed chunks, without the fixed bytes.  SIZE_MAX on overflow. */
+size_t attn_plan_step_bytes(const attn_layout *layout, const attn_slice_sizes *sizes,
+                            size_t items);
 
 /* Independent blocks each thread should find in one step. */
 #define ATTN_BLOCKS_PER_THREAD 4
 
-/* The step size preferred while it feeds every thread: large enough that
- * HDF5 calls and thread start-ups are few, small enough that the next
- * step's I/O overlaps this one's compute. */
-#define ATTN_STEP_BYTES ((size_t)16 << 20)
+/* The step size preferred while it feeds every thread, in held bytes
+ * (two steps in flight, attn_plan_held_bytes, beyond the threads'
+ * scratch): large enough that HDF5
+ * calls and thread start-ups are few, small enough that the next step's
+ * I/O overlaps this one's compute. */
+#define ATTN_STEP_BYTES ((size_t)32 << 20)
 
 /* The default --memory: ATTN_MEMORY_PER_THREAD per thread, at least
- * ATTN_STEP_BYTES, at most physical / ATTN_MEMORY_SHARE (two steps are in
- * flight, so the buffers take at most twice the cap). */
-#define ATTN_MEMORY_PER_THREAD ((size_t)128 << 20)
-#define ATTN_MEMORY_SHARE 8
+ * ATTN_STEP_BYTES, at most physical / ATTN_MEMORY_SHARE (the cap counts
+ * both steps in flight). */
+#define ATTN_MEMORY_PER_THREAD ((size_t)256 << 20)
+#define ATTN_MEMORY_SHARE 4
 size_t attn_plan_default_memory(size_t threads, size_t physical_bytes);
 
 /*
  * Sizes the per-item buffers for the outputs in req->save and picks the
  * step: req->forced items when not 0 (--batch-slice); otherwise the
- * largest step that fits in a budget of ATTN_STEP_BYTES, doubled while
- * the step holds fewer than ATTN_BLOCKS_PER_THREAD blocks per thread (see
- * attn_plan_step_blocks) and is not the whole batch, never above
- * req->memory.  A step is *items batch items, or, when one item does not
- * fit, one item's query rows in blocks of sizes->rows (a power of two,
- * whole chunks of the maps).  Items are the whole batch or a power of two,
- * and never so many that items * max(n, m) exceeds INT_MAX.
+ * largest step whose held bytes (attn_plan_held_bytes) fit in a budget of
+ * req->fixed + ATTN_STEP_BYTES, the latter doubled while the step holds fewer than
+ * ATTN_BLOCKS_PER_THREAD blocks per thread (see attn_plan_step_blocks)
+ * and is not the whole batch, never above req->memory -- but the least
+ * step, which may exceed it (sizes->least_bytes).  A step is *items batch
+ * items, or, when one item does not fit, one item's query rows in blocks
+ * of sizes->rows (a power of two, whole chunks of the maps, at least
+ * sizes->least_rows).  Items are the whole batch or a power of two, and
+ * never so many that items * max(n, m) exceeds INT_MAX.
  * Returns ATTN_OK, or ATTN_EINPUT when one item's buffers overflow size_t.
  */
 int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
@@ -305,6 +362,13 @@ void attn_chunk_shape(size_t rank, const size_t *dims, size_t elem_size,
  */
 void attn_output_chunk(const attn_layout *layout, attn_output which, size_t elem_size,
                        size_t items, size_t chunk[4]);
+
+/* The same for steps of `rows` query rows (0 or n: whole items): the
+ * outputs written by rows (attn_output_by_rows) but the maps are chunked
+ * as if their query axis were `rows` long, so that their chunks divide
+ * the steps' blocks of rows (a power of two). */
+void attn_output_chunk_rows(const attn_layout *layout, attn_output which, size_t elem_size,
+                            size_t items, size_t rows, size_t chunk[4]);
 
 /*
  * Bytes output `which` takes stored with elem_size bytes per element

@@ -189,9 +189,22 @@ typedef struct attn_run_report {
     bool alibi;                         /* ALiBi: --alibi, --alibi-slopes or
                                            the preset                      */
     size_t slice_items;                 /* batch items per slice              */
-    size_t slice_bytes;                 /* buffer bytes for one slice         */
+    size_t slice_bytes;                 /* buffer bytes of one step (one
+                                           slice by slice_rows rows)        */
     size_t slice_rows;                  /* query rows per block (n: all)      */
     size_t memory_cap;                  /* the cap the steps were sized under */
+    size_t held_bytes;                  /* what the steps hold at once
+                                           (attn_plan_held_bytes): two
+                                           steps' inputs and packed chunks,
+                                           the compute buffers, the threads'
+                                           scratch; under memory_cap but for
+                                           the least step                  */
+    size_t least_bytes;                 /* what the least step holds: one
+                                           item, least_rows rows           */
+    size_t least_rows;                  /* the fewest rows of a step: one
+                                           tile of the maps (n when fewer) */
+    size_t scratch_bytes;               /* of held_bytes and least_bytes:
+                                           the threads' scratch            */
     size_t step_blocks;                 /* blocks of one full step (attn_plan_step_blocks) */
     size_t threads;                     /* compute threads                    */
     attn_store store;                   /* the maps' stored type              */

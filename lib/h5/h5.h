@@ -169,6 +169,12 @@ void attn_h5in_list_free(attn_h5in_list *list);
 int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
                           size_t first, size_t count, void *buf, attn_error *err);
 
+/* The same for rows [first, first + count) along axis 0 and [from, from +
+ * length) along axis `axis` (> 0) only: (count, ..., length, ...) values. */
+int attn_h5in_read_float_block(attn_h5in *in, const char *name, attn_precision precision,
+                               size_t first, size_t count, size_t axis, size_t from,
+                               size_t length, void *buf, attn_error *err);
+
 /* Reads the one value at index (rank) of a floating dataset as a double:
  * what the file holds, before any narrowing to float. */
 int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,

@@ -86,9 +86,11 @@ static int required_dataset(attn_h5in *in, const char *name, hid_t *dset, attn_e
 }
 
 /* Reads rows [first, first + count) of name with memory type mem_type
- * into buf: (count, the dataset's other axes) values of mem_type. */
-static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
-                     size_t count, void *buf, attn_error *err)
+ * into buf: (count, the dataset's other axes) values of mem_type; with
+ * axis > 0, only [from, from + length) along that axis. */
+static int read_box(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
+                    size_t count, size_t axis, size_t from, size_t length, void *buf,
+                    attn_error *err)
 {
     hid_t dset, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
     hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK] = {0};
@@ -104,6 +106,10 @@ static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t fir
     if (rank > 0) {
         start[0] = first;
         dims[0] = count;
+        if (axis > 0 && axis < (size_t)rank) {
+            start[axis] = from;
+            dims[axis] = length;
+        }
         if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL) < 0)
             goto fail;
     }
@@ -120,11 +126,25 @@ out:
     return h5in_after_read(in, status, err);
 }
 
+static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
+                     size_t count, void *buf, attn_error *err)
+{
+    return read_box(in, name, mem_type, first, count, 0, 0, 0, buf, err);
+}
+
 static int h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
                             size_t first, size_t count, void *buf, attn_error *err)
 {
     hid_t mem_type = precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
     return read_rows(in, name, mem_type, first, count, buf, err);
+}
+
+static int h5in_read_float_block(attn_h5in *in, const char *name, attn_precision precision,
+                                  size_t first, size_t count, size_t axis, size_t from,
+                                  size_t length, void *buf, attn_error *err)
+{
+    hid_t mem_type = precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+    return read_box(in, name, mem_type, first, count, axis, from, length, buf, err);
 }
 
 static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
@@ -217,6 +237,15 @@ int attn_h5in_read_floats(attn_h5in *in, const char *name, attn_precision precis
 {
     attn_parsing_enter();
     return h5in_parsed(h5in_read_floats(in, name, precision, first, count, buf, err));
+}
+
+int attn_h5in_read_float_block(attn_h5in *in, const char *name, attn_precision precision,
+                               size_t first, size_t count, size_t axis, size_t from,
+                               size_t length, void *buf, attn_error *err)
+{
+    attn_parsing_enter();
+    return h5in_parsed(h5in_read_float_block(in, name, precision, first, count, axis, from,
+                                             length, buf, err));
 }
 
 int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,

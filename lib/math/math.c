@@ -46,16 +46,21 @@ static size_t attn_scratch_flags(size_t items, size_t heads)
 /* Bytes of the room after the flags where the projections compute their
  * blocks that are not full as full ones (see row_blocks_of): per thread,
  * PROJECT_ROWS rows of the widest input and output of the layer. */
-static size_t attn_scratch_pad(const attn_config *cfg)
+static size_t attn_scratch_pad_for(const attn_config *cfg, size_t threads)
 {
     const attn_dims *d = &cfg->dims;
     const size_t G = attn_kv_heads(d), hv = d->heads * d->d_v;
     const size_t fused = d->heads * d->d_k + G * (d->d_k + d->d_v);
     const size_t widest_in = d->d_model > hv ? d->d_model : hv;
     const size_t widest_out = fused > d->d_model ? fused : d->d_model;
-    return (size_t)attn_threads() *
+    return threads *
            ((PROJECT_ROWS * (widest_in + widest_out) * attn_precision_size(cfg->precision) + 63) /
             64 * 64);
+}
+
+static size_t attn_scratch_pad(const attn_config *cfg)
+{
+    return attn_scratch_pad_for(cfg, (size_t)attn_threads());
 }
 
 /*
@@ -147,6 +152,15 @@ void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_sli
         project_inputs_f32(cfg, w, s);
 }
 
+void attn_project_rows(const attn_config *cfg, const attn_weights *w, attn_slice *s, bool keys)
+{
+    attn_blas_single();
+    if (cfg->precision == ATTN_F64)
+        project_rows_f64(cfg, w, s, keys);
+    else
+        project_rows_f32(cfg, w, s, keys);
+}
+
 void attn_attend(const attn_config *cfg, attn_slice *s, size_t row_first, size_t rows)
 {
     attn_blas_single();
@@ -210,13 +224,19 @@ double attn_visible_pairs(const attn_config *cfg, size_t row0, size_t rows)
     return pairs;
 }
 
+size_t attn_attend_scratch_bytes_for(const attn_config *cfg, size_t items, bool online,
+                                     size_t threads)
+{
+    size_t bytes = attn_scratch_flags(items, attn_kv_heads(&cfg->dims)) +
+                   attn_scratch_pad_for(cfg, threads);
+    if (online)
+        bytes += threads * ONLINE_QUERY_BLOCK * KEY_BLOCK * attn_precision_size(cfg->precision);
+    return bytes;
+}
+
 size_t attn_attend_scratch_bytes(const attn_config *cfg, size_t items, bool online)
 {
-    size_t bytes = attn_scratch_flags(items, attn_kv_heads(&cfg->dims)) + attn_scratch_pad(cfg);
-    if (online)
-        bytes += (size_t)attn_threads() * ONLINE_QUERY_BLOCK * KEY_BLOCK *
-                 attn_precision_size(cfg->precision);
-    return bytes;
+    return attn_attend_scratch_bytes_for(cfg, items, online, (size_t)attn_threads());
 }
 
 bool attn_summary_is_integer(attn_summary s)

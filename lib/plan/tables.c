@@ -96,6 +96,21 @@ bool attn_output_is_map(attn_output which)
     return source == ATTN_FROM_SCORES || source == ATTN_FROM_WEIGHTS || source == ATTN_FROM_MEAN;
 }
 
+bool attn_output_by_rows(attn_output which)
+{
+    const attn_source source = output_table[which].source;
+    return attn_output_is_map(which) || source == ATTN_FROM_CONCAT ||
+           source == ATTN_FROM_OUTPUT || source == ATTN_FROM_Q || source == ATTN_FROM_RESULT;
+}
+
+size_t attn_output_query_axis(const attn_layout *layout, attn_output which)
+{
+    for (size_t i = 0; i < 3; i++)
+        if (output_table[which].axes[i] == ATTN_AXIS_QUERY)
+            return i + (layout->batched ? 1 : 0);
+    return SIZE_MAX;
+}
+
 attn_store attn_output_type(attn_output which, attn_store maps, attn_precision precision)
 {
     if (attn_output_is_map(which))

@@ -49,9 +49,21 @@ static void map_tile(size_t n, size_t m, size_t *rows, size_t *keys)
 void attn_output_chunk(const attn_layout *layout, attn_output which, size_t elem_size,
                        size_t items, size_t chunk[4])
 {
+    attn_output_chunk_rows(layout, which, elem_size, items, 0, chunk);
+}
+
+void attn_output_chunk_rows(const attn_layout *layout, attn_output which, size_t elem_size,
+                            size_t items, size_t rows, size_t chunk[4])
+{
     size_t dims[4];
     const char *labels[4];
     const size_t rank = attn_output_shape(layout, which, dims, labels);
+    const size_t query = attn_output_query_axis(layout, which);
+    /* Written a block of rows at a time: chunked as if the query axis were
+     * one block long, so that a chunk never spans two blocks. */
+    if (rows != 0 && rows < layout->dims.n && !attn_output_is_map(which) &&
+        attn_output_by_rows(which))
+        dims[query] = rows;
     const size_t cap = layout->batched ? items : 0;
     const bool map = attn_output_is_map(which);
     const size_t n = layout->dims.n, m = layout->dims.m;

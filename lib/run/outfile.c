@@ -82,8 +82,8 @@ int run_plan_stored(run_state *st, attn_error *err)
             .skip_hidden = map && (i == ATTN_OUT_SCORES || !opt->allow_nonfinite),
         };
         s->rank = attn_output_shape(&report->layout, (attn_output)i, s->dims, labels);
-        attn_output_chunk(&report->layout, (attn_output)i, attn_store_size(s->type),
-                          report->slice_items, s->chunk);
+        attn_output_chunk_rows(&report->layout, (attn_output)i, attn_store_size(s->type),
+                               report->slice_items, report->slice_rows, s->chunk);
         /* The ranks of a shared file write every tile: HDF5 allocates
          * them all when they open it. */
         const bool hidden_left_out = s->skip_hidden && !attn_ranks_shared_file();

@@ -159,6 +159,20 @@ static int fuse_parameters(run_state *st, attn_error *err)
     return ATTN_OK;
 }
 
+/* Once fused, W_Q, W_K, W_V and their biases serve through the fused copy
+ * only (attn_weights: w_qkv set, the others ignored): freed. */
+static void drop_fused_parts(run_state *st)
+{
+    static const attn_input parts[] = {ATTN_IN_WQ, ATTN_IN_WK, ATTN_IN_WV,
+                                       ATTN_IN_BQ, ATTN_IN_BK, ATTN_IN_BV};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        free(st->whole[parts[i]]);
+        st->whole[parts[i]] = NULL;
+    }
+    st->weights.w_q = st->weights.w_k = st->weights.w_v = NULL;
+    st->weights.b_q = st->weights.b_k = st->weights.b_v = NULL;
+}
+
 /* The ALiBi slopes: the dataset's, or the standard ones for H heads. */
 static int load_alibi(run_state *st, attn_error *err)
 {
@@ -202,7 +216,12 @@ int run_load_parameters(run_state *st, attn_error *err)
         if (status != ATTN_OK)
             return status;
     }
-    return layout->fused ? ATTN_OK : fuse_parameters(st, err);
+    if (layout->fused)
+        return ATTN_OK;
+    int status = fuse_parameters(st, err);
+    if (status == ATTN_OK)
+        drop_fused_parts(st);
+    return status;
 }
 
 /*
@@ -243,6 +262,21 @@ int run_read_rows(const run_state *st, attn_input which, size_t first, size_t ro
     if (attn_input_spec_of(which)->integer)
         return attn_h5in_read_integers(st->in, t->name, first, rows, buf, err);
     int status = attn_h5in_read_floats(st->in, t->name, st->opt->precision, first, rows, buf, err);
+    if (status != ATTN_OK)
+        return status;
+    return which == ATTN_IN_ATTN_BIAS ? check_bias(st, t, buf, first, count, err)
+                                      : run_check_finite(st, t, buf, first, count, err);
+}
+
+int run_read_block(const run_state *st, attn_input which, size_t first, size_t rows, size_t axis,
+                   size_t from, size_t length, void *buf, attn_error *err)
+{
+    const attn_tensor_info *t = &st->info[which];
+    size_t count;
+    attn_size_product(&count, t->dims + 1, t->rank - 1);     /* per row; checked by the plan */
+    count = count / t->dims[axis] * length * rows;
+    int status = attn_h5in_read_float_block(st->in, t->name, st->opt->precision, first, rows, axis,
+                                            from, length, buf, err);
     if (status != ATTN_OK)
         return status;
     return which == ATTN_IN_ATTN_BIAS ? check_bias(st, t, buf, first, count, err)

@@ -79,37 +79,39 @@ static step step_at(run_state *st, size_t t)
 #define NO_AXIS SIZE_MAX
 static size_t query_axis(const run_state *st, attn_output which)
 {
-    const attn_output_spec *spec = attn_output_spec_of(which);
-    for (size_t i = 0; i < 3; i++)
-        if (spec->axes[i] == ATTN_AXIS_QUERY)
-            return i + (st->report->layout.batched ? 1 : 0);
-    return NO_AXIS;
+    return attn_output_query_axis(&st->report->layout, which);
 }
 
 /* Where output `which` of step s lies in its buffers: the region of
  * the dataset it covers and the strides of its axes (batch, head, row,
- * column, as the dataset has them).  The maps hold one block of rows;
- * q, k, v and heads sit in packed buffers with a stride per head. */
+ * column, as the dataset has them).  The maps, q, heads, output and
+ * result hold the step's block of rows (attn_output_by_rows); k, v and
+ * the summaries whole items.  q, k, v and heads sit in packed buffers
+ * with a stride per head. */
 static attn_block block_of(const run_state *st, const step *s, attn_output which)
 {
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
     const attn_slice *slice = s->slice;
-    const size_t H = d->heads, n = d->n, m = d->m, D = d->d_model;
+    const size_t H = d->heads, n = d->n, m = d->m, D = d->d_model, rows = s->rows;
     const size_t vc = H * d->d_v;
     const attn_output_spec *spec = attn_output_spec_of(which);
+    /* q over X holds every row of its items: from the step's first */
+    const size_t elem = attn_precision_size(st->opt->precision);
+    const char *q_rows = slice->q_over_x ? (const char *)slice->q + s->row * slice->ldq * elem
+                                         : slice->q;
     /* item, head and row strides of each source; the column stride is 1 */
     const struct { const void *base; size_t item, head, row; } from[] = {
-        [ATTN_FROM_SCORES] = {s->maps[0], H * s->rows * m, s->rows * m, m},
-        [ATTN_FROM_WEIGHTS] = {s->maps[1], H * s->rows * m, s->rows * m, m},
-        [ATTN_FROM_CONCAT] = {slice->concat, n * vc, d->d_v, vc},
-        [ATTN_FROM_OUTPUT] = {slice->output, n * D, 0, D},
-        [ATTN_FROM_Q] = {slice->q, n * slice->ldq, slice->hsq, slice->ldq},
+        [ATTN_FROM_SCORES] = {s->maps[0], H * rows * m, rows * m, m},
+        [ATTN_FROM_WEIGHTS] = {s->maps[1], H * rows * m, rows * m, m},
+        [ATTN_FROM_CONCAT] = {slice->concat, rows * vc, d->d_v, vc},
+        [ATTN_FROM_OUTPUT] = {slice->output, rows * D, 0, D},
+        [ATTN_FROM_Q] = {q_rows, (slice->q_over_x ? n : rows) * slice->ldq, slice->hsq, slice->ldq},
         [ATTN_FROM_K] = {slice->k, m * slice->ldk, slice->hsk, slice->ldk},
         [ATTN_FROM_V] = {slice->v, m * slice->ldv, slice->hsv, slice->ldv},
         [ATTN_FROM_SUMMARY] = {slice->summary[spec->summary], H * n, 0, n},
-        [ATTN_FROM_MEAN] = {slice->mean, s->rows * m, 0, m},
-        [ATTN_FROM_RESULT] = {slice->result, n * H * D, H * D, D},
+        [ATTN_FROM_MEAN] = {slice->mean, rows * m, 0, m},
+        [ATTN_FROM_RESULT] = {slice->result, rows * H * D, H * D, D},
     };
     const attn_stored *stored = &st->stored[which];
     const attn_source source = spec->source;
@@ -129,9 +131,10 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
         b.stride[axis++] = from[source].head;
     b.stride[axis] = from[source].row;
     b.stride[axis + 1] = 1;
-    if (stored->map) {
-        b.first[axis] = s->row;
-        b.count[axis] = s->rows;
+    if (attn_output_by_rows(which)) {
+        const size_t q = query_axis(st, which);
+        b.first[q] = s->row;
+        b.count[q] = s->rows;
     } else if (s->hi - s->lo < d->n && query_axis(st, which) != NO_AXIS) {
         const size_t q = query_axis(st, which);   /* the rows of the slice it has */
         b.base = (const char *)b.base + s->lo * b.stride[q] * (b.integer ? sizeof(int32_t)
@@ -142,14 +145,16 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
     return b;
 }
 
-/* The outputs step s writes: the maps of its rows, and at the end of its
- * slice (of its part of the slice) the slice's other outputs -- those
- * along the keys by the rank that has the slice's first block. */
+/* The outputs step s writes: those of its rows (attn_output_by_rows),
+ * and at the end of its slice (of its part of the slice) the slice's
+ * other outputs -- those along the keys by the rank that has the slice's
+ * first block. */
 static bool step_writes(const run_state *st, const step *s, attn_output which)
 {
     if (s->none || !run_saved(st, which))
         return false;
-    return st->stored[which].map || (s->ends && (s->keys || query_axis(st, which) != NO_AXIS));
+    return attn_output_by_rows(which) ||
+           (s->ends && (s->keys || query_axis(st, which) != NO_AXIS));
 }
 
 /*
@@ -255,12 +260,26 @@ int run_allocate_staging(run_state *st, attn_error *err)
     return ATTN_OK;
 }
 
-/* Reads what the items of step s's slice have of their own: X, the
- * keys/values, the mask, positions and an attention bias (B, H, n, m).
- * The rank with the slice's first rows counts its items whose mask keeps
- * no key (for the warnings). */
+/* Reads the rows of step s of an attention bias (B, H, n, m) into the
+ * bias of its parity. */
+static int read_bias_rows(run_state *st, const step *s, attn_error *err)
+{
+    if (s->none || st->report->layout.bias_rank != 4)
+        return ATTN_OK;
+    return run_read_block(st, ATTN_IN_ATTN_BIAS, s->first, s->count, 2, s->row, s->rows,
+                          st->bias[s->parity], err);
+}
+
+/* Reads what the items of step s's slice have of their own when s starts
+ * it: X, the keys/values, the mask and positions; and the step's rows of
+ * an attention bias (B, H, n, m), every step.  The rank with the slice's
+ * first rows counts its items whose mask keeps no key (for the
+ * warnings). */
 static int read_slice(run_state *st, const step *s, attn_error *err)
 {
+    int status = ATTN_OK;
+    if (!s->starts)
+        return read_bias_rows(st, s, err);
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
     attn_slice *slice = s->slice;
@@ -272,9 +291,7 @@ static int read_slice(run_state *st, const step *s, attn_error *err)
         {ATTN_IN_MASK, !layout->mask_shared, first, c, slice->keep},
         {ATTN_IN_POSITIONS, !layout->positions_shared, first, c, slice->positions},
         {ATTN_IN_KV_POSITIONS, !layout->kv_positions_shared, first, c, slice->kv_positions},
-        {ATTN_IN_ATTN_BIAS, layout->bias_rank == 4, first, c, slice->bias},
     };
-    int status = ATTN_OK;
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0] && status == ATTN_OK; i++)
         if (st->info[inputs[i].which].present && inputs[i].own)
             status = run_read_rows(st, inputs[i].which, inputs[i].first, inputs[i].rows,
@@ -282,7 +299,7 @@ static int read_slice(run_state *st, const step *s, attn_error *err)
     if (status == ATTN_OK && st->opt->warn != NULL && s->keys && st->info[ATTN_IN_MASK].present &&
         !layout->mask_shared)
         st->hidden_items += run_items_without_keys(slice->keep, c, d->m);
-    return status;
+    return status == ATTN_OK ? read_bias_rows(st, s, err) : status;
 }
 
 static int interrupted(const run_state *st, attn_error *err)
@@ -299,24 +316,27 @@ static void compute_step(run_state *st, const step *s)
     const int parity = s->parity;
     if (s->none)
         return;
-    s->slice->count = s->count;
-    s->slice->scores = s->maps[0];
-    s->slice->weights = s->maps[1];
-    if (s->starts)
-        attn_project_inputs(&st->cfg, &st->weights, s->slice);
-    if (s->starts && s->hi - s->lo < st->report->layout.dims.n) {
-        /* Rows other ranks attend project to b_O here, never read. */
-        const attn_dims *d = &st->report->layout.dims;
-        memset(s->slice->concat, 0, s->count * d->n * d->heads * d->d_v *
-                                    attn_precision_size(st->opt->precision));
+    const attn_layout *layout = &st->report->layout;
+    attn_slice *slice = s->slice;
+    slice->count = s->count;
+    slice->scores = s->maps[0];
+    slice->weights = s->maps[1];
+    slice->block_first = s->row;          /* q, heads, output, result: its rows */
+    slice->block_rows = s->rows;
+    if (layout->bias_rank == 4) {         /* (c, H, rows, m), read for the step */
+        const size_t bias_heads = layout->bias_heads_shared ? 1 : layout->dims.heads;
+        slice->bias = st->bias[parity];
+        slice->bias_first = s->row;
+        slice->bias_item_stride = bias_heads * s->rows * layout->dims.m;
+        slice->bias_head_stride = layout->bias_heads_shared ? 0 : s->rows * layout->dims.m;
     }
-    attn_attend(&st->cfg, s->slice, s->row, s->rows);
-    if (s->slice->mean != NULL)
-        attn_head_mean(&st->cfg, s->slice, s->rows);
-    if (s->ends)
-        attn_project_output(&st->cfg, &st->weights, s->slice);
-    if (s->ends && s->slice->result != NULL)
-        attn_project_result(&st->cfg, &st->weights, s->slice);
+    attn_project_rows(&st->cfg, &st->weights, slice, s->starts);
+    attn_attend(&st->cfg, slice, s->row, s->rows);
+    if (slice->mean != NULL)
+        attn_head_mean(&st->cfg, slice, s->rows);
+    attn_project_output(&st->cfg, &st->weights, slice);
+    if (slice->result != NULL)
+        attn_project_result(&st->cfg, &st->weights, slice);
     size_t bytes = 0;
     if (attn_ranks_shared_file()) {
         block_step(st, s, true, &bytes);
@@ -366,7 +386,8 @@ static int write_step(run_state *st, const step *s, attn_error *err)
 typedef struct beside {
     run_state *st;
     const step *write;          /* the previous step, or NULL          */
-    const step *read;           /* the next step when it starts a slice */
+    const step *read;           /* the next step when it starts a slice,
+                                   or has rows of a 4-D bias to read   */
     int status;
     attn_error err;
 } beside;
@@ -439,7 +460,8 @@ int run_steps(run_state *st, attn_error *err)
         step next = t + 1 < steps ? step_at(st, t + 1) : (step){.none = true};
         beside job = {
             .st = st, .write = t > 0 ? &previous : NULL,
-            .read = !next.none && next.starts ? &next : NULL,
+            .read = !next.none && (next.starts || st->report->layout.bias_rank == 4) ? &next
+                                                                                   : NULL,
         };
         attn_beside(beside_io, &job);
         if (!current.none)

@@ -254,10 +254,17 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
     report->memory_cap = basis->memory;
     const bool online = attn_plan_map_count(opt->save) == 0;
     report->online = online;
+    st->cfg.precision = opt->precision;
+    st->cfg.check_overflow = !opt->allow_nonfinite;
+    /* What every step holds whatever its size: the threads' scratch of
+     * the attention and of the packing (rank 0's threads, as the plan). */
+    const size_t packing = basis->threads *
+                           attn_store_scratch_bytes(ATTN_CHUNK_BYTES + ATTN_CHUNK_BYTES / 8);
     const attn_step_request request_steps = {
         .precision = opt->precision, .store = report->store, .save = opt->save,
         .compress = opt->compress > 0, .memory = report->memory_cap, .forced = opt->slice_items,
         .threads = basis->threads, .task_rows = attn_task_rows(&st->cfg, online),
+        .fixed = attn_attend_scratch_bytes_for(&st->cfg, 1, online, basis->threads) + packing,
     };
     status = attn_plan_steps(&report->layout, &request_steps, &st->sizes, &report->slice_items, err);
     if (status != ATTN_OK)
@@ -265,16 +272,16 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
     report->slice_rows = st->sizes.rows;
     report->step_blocks = attn_plan_step_blocks(&report->layout, &st->sizes, report->slice_items,
                                                 request_steps.task_rows);
-    size_t per_item = st->sizes.bytes_per_item;
-    if (st->sizes.rows < d->n)     /* the maps of one block of rows only */
-        per_item = st->sizes.bytes_per_base + st->sizes.bytes_per_row * st->sizes.rows;
-    if (!attn_size_mul(&report->slice_bytes, report->slice_items, per_item))
+    report->slice_bytes = attn_plan_step_bytes(&report->layout, &st->sizes, report->slice_items);
+    report->held_bytes = attn_plan_held_bytes(&report->layout, &st->sizes, report->slice_items);
+    report->least_bytes = st->sizes.least_bytes;
+    report->least_rows = st->sizes.least_rows < d->n ? st->sizes.least_rows : d->n;
+    report->scratch_bytes = st->sizes.bytes_fixed;
+    if (report->slice_bytes == SIZE_MAX || report->held_bytes == SIZE_MAX)
         return attn_fail(err, ATTN_EINPUT, "%s: a slice of %zu batch items is too large",
                          opt->input, report->slice_items);
     if ((status = run_plan_stored(st, err)) != ATTN_OK)
         return status;
-    st->cfg.precision = opt->precision;
-    st->cfg.check_overflow = !opt->allow_nonfinite;
     report->config = st->cfg;
     memcpy(report->inputs, st->info, sizeof st->info);
     for (int i = 0; i < ATTN_IN_COUNT; i++)

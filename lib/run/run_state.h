@@ -69,6 +69,10 @@ typedef struct run_state {
     void *slice_memory;           /* every per-slice buffer, carved below   */
     attn_slice slots[2];          /* the slice computed and the next, read
                                      beside it (compute buffers shared)   */
+    void *bias[2];                /* [step parity] the rows of a step of a
+                                     4-D attention bias (c, H, rows, m),
+                                     read beside the step before; NULL
+                                     without one                        */
     void *maps[2][2];             /* [step parity][scores, weights]: both
                                      parities share one set             */
     int handles[ATTN_OUT_COUNT];
@@ -118,6 +122,17 @@ static inline char *run_align_up(void *p)
     return (char *)((at + RUN_ALIGN - 1) / RUN_ALIGN * RUN_ALIGN);
 }
 
+/* Whether a slice's q is kept over its X (attn_slice.q_over_x): when its
+ * items go in blocks of query rows, q of every row is projected with K
+ * and V at an item's first block, into X's own rows (X is read only
+ * then), so that no later block projects its q again -- when a row of X
+ * has room for the H*dk values of q. */
+static inline bool run_q_over_x(const run_state *st)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    return st->sizes.rows < d->n && d->heads * d->d_k <= d->d_model;
+}
+
 /* Blocks of query rows in one slice. */
 static inline size_t run_slice_blocks(const run_state *st)
 {
@@ -137,6 +152,11 @@ int run_load_shared(run_state *st, attn_error *err);
  * attention bias may hold -inf). */
 int run_read_rows(const run_state *st, attn_input which, size_t first, size_t rows, void *buf,
                   attn_error *err);
+/* The same for a float input, of rows [from, from + length) along its
+ * axis `axis` only (a 4-D attention bias one block of query rows at a
+ * time): (rows, ..., length, ...) values. */
+int run_read_block(const run_state *st, attn_input which, size_t first, size_t rows, size_t axis,
+                   size_t from, size_t length, void *buf, attn_error *err);
 
 /* preflight.c */
 int run_check_options(const attn_run_options *opt, attn_error *err);

@@ -2,7 +2,10 @@
  * slices.c - the buffers of the pipeline's two slots: one table names
  * every buffer of a slice, its bytes per batch item and whether the two
  * slots share it; one allocation is carved by it, and each slot's
- * attn_slice pointed into its buffers.
+ * attn_slice pointed into its buffers.  What the keys need is kept for
+ * whole items (X, --kv, k and v, the summaries); the rest holds one block
+ * of query rows (sizes.rows): q, heads, output, result, the maps, a 4-D
+ * attention bias.
  *
  * Legend: see run_state.h.
  */
@@ -17,25 +20,33 @@
  * compute, each (c items, ...) as its row of the table says. */
 typedef struct slot_buffers {
     void *x, *y;                  /* (c, n, D), (c, m, D) with --kv        */
-    void *projections;            /* (c, n, q|k|v); --kv: (c, n, q) then
-                                     (c, m, k|v) (place_projections)      */
+    void *projections;            /* q (c, rows, H*dk), one block of rows,
+                                     then k and v (c, m, G*dk | G*dv); or
+                                     (c, n, q|k|v) for whole items of
+                                     self-attention (place_projections)  */
     void *scores, *weights;       /* (c, H, rows, m): one block of rows     */
-    void *concat, *output;        /* (c, n, H*dv), (c, n, D)                */
-    void *keep, *positions, *bias;   /* (c, m) flags, (c, n + m) int64,
-                                        (c, H, n, m): what items own     */
+    void *concat, *output;        /* (c, rows, H*dv), (c, rows, D)          */
+    void *keep, *positions;       /* (c, m) flags, (c, n + m) int64: what
+                                     items own                            */
+    void *bias;                   /* (c, H, rows, m): the rows of a step,
+                                     by step parity (st->bias)           */
     void *summary[ATTN_SUMMARY_COUNT];   /* (c, H, n) each               */
     void *mean;                   /* (c, rows, m)                           */
-    void *result;                 /* (c, n, H, D)                           */
+    void *result;                 /* (c, rows, H, D)                        */
 } slot_buffers;
 
 /*
- * Points the projections of a slice of c items into one buffer, side by
- * side for one GEMM: (c, n, q|k|v) for self-attention -- q, k, v as blocks
- * of heads, or per head [q|k|v] when the fused weights interleave them --
- * and (c, n, q) then (c, m, k|v) for --kv.
+ * Points the projections of a slice of c items into one buffer.  Steps of
+ * whole items of self-attention: side by side, (c, n, q|k|v) -- q, k, v
+ * as blocks of heads, or per head [q|k|v] when the fused weights
+ * interleave them -- for one GEMM of all three.  Else q (c, rows, H*dk)
+ * packed, one block of rows, or over X (q_over_x: (c, n, H*dk | D)), then
+ * k and v side by side (c, m, G*dk | G*dv), for one GEMM of both
+ * (attn_project_rows keeps them so from the fused GEMM of self-attention,
+ * whatever order the fused weights hold them in).
  */
-static void place_projections(const attn_layout *layout, size_t c, size_t elem, char *projections,
-                              attn_slice *slice)
+static void place_projections(const attn_layout *layout, size_t c, size_t rows, bool q_over_x,
+                              size_t elem, char *projections, attn_slice *slice)
 {
     const attn_dims *d = &layout->dims;
     const size_t G = attn_kv_heads(d);
@@ -44,20 +55,26 @@ static void place_projections(const attn_layout *layout, size_t c, size_t elem, 
     slice->hsq = d->d_k;
     slice->hsk = d->d_k;
     slice->hsv = d->d_v;
-    if (layout->heads_interleaved) {          /* self-attention only */
+    if (!layout->cross && rows == d->n && layout->heads_interleaved) {
         slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
         slice->hsq = slice->hsk = slice->hsv = 3 * d->d_k;
         slice->k = projections + d->d_k * elem;
         slice->v = projections + 2 * d->d_k * elem;
         return;
     }
-    if (!layout->cross) {
+    if (!layout->cross && rows == d->n) {
         slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
         slice->k = projections + qk * elem;
+    } else if (q_over_x) {
+        slice->q = (void *)slice->x;
+        slice->q_over_x = true;
+        slice->ldq = d->d_model;
+        slice->ldk = slice->ldv = kc + vc;
+        slice->k = projections;
     } else {
         slice->ldq = qk;
         slice->ldk = slice->ldv = kc + vc;
-        slice->k = projections + c * d->n * qk * elem;
+        slice->k = projections + c * rows * qk * elem;
     }
     slice->v = (char *)slice->k + kc * elem;
 }
@@ -98,10 +115,9 @@ static void place_inputs(run_state *st, attn_slice *slice, const slot_buffers *b
         slice->kv_positions = slice->positions;
         slice->kv_positions_stride = slice->positions_stride;
     }
-    if (layout->bias_rank != 0) {
-        slice->bias = layout->bias_rank == 4 ? b->bias : whole[ATTN_IN_ATTN_BIAS];
-        const size_t bias_heads = layout->bias_heads_shared ? 1 : d->heads;
-        slice->bias_item_stride = layout->bias_rank == 4 ? bias_heads * d->n * d->m : 0;
+    if (layout->bias_rank != 0 && layout->bias_rank < 4) {
+        slice->bias = whole[ATTN_IN_ATTN_BIAS];
+        slice->bias_item_stride = 0;
         slice->bias_head_stride = layout->bias_rank >= 3 && !layout->bias_heads_shared
                                       ? d->n * d->m : 0;
     }
@@ -120,50 +136,66 @@ static size_t map_block(const run_state *st, size_t kept_from)
     return st->sizes.map_count >= kept_from ? elements(st, d->heads * st->sizes.rows * d->m) : 0;
 }
 
+/* Bytes of one block of rows (sizes.rows) of a buffer of `whole` values
+ * for all n rows of an item. */
+static size_t by_rows(const run_state *st, size_t whole)
+{
+    return elements(st, whole / st->report->layout.dims.n * st->sizes.rows);
+}
+
 /* Bytes per item of each buffer (index: of a row with several). */
 static size_t x_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.x); }
 static size_t y_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.y); }
-static size_t projection_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.projections); }
+static size_t projection_bytes(const run_state *st, size_t i) { (void)i; return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, st->sizes.k + st->sizes.v); }
 static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 2); }
 static size_t weights_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 1); }
-static size_t concat_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.concat); }
-static size_t output_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.output); }
+static size_t concat_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.concat); }
+static size_t output_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.output); }
 static size_t keep_bytes(const run_state *st, size_t i) { (void)i; return st->sizes.keep; }
 static size_t positions_bytes(const run_state *st, size_t i) { (void)i; return st->sizes.positions * sizeof(int64_t); }
-static size_t bias_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.bias); }
+static size_t bias_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.bias); }
 static size_t summary_bytes(const run_state *st, size_t i) { return st->sizes.summary[i]; }
 static size_t mean_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.rows * st->sizes.mean); }
-static size_t result_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.result); }
+static size_t result_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.result); }
+
+/* Who holds a buffer: each slot (the next slice is read beside a step;
+ * one when the batch is one slice), the two slots together (only the
+ * compute touches it: a step's results leave it, packed, before the next
+ * step starts), or each step parity (read beside the step before). */
+typedef enum holder { BY_SLOT, SHARED, BY_PARITY } holder;
 
 /*
  * The table of a slot's buffers, in the order they are carved, each on a
- * RUN_ALIGN boundary.  What only the compute touches -- projections, maps
- * (one block of rows), concat, output, the summaries, mean and result --
- * is shared by
- * the two slots: a step's results leave those buffers, packed, before the
- * next step starts.  A buffer of 0 bytes is not computed (NULL).
+ * RUN_ALIGN boundary.  A buffer of 0 bytes is not computed (NULL).
  */
 static const struct slice_buffer {
     const char *name;
     size_t field;                 /* offsetof(slot_buffers, ...)           */
     size_t count;                 /* pointers from field: 1, or more        */
-    bool shared;                  /* one for both slots                    */
+    holder held;
     size_t (*bytes)(const run_state *st, size_t index);   /* per item      */
 } slice_buffers[] = {
-    {"x", offsetof(slot_buffers, x), 1, false, x_bytes},
-    {"y", offsetof(slot_buffers, y), 1, false, y_bytes},
-    {"projections", offsetof(slot_buffers, projections), 1, true, projection_bytes},
-    {"scores", offsetof(slot_buffers, scores), 1, true, scores_bytes},
-    {"weights", offsetof(slot_buffers, weights), 1, true, weights_bytes},
-    {"concat", offsetof(slot_buffers, concat), 1, true, concat_bytes},
-    {"output", offsetof(slot_buffers, output), 1, true, output_bytes},
-    {"keep", offsetof(slot_buffers, keep), 1, false, keep_bytes},
-    {"positions", offsetof(slot_buffers, positions), 1, false, positions_bytes},
-    {"bias", offsetof(slot_buffers, bias), 1, false, bias_bytes},
-    {"summary", offsetof(slot_buffers, summary), ATTN_SUMMARY_COUNT, true, summary_bytes},
-    {"mean", offsetof(slot_buffers, mean), 1, true, mean_bytes},
-    {"result", offsetof(slot_buffers, result), 1, true, result_bytes},
+    {"x", offsetof(slot_buffers, x), 1, BY_SLOT, x_bytes},
+    {"y", offsetof(slot_buffers, y), 1, BY_SLOT, y_bytes},
+    {"projections", offsetof(slot_buffers, projections), 1, SHARED, projection_bytes},
+    {"scores", offsetof(slot_buffers, scores), 1, SHARED, scores_bytes},
+    {"weights", offsetof(slot_buffers, weights), 1, SHARED, weights_bytes},
+    {"concat", offsetof(slot_buffers, concat), 1, SHARED, concat_bytes},
+    {"output", offsetof(slot_buffers, output), 1, SHARED, output_bytes},
+    {"keep", offsetof(slot_buffers, keep), 1, BY_SLOT, keep_bytes},
+    {"positions", offsetof(slot_buffers, positions), 1, BY_SLOT, positions_bytes},
+    {"bias", offsetof(slot_buffers, bias), 1, BY_PARITY, bias_bytes},
+    {"summary", offsetof(slot_buffers, summary), ATTN_SUMMARY_COUNT, SHARED, summary_bytes},
+    {"mean", offsetof(slot_buffers, mean), 1, SHARED, mean_bytes},
+    {"result", offsetof(slot_buffers, result), 1, SHARED, result_bytes},
 };
+
+/* Whether slot 1 takes slot 0's buffer of row `row`. */
+static bool second_shares(const run_state *st, const struct slice_buffer *row)
+{
+    const bool one_slice = st->report->slice_items >= st->report->layout.dims.batch;
+    return row->held == SHARED || (row->held == BY_SLOT && one_slice);
+}
 
 #define SLICE_BUFFER_COUNT (sizeof slice_buffers / sizeof slice_buffers[0])
 
@@ -181,7 +213,7 @@ bool run_slice_memory_bytes(const run_state *st, size_t *total)
         for (size_t j = 0; j < SLICE_BUFFER_COUNT; j++)
             for (size_t i = 0; i < slice_buffers[j].count; i++) {
                 size_t bytes;
-                if (slot == 1 && slice_buffers[j].shared)
+                if (slot == 1 && second_shares(st, &slice_buffers[j]))
                     continue;
                 if (!attn_size_mul(&bytes, c, slice_buffers[j].bytes(st, i)) ||
                     !attn_size_add(&bytes, bytes, RUN_ALIGN) || !attn_size_add(total, *total, bytes))
@@ -204,8 +236,9 @@ static void place_slot(run_state *st, int i, const slot_buffers *b)
     slice->result = b->result;
     st->maps[i][0] = b->scores;
     st->maps[i][1] = b->weights;
-    place_projections(layout, st->report->slice_items, attn_precision_size(st->opt->precision),
-                      b->projections, slice);
+    st->bias[i] = b->bias;        /* a 4-D bias: the step of parity i's rows */
+    place_projections(layout, st->report->slice_items, st->sizes.rows, run_q_over_x(st),
+                      attn_precision_size(st->opt->precision), b->projections, slice);
     place_inputs(st, slice, b);
 }
 
@@ -232,7 +265,7 @@ int run_allocate_slices(run_state *st, attn_error *err)
             for (size_t i = 0; i < slice_buffers[j].count; i++) {
                 void **at = buffer_at(&slots[s], &slice_buffers[j], i);
                 const size_t bytes = slice_buffers[j].bytes(st, i);
-                if (s == 1 && slice_buffers[j].shared) {
+                if (s == 1 && second_shares(st, &slice_buffers[j])) {
                     *at = *buffer_at(&slots[0], &slice_buffers[j], i);
                     continue;
                 }

@@ -74,6 +74,10 @@ SCHEMA = {
     "plan.steps": "integer",
     "plan.step_bytes": "integer",
     "plan.memory_cap": "integer",
+    "plan.held_bytes": "integer",
+    "plan.least_step_bytes": "integer",
+    "plan.least_step_rows": "integer",
+    "plan.least_step_over_cap": "boolean",
     "plan.blocks_per_step": "integer",
     "plan.threads": "integer",
     "plan.online_softmax": "boolean",
@@ -413,6 +417,22 @@ def check_case(c):
         want("plan.threads", int(option(args, "--threads")))
     if c.get("row_blocks") and not rows < d["n"]:
         fails.append("rows_per_block %d: the item's rows are not cut" % rows)
+    # the cap: what the steps hold stays under it, but for the least step
+    # (one item, one tile of rows), which the plan then says it is over
+    want("plan.least_step_rows", least_rows(d["n"], d["m"]))
+    want("plan.least_step_over_cap", p["least_step_bytes"] > p["memory_cap"])
+    if p["least_step_over_cap"]:
+        if (items, min(rows, d["n"]), p["held_bytes"]) != (1, least_rows(d["n"], d["m"]),
+                                                           p["least_step_bytes"]):
+            fails.append("over the cap with a step of %d items, %d rows, %d bytes held"
+                         % (items, rows, p["held_bytes"]))
+    elif p["held_bytes"] > p["memory_cap"]:
+        fails.append("held_bytes %d over the cap %d" % (p["held_bytes"], p["memory_cap"]))
+    if not p["step_bytes"] <= p["held_bytes"] or not p["least_step_bytes"] <= p["held_bytes"]:
+        fails.append("step_bytes %d, least_step_bytes %d, held_bytes %d"
+                     % (p["step_bytes"], p["least_step_bytes"], p["held_bytes"]))
+    if rows < d["n"] and rows % least_rows(d["n"], d["m"]):
+        fails.append("rows_per_block %d: not whole tiles" % rows)
 
     # the variant
     scale = float(option(args, "--scale", 0)) or 1 / math.sqrt(d["d_k"])
@@ -429,6 +449,20 @@ def check_case(c):
     # the same shapes, axes, types and chunks in a real run's file
     if c.get("write"):
         check_written(c, doc)
+
+
+def least_rows(n, m, T=256):
+    """The fewest query rows of a step: one tile of the maps' chunks
+    (docs/outputs.md, Chunks): T clipped to n, more when m < T (a tile of
+    T*T elements), all n when a whole (n, m) map fits in a tile."""
+    if n * m <= T * T:
+        return n
+    if m < T:
+        p = 1
+        while p * 2 <= T * T // m:
+            p *= 2
+        return min(n, p)
+    return min(n, T)
 
 
 def check_text(c, doc):

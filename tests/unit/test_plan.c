@@ -1080,20 +1080,26 @@ static void test_plan_slice_budget_picks_item_count(void **state)
     sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 0, 0, &sizes);
     size_t per_item = sizes.bytes_per_item;
     assert_true(per_item > 0);
+    /* What steps of items hold: both slots' inputs below the batch, one
+     * slot for the whole batch (one slice). */
+    const size_t held = attn_plan_held_bytes(&layout, &sizes, 1);
+    const size_t whole = attn_plan_held_bytes(&layout, &sizes, 10);
+    assert_true(held > per_item);
+    assert_int_equal(whole, 10 * (held - sizes.bytes_per_slot));
 
     /* Below the batch (10): the largest power of two of items that fits. */
     const slice_count cases[] = {
-        {2 * per_item - 1, 0, 1}, {2 * per_item, 0, 2}, {4 * per_item - 1, 0, 2},
-        {4 * per_item, 0, 4}, {7 * per_item, 0, 4}, {8 * per_item, 0, 8},
-        {9 * per_item + 5, 0, 8},
-        {10 * per_item, 0, 10},    /* the whole batch fits: all of it */
-        {64 * per_item, 0, 10},
+        {2 * held - 1, 0, 1}, {2 * held, 0, 2}, {4 * held - 1, 0, 2},
+        {4 * held, 0, 4}, {7 * held, 0, 4}, {8 * held, 0, 8},
+        {whole - 1, 0, 8},
+        {whole, 0, 10},            /* the whole batch fits: all of it */
+        {64 * held, 0, 10},
     };
     check_slice_counts(&layout, cases, COUNT(cases), per_item);
 
     /* double takes more bytes per item than float */
     attn_slice_sizes sizes64;
-    size_t items = sliced(&layout, ATTN_F64, ATTN_SAVE_DEFAULT, 4 * per_item, 0, &sizes64);
+    size_t items = sliced(&layout, ATTN_F64, ATTN_SAVE_DEFAULT, 4 * held, 0, &sizes64);
     assert_true(sizes64.bytes_per_item > per_item);
     assert_true(items < 4);
 
@@ -1110,9 +1116,9 @@ static void test_plan_slice_budget_picks_item_count(void **state)
     check_slice_counts(&layout, bounds, COUNT(bounds), per_item);
 }
 
-/* Long sequences: one item's maps exceed the budget, so its query rows go
- * in power-of-two blocks, never fewer than one chunk of the maps holds;
- * without saved maps (online softmax) nothing is split. */
+/* Long sequences: one item exceeds the budget, so its query rows go in
+ * power-of-two blocks, never fewer than one chunk of the maps holds --
+ * with or without saved maps: q, heads and output go by rows too. */
 static void test_plan_slice_query_row_blocks(void **state)
 {
     (void)state;
@@ -1125,35 +1131,46 @@ static void test_plan_slice_query_row_blocks(void **state)
     const unsigned output_only = 1u << ATTN_OUT_OUTPUT;
     const unsigned weights_only = (1u << ATTN_OUT_WEIGHTS) | output_only;
 
+    /* q, heads and output of a row: H*dk + H*dv + D = 48 floats, and the
+     * packed room of heads and output (their chunks hold whole rows) */
+    const size_t row_outputs = 48 * 4 + (2 * 8 + 16) * 4;
     /* both maps: 2 maps * 2 heads * 1024 keys * 4 bytes per query row,
      * computed, and as much again packed in chunks for writing */
     items = sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 1, 0, &sizes);
     assert_int_equal(sizes.map_count, 2);
-    assert_int_equal(sizes.bytes_per_row, 2 * (2 * 2 * 1024 * 4));
+    assert_int_equal(sizes.bytes_per_row, 2 * (2 * 2 * 1024 * 4) + row_outputs);
     assert_int_equal(items, 1);
     assert_int_equal(sizes.rows, 256);          /* (256, 256) tiles: 256 rows */
+    assert_int_equal(sizes.least_rows, 256);
 
-    /* room for 600 rows beyond one item's other buffers: 512 (a power of two) */
-    size_t base = sizes.bytes_per_item - sizes.bytes_per_row * 1024;
-    items = sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, base + 600 * sizes.bytes_per_row, 0,
-                   &sizes);
+    /* room for 600 rows beyond one item's other buffers: 512 (a power of
+     * two); the packed rows of two steps are held */
+    sizes.rows = 0;
+    size_t base = attn_plan_held_bytes(&layout, &sizes, 1);
+    const size_t per_row = sizes.bytes_per_row + sizes.bytes_twice_per_row;
+    items = sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, base + 600 * per_row, 0, &sizes);
     assert_int_equal(items, 1);
     assert_int_equal(sizes.rows, 512);
+    assert_true(attn_plan_held_bytes(&layout, &sizes, 1) <= base + 600 * per_row);
 
     /* the whole item fits: every row at once */
-    items = sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, sizes.bytes_per_item, 0, &sizes);
+    sizes.rows = 1024;
+    const size_t item = attn_plan_held_bytes(&layout, &sizes, 1);
+    items = sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, item, 0, &sizes);
     assert_int_equal(items, 1);
     assert_int_equal(sizes.rows, 1024);
+    items = sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, item - 1, 0, &sizes);
+    assert_int_equal(sizes.rows, 512);
 
-    /* weights only: one map kept; no map at all: no blocks */
+    /* weights only: one map kept; no map at all: blocks of rows all the same */
     sliced(&layout, ATTN_F32, weights_only, 1, 0, &sizes);
     assert_int_equal(sizes.map_count, 1);
-    assert_int_equal(sizes.bytes_per_row, 2 * (2 * 1024 * 4));
+    assert_int_equal(sizes.bytes_per_row, 2 * (2 * 1024 * 4) + 48 * 4 + 16 * 4);
     assert_int_equal(sizes.rows, 256);
     sliced(&layout, ATTN_F32, output_only, 1, 0, &sizes);
     assert_int_equal(sizes.map_count, 0);
-    assert_int_equal(sizes.bytes_per_row, 0);
-    assert_int_equal(sizes.rows, 1024);
+    assert_int_equal(sizes.bytes_per_row, 48 * 4 + 16 * 4);
+    assert_int_equal(sizes.rows, 256);
 
     /* --batch-slice keeps whole rows */
     items = sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 1, 2, &sizes);
@@ -1179,12 +1196,11 @@ static const bench_shape bench_shapes[] = {
     {"window maps", 1, 16384, 256, 4, 4, 256, 1u << ATTN_OUT_WEIGHTS},
 };
 
-/* Bytes of one step's buffers: items whole, or one item's rows. */
+/* Bytes the steps hold at once (the cap's measure): items whole, or one
+ * item's rows, two steps in flight. */
 static size_t step_bytes(const attn_layout *layout, const attn_slice_sizes *sizes, size_t items)
 {
-    if (sizes->rows < layout->dims.n)
-        return items * (sizes->bytes_per_base + sizes->rows * sizes->bytes_per_row);
-    return items * sizes->bytes_per_item;
+    return attn_plan_held_bytes(layout, sizes, items);
 }
 
 /* The plan of shape for `threads` threads under the default cap of a
@@ -1238,8 +1254,9 @@ static void test_plan_steps_feed_every_thread(void **state)
             if (blocks < ATTN_BLOCKS_PER_THREAD * threads && !whole)
                 fail_msg("%s, %zu threads: %zu blocks per step", bench_shapes[s].name, threads, blocks);
             /* Over the cap only as the least step there is: one item's
-             * buffers but the maps' rows, and one tile of rows. */
-            const bool least = items == 1 && (sizes.rows == 256 || sizes.map_count == 0);
+             * X, K and V, and one tile of rows. */
+            const bool least = items == 1 && sizes.rows == sizes.least_rows &&
+                               step_bytes(&layout, &sizes, items) == sizes.least_bytes;
             if (step_bytes(&layout, &sizes, items) > cap && !least)
                 fail_msg("%s, %zu threads: a step of %zu bytes over the cap %zu",
                          bench_shapes[s].name, threads, step_bytes(&layout, &sizes, items), cap);
@@ -1250,17 +1267,17 @@ static void test_plan_steps_feed_every_thread(void **state)
     }
 }
 
-/* The default cap by hand: 128 MiB a thread, at least 16 MiB, at most
- * an eighth of the memory (0: unknown, no bound). */
+/* The default cap by hand: 256 MiB a thread, at least 32 MiB, at most
+ * a quarter of the memory (0: unknown, no bound). */
 static void test_plan_default_memory(void **state)
 {
     (void)state;
-    assert_int_equal(attn_plan_default_memory(1, 0), 128 * MIB);
-    assert_int_equal(attn_plan_default_memory(2, (size_t)24 << 30), 256 * MIB);
-    assert_int_equal(attn_plan_default_memory(64, (size_t)24 << 30), (size_t)3 << 30);
-    assert_int_equal(attn_plan_default_memory(4, (size_t)1 << 30), 128 * MIB);
-    assert_int_equal(attn_plan_default_memory(1, 64 * MIB), 16 * MIB);
-    assert_int_equal(attn_plan_default_memory(0, 0), 128 * MIB);
+    assert_int_equal(attn_plan_default_memory(1, 0), 256 * MIB);
+    assert_int_equal(attn_plan_default_memory(2, (size_t)24 << 30), 512 * MIB);
+    assert_int_equal(attn_plan_default_memory(64, (size_t)24 << 30), (size_t)6 << 30);
+    assert_int_equal(attn_plan_default_memory(4, (size_t)1 << 30), 256 * MIB);
+    assert_int_equal(attn_plan_default_memory(1, 64 * MIB), 32 * MIB);
+    assert_int_equal(attn_plan_default_memory(0, 0), 256 * MIB);
 }
 
 /* A --memory below what feeds the threads stays the cap: the step does

@@ -1148,6 +1148,177 @@ static void test_forward_qk_norm_and_rope(void **state)
     free_layer(&run.L);
 }
 
+/* [W_Q | W_K | W_V] (D, H*dk + G*dk + G*dv) and its bias, side by side. */
+static void blocks_qkv(const layer *L, double **w_qkv, double **b_qkv)
+{
+    const size_t D = L->D, qk = L->H * L->dk, kc = L->G * L->dk, vc = L->G * L->dv;
+    const size_t F = qk + kc + vc;
+    *w_qkv = malloc(D * F * sizeof(double));
+    *b_qkv = malloc(F * sizeof(double));
+    assert_true(*w_qkv && *b_qkv);
+    for (size_t i = 0; i < D; i++) {
+        memcpy(*w_qkv + i * F, L->w_q + i * qk, qk * sizeof(double));
+        memcpy(*w_qkv + i * F + qk, L->w_k + i * kc, kc * sizeof(double));
+        memcpy(*w_qkv + i * F + qk + kc, L->w_v + i * vc, vc * sizeof(double));
+    }
+    memcpy(*b_qkv, L->b_q, qk * sizeof(double));
+    memcpy(*b_qkv + qk, L->b_k, kc * sizeof(double));
+    memcpy(*b_qkv + qk + kc, L->b_v, vc * sizeof(double));
+}
+
+/* Rows [r0, r0 + rows) of each item of a (c, n, width | ld) buffer against
+ * a (c, rows, width | ld_block) one, bit for bit, head by head (hs apart,
+ * w wide each; heads 1 for whole rows). */
+static void assert_rows_same(const double *whole, size_t ld, size_t hs, const double *block,
+                             size_t ld_block, size_t hs_block, size_t c, size_t n, size_t r0,
+                             size_t rows, size_t heads, size_t w, const char *what)
+{
+    for (size_t b = 0; b < c; b++)
+        for (size_t i = 0; i < rows; i++)
+            for (size_t h = 0; h < heads; h++)
+                if (memcmp(whole + (b * n + r0 + i) * ld + h * hs,
+                           block + (b * rows + i) * ld_block + h * hs_block, w * sizeof(double)))
+                    fail_msg("%s: item %zu row %zu head %zu differs: %.17g vs %.17g", what, b,
+                             r0 + i, h, whole[(b * n + r0 + i) * ld + h * hs],
+                             block[(b * rows + i) * ld_block + h * hs_block]);
+}
+
+/*
+ * attn_project_rows in blocks of query rows (256, 256, 88 of n = 600, as
+ * the pipeline's steps) against attn_project_inputs of the whole items,
+ * then attend, output and result of each block: every value bit for bit
+ * the whole's.  With QK-norm, RoPE at given positions (a block past the
+ * first must turn its rows at their own positions, not from 0), GQA, and
+ * the weights separate, fused [Q | K | V] (the one GEMM of q|k|v side by
+ * side) and fused per head [q | k | v]; q in a buffer of the block's rows,
+ * or of every row over a copy of x (q_over_x).
+ */
+static void test_project_rows_in_blocks_as_whole(void **state)
+{
+    (void)state;
+    static const double q_norm[4] = {1.5, 0.5, -1, 2};
+    static const double k_norm[4] = {0.5, 1, 1.5, -0.5};
+    const attn_variant variant = {
+        .causal = true, .norm_eps = 0.01, .rope = {.theta = 50, .dim = 4, .style = ATTN_ROPE_NEOX},
+    };
+    for (int kind = 0; kind < 6; kind++) {          /* separate, fused blocks, fused per head */
+        const bool over_x = kind >= 3;
+        const size_t G = kind % 3 == 2 ? 4 : 2;      /* per head: G = H */
+        layer_run run = start_layer((layer){.c = 2, .n = 600, .D = 16, .H = 4, .G = G, .dk = 4,
+                                            .dv = 4, .has_bias = true, .q_norm = q_norm,
+                                            .k_norm = k_norm},
+                                    variant, NULL);
+        const layer *L = &run.L;
+        const size_t c = L->c, n = L->n, D = L->D, H = L->H, dk = L->dk, dv = L->dv;
+        const size_t qk = H * dk, kc = G * dk, vc = G * dv, all = qk + kc + vc, hv = H * dv;
+        int64_t *pos = malloc(c * n * sizeof *pos);
+        assert_non_null(pos);
+        for (size_t i = 0; i < c * n; i++)
+            pos[i] = (int64_t)(i % n) * 2 + (int64_t)(i / n) * 7 + 3;
+        attn_weights w = run.w;
+        double *w_qkv = NULL, *b_qkv = NULL;
+        if (kind % 3 == 1)
+            blocks_qkv(L, &w_qkv, &b_qkv);
+        if (kind % 3 == 2)
+            interleaved_qkv(L, &w_qkv, &b_qkv);
+        w.w_qkv = w_qkv;
+        w.b_qkv = b_qkv;
+        w.heads_interleaved = kind % 3 == 2;
+
+        /* the whole items: q|k|v side by side with fused weights, as the
+         * pipeline laid them out for its one GEMM */
+        attn_slice whole = new_slice(&run.cfg, L, false);
+        double *qkv = NULL;
+        whole.positions = whole.kv_positions = pos;
+        whole.positions_stride = whole.kv_positions_stride = n;
+        whole.result = calloc(c * n * H * D, sizeof(double));
+        if (kind % 3 == 1) {
+            qkv = malloc(c * n * all * sizeof(double));
+            assert_non_null(qkv);
+            whole.q = qkv;
+            whole.k = qkv + qk;
+            whole.v = qkv + qk + kc;
+            whole.ldq = whole.ldk = whole.ldv = all;
+        } else if (kind % 3 == 2) {
+            interleave_projections(&whole, L);
+        }
+        attn_project_inputs(&run.cfg, &w, &whole);
+        attn_attend(&run.cfg, &whole, 0, n);
+        attn_project_output(&run.cfg, &w, &whole);
+        attn_project_result(&run.cfg, &w, &whole);
+        const size_t ldq = whole.ldq ? whole.ldq : qk, hsq = whole.hsq ? whole.hsq : dk;
+        const size_t ldk = whole.ldk ? whole.ldk : kc, hsk = whole.hsk ? whole.hsk : dk;
+        const size_t ldv = whole.ldv ? whole.ldv : vc, hsv = whole.hsv ? whole.hsv : dv;
+
+        /* the same in blocks: q, concat, output, result of 256 rows; k and
+         * v side by side (c, m, kc | vc) */
+        const size_t R = 256;
+        double *x = malloc(c * n * D * sizeof(double));     /* q over x writes it */
+        assert_non_null(x);
+        memcpy(x, L->x, c * n * D * sizeof(double));
+        attn_slice s = {
+            .count = c, .x = x, .y = x, .y_stride = n * D,
+            .positions = pos, .kv_positions = pos, .positions_stride = n,
+            .kv_positions_stride = n,
+            .q = calloc(c * R * qk, sizeof(double)), .ldq = qk,
+            .k = calloc(c * n * (kc + vc), sizeof(double)), .ldk = kc + vc, .ldv = kc + vc,
+            .concat = calloc(c * R * hv, sizeof(double)),
+            .output = calloc(c * R * D, sizeof(double)),
+            .result = calloc(c * R * H * D, sizeof(double)),
+            .scratch = aligned_alloc(64, (attn_attend_scratch_bytes(&run.cfg, c, true) + 63) /
+                                             64 * 64),
+        };
+        assert_true(s.q && s.k && s.concat && s.output && s.result && s.scratch);
+        s.v = (double *)s.k + kc;
+        if (over_x) {
+            s.q_over_x = true;
+            s.q = x;
+            s.ldq = D;
+        }
+        const size_t block_ldq = over_x ? D : qk;
+        for (size_t r0 = 0; r0 < n; r0 += R) {
+            const size_t rows = n - r0 < R ? n - r0 : R;
+            s.block_first = r0;
+            s.block_rows = rows;
+            attn_project_rows(&run.cfg, &w, &s, r0 == 0);
+            attn_attend(&run.cfg, &s, r0, rows);
+            attn_project_output(&run.cfg, &w, &s);
+            attn_project_result(&run.cfg, &w, &s);
+            assert_int_equal(s.overflow, 0);
+            const double *q_rows = (const double *)s.q + (over_x ? r0 * D : 0);
+            for (size_t b = 0; b < c; b++)         /* item b's rows of the block */
+                assert_rows_same((const double *)whole.q + b * n * ldq, ldq, hsq,
+                                 q_rows + b * (over_x ? n : rows) * block_ldq,
+                                 block_ldq, dk, 1, n, r0, rows, H, dk, "q");
+            assert_rows_same(whole.concat, hv, 0, s.concat, hv, 0, c, n, r0, rows, 1, hv,
+                             "concat");
+            assert_rows_same(whole.output, D, 0, s.output, D, 0, c, n, r0, rows, 1, D, "output");
+            assert_rows_same(whole.result, H * D, 0, s.result, H * D, 0, c, n, r0, rows, 1,
+                             H * D, "result");
+        }
+        assert_rows_same(whole.k, ldk, hsk, s.k, kc + vc, dk, c, n, 0, n, G, dk, "k");
+        assert_rows_same(whole.v, ldv, hsv, s.v, kc + vc, dv, c, n, 0, n, G, dv, "v");
+
+        if (!over_x)
+            free(s.q);
+        free(x); free(s.k); free(s.concat); free(s.output); free(s.result); free(s.scratch);
+        free(whole.result);
+        if (kind % 3 == 1) {
+            whole.q = whole.k = whole.v = NULL;
+            free(qkv);
+            free_slice(&whole);
+        } else if (kind % 3 == 2) {
+            free_interleaved(&whole);
+        } else {
+            free_slice(&whole);
+        }
+        free(w_qkv);
+        free(b_qkv);
+        free(pos);
+        free_layer(&run.L);
+    }
+}
+
 /* rows x cols -> cols x rows */
 static double *transposed(const double *a, size_t rows, size_t cols)
 {
@@ -1257,6 +1428,7 @@ int main(void)
         cmocka_unit_test(test_forward_linear_layout),
         cmocka_unit_test(test_forward_heads_interleaved_fused),
         cmocka_unit_test(test_forward_qk_norm_and_rope),
+        cmocka_unit_test(test_project_rows_in_blocks_as_whole),
     };
     attn_set_threads(1);
     return cmocka_run_group_tests(tests, NULL, NULL);
