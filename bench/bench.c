@@ -1435,8 +1435,8 @@ static void print_targets_table(const struct options *o, const struct row rows[]
     printf("baseline s: the time the measure compares with, from this run: the baseline\n"
            "workload's attnrun s, roof s, the sweep's T=1 s (CPU s for the CPU measure), or\n"
            "the copies in a row. measure: a ratio of two times, the file's bytes on disk over\n"
-           "the dense float32 maps it saves, or the peak RSS (under --memory: the cap and an\n"
-           "allowance of %d MiB for the program, its libraries and HDF5's caches). N at once\n"
+           "the dense float32 maps it saves, or the peak RSS (under --memory: the cap, the\n"
+           "parameters and %d MiB for the program, its libraries and HDF5's caches). N at once\n"
            "/ in a row: the wall time of N copies started together over that of the same N\n"
            "one after the other (median of the runs, alternating).\n", BENCH_RSS_ALLOWANCE_MIB);
     printf("MISS is reported, not an error: the exit status does not change (the figures\n"
