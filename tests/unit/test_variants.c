@@ -1235,6 +1235,7 @@ static void test_project_rows_in_blocks_as_whole(void **state)
         if (kind % 3 == 1) {
             qkv = malloc(c * n * all * sizeof(double));
             assert_non_null(qkv);
+            free(whole.q); free(whole.k); free(whole.v);   /* replaced by qkv */
             whole.q = qkv;
             whole.k = qkv + qk;
             whole.v = qkv + qk + kc;
@@ -1272,6 +1273,7 @@ static void test_project_rows_in_blocks_as_whole(void **state)
         s.v = (double *)s.k + kc;
         if (over_x) {
             s.q_over_x = true;
+            free(s.q);                                     /* q goes into x's rows */
             s.q = x;
             s.ldq = D;
         }
