@@ -646,14 +646,14 @@ static double physical_ram_bytes(void)
 /* ---- the two peers ------------------------------------------------------ */
 
 /* attnrun IN -o OUT -q <workload options> [--threads T]; T 0: its default,
- * every core. */
+ * every core.  OUT: out, or NULL for the row's own. */
 static void attnrun_argv(const struct options *o, const struct row *r, int threads,
-                         struct argv_list *a)
+                         const char *out, struct argv_list *a)
 {
     argv_push(a, o->attnrun);
     argv_push(a, r->input);
     argv_push(a, "-o");
-    argv_push(a, r->attn_out);
+    argv_push(a, out != NULL ? out : r->attn_out);
     argv_push(a, "-q");
     argv_push_attnrun_workload(a, r->w);
     if (threads > 0) {
@@ -669,7 +669,7 @@ static void bench_attnrun(const struct options *o, struct row *r)
 {
     static struct child c;
     struct argv_list a = {.n = 0};
-    attnrun_argv(o, r, 0, &a);
+    attnrun_argv(o, r, 0, NULL, &a);
 
     progress("%s: %s warm-up", r->w->name, "attnrun");
     if (!run_once(a.v, r->attn_out, &c)) {
@@ -700,7 +700,7 @@ static void sweep_run(const struct options *o, struct row *r, int k, double *sec
     static struct child c;
     struct series *s = &r->sweep[k];
     struct argv_list a = {.n = 0};
-    attnrun_argv(o, r, o->sweep_threads[k], &a);
+    attnrun_argv(o, r, o->sweep_threads[k], NULL, &a);
     fprintf(stderr, " T=%d", o->sweep_threads[k]);
     if (!run_once(a.v, r->attn_out, &c)) {
         report_failure(&c, s->note, sizeof s->note);
@@ -798,8 +798,7 @@ static void bench_together(const struct options *o, struct row *r)
     for (int i = 0; i < count; i++) {
         copies[i] = (struct argv_list){.n = 0};
         snprintf(outs[i], sizeof outs[i], "%s.copy%d", r->attn_out, i);
-        attnrun_argv(o, r, 0, &copies[i]);
-        copies[i].v[3] = outs[i];           /* -o OUT of attnrun_argv */
+        attnrun_argv(o, r, 0, outs[i], &copies[i]);
     }
     progress("%s: %d copies in a row, then at once:", r->w->name, count);
     for (int run = 0; run < o->runs; run++) {
