@@ -23,44 +23,95 @@ static double rows_cost(const run_state *st, size_t row0, size_t rows)
     return attn_visible_pairs(&st->cfg, row0, rows) + per_row * (double)rows;
 }
 
-/* Steps each rank cuts its share of the rows into, when the ranks split
- * items' rows: their rounds are collective, so the steps of one round
- * should cost the same on every rank. */
+/* Steps each rank cuts its share of the rows into at the least, when the
+ * ranks split items' rows. */
 #define STEPS_PER_RANK 4
 
-/* One rank's units [from, to) of tile rows (tiles per slice, `unit` rows
- * each) as steps of about cost/STEPS_PER_RANK, never across a slice and
- * never over st->sizes.rows rows; into own (when not NULL).  Returns the
- * number of steps. */
+/*
+ * One rank's units [from, to) of tile rows (tiles per slice, `unit` rows
+ * each) cut into steps, into own (when not NULL); returns the number of
+ * steps.  A step never crosses a slice nor exceeds st->sizes.rows rows
+ * (forced cuts).  With a profile (`marks` cumulative shares of the work,
+ * increasing to 1), step j also ends at the unit boundary nearest to
+ * profile[j] of this rank's work: the ranks' rounds are collective, so
+ * round j should cost the same on every rank.  Without one (marks 0),
+ * only the forced cuts, and *shares (when not NULL) gets the cumulative
+ * share of the work at the end of each step.
+ */
 static size_t cut_steps(const run_state *st, const double *cost, size_t from, size_t to,
-                        size_t tiles, size_t unit, run_step *own)
+                        size_t tiles, size_t unit, const double *profile, size_t marks,
+                        double *shares, run_step *own)
 {
     const size_t n = st->report->layout.dims.n;
     double total = 0, done = 0;
     for (size_t u = from; u < to; u++)
         total += cost[u];
-    const double target = total / STEPS_PER_RANK;
-    size_t count = 0;
+    size_t count = 0, mark = 0;
     run_step current = {0};
     for (size_t u = from; u < to; u++) {
         const size_t slice = u / tiles, row = u % tiles * unit;
         const size_t rows = n - row < unit ? n - row : unit;
+        /* the profile's next mark passed: end the step at the nearer
+         * boundary, before this unit or after it */
+        bool ends = false;
+        while (mark < marks && done + cost[u] / 2 > profile[mark] * total) {
+            ends = true;
+            mark++;
+        }
         const bool joins = current.rows != 0 && current.slice == slice &&
-                           current.rows + rows <= st->sizes.rows &&
-                           done + cost[u] / 2 <= target;
+                           current.rows + rows <= st->sizes.rows && !ends;
         if (!joins) {
-            if (current.rows != 0 && own != NULL)
-                own[count - 1] = current;
+            if (current.rows != 0) {
+                if (own != NULL)
+                    own[count - 1] = current;
+                if (shares != NULL)
+                    shares[count - 1] = total > 0 ? done / total : 1;
+            }
             current = (run_step){slice, row, 0};
-            done = 0;
             count++;
         }
         current.rows += rows;
         done += cost[u];
     }
-    if (current.rows != 0 && own != NULL)
-        own[count - 1] = current;
+    if (current.rows != 0) {
+        if (own != NULL)
+            own[count - 1] = current;
+        if (shares != NULL)
+            shares[count - 1] = 1;
+    }
     return count;
+}
+
+/*
+ * The profile every rank cuts its share by (profile, *marks): that of
+ * the rank whose share the forced cuts (slices, st->sizes.rows) divide
+ * most, or STEPS_PER_RANK equal shares when none has as many.  NULL when
+ * out of memory.
+ */
+static double *step_profile(const run_state *st, const double *cost, const size_t *starts,
+                            size_t ranks, size_t tiles, size_t unit, size_t *marks,
+                            attn_error *err)
+{
+    size_t most = STEPS_PER_RANK, widest = ranks;
+    for (size_t r = 0; r < ranks; r++) {
+        const size_t count = cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, NULL, 0,
+                                       NULL, NULL);
+        if (count > most) {
+            most = count;
+            widest = r;
+        }
+    }
+    double *profile = run_alloc(st, most, sizeof *profile, "the division of the work", err);
+    if (profile == NULL)
+        return NULL;
+    if (widest == ranks)
+        for (size_t j = 0; j < most; j++)
+            profile[j] = (double)(j + 1) / (double)most;
+    else
+        cut_steps(st, cost, starts[widest], starts[widest + 1], tiles, unit, NULL, 0, profile,
+                  NULL);
+    *marks = most;
+    return profile;
 }
 
 /*
@@ -104,10 +155,16 @@ int run_share_steps(run_state *st, attn_error *err)
     }
     if (status == ATTN_OK)
         attn_ranks_divide(cost, units, ranks, starts);
+    double *profile = NULL;
+    size_t marks = 0;
+    if (status == ATTN_OK && !whole &&
+        (profile = step_profile(st, cost, starts, ranks, tiles, unit, &marks, err)) == NULL)
+        status = ATTN_ENOMEM;
     st->step_rounds = 0;
     for (size_t r = 0; r < ranks && status == ATTN_OK; r++) {
         const size_t count = whole ? (starts[r + 1] - starts[r]) * blocks
-                                   : cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, NULL);
+                                   : cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit,
+                                               profile, marks, NULL, NULL);
         st->step_rounds = count > st->step_rounds ? count : st->step_rounds;
         if (r != rank)
             continue;
@@ -117,8 +174,10 @@ int run_share_steps(run_state *st, attn_error *err)
             (st->own_steps = run_alloc(st, count, sizeof *st->own_steps, "the steps", err)) == NULL)
             status = ATTN_ENOMEM;
         else if (!whole)
-            cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, st->own_steps);
+            cut_steps(st, cost, starts[r], starts[r + 1], tiles, unit, profile, marks, NULL,
+                      st->own_steps);
     }
+    free(profile);
     free(cost);
     free(starts);
     return status;

@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static size_t rank_index, rank_count = 1, host_count = 1;
@@ -51,12 +52,36 @@ bool attn_ranks_shared_file(void)
     return true;
 }
 
+/*
+ * Waits for a request asleep: MPI's own waits poll, taking a core from
+ * the ranks still computing when there are more ranks than cores.  The
+ * naps grow from WAIT_NAP_FIRST to WAIT_NAP_MOST, so a short wait costs
+ * little latency and a long one little CPU.
+ */
+#define WAIT_NAP_FIRST 20000L     /* ns */
+#define WAIT_NAP_MOST 1000000L    /* ns */
+static void wait_asleep(MPI_Request *request)
+{
+    long nap = WAIT_NAP_FIRST;
+    for (;;) {
+        int done = 0;
+        MPI_Test(request, &done, MPI_STATUS_IGNORE);
+        if (done)
+            return;
+        nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
+        nap = nap * 2 < WAIT_NAP_MOST ? nap * 2 : WAIT_NAP_MOST;
+    }
+}
+
 int attn_ranks_agree_sum(int status, size_t *sum, attn_error *err)
 {
     unsigned long long totals[2] = {status != ATTN_OK, sum != NULL ? *sum : 0};
     if (rank_count == 1)
         return status;
-    MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, totals, 2, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD,
+                   &request);
+    wait_asleep(&request);
     if (sum != NULL)
         *sum = (size_t)totals[1];
     if (totals[0] == 0)
