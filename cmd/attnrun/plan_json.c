@@ -110,6 +110,7 @@ static void write_plan(json_writer *w, const attn_run_report *rep)
     json_size(w, "least_step_bytes", rep->least_bytes);
     json_size(w, "least_step_rows", rep->least_rows);
     json_bool(w, "least_step_over_cap", rep->least_bytes > rep->memory_cap);
+    json_size(w, "slide_keys", rep->slide_keys);
     json_size(w, "blocks_per_step", rep->step_blocks);
     json_size(w, "threads", rep->threads);
     json_bool(w, "online_softmax", rep->online);

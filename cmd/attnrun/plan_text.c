@@ -37,15 +37,22 @@ static void print_least(FILE *out, const attn_run_report *rep)
     const attn_dims *d = &rep->layout.dims;
     const double elem = rep->config.precision == ATTN_F64 ? 8 : 4;
     const double slots = d->batch > 1 ? 2 : 1;     /* the next item's X read beside */
-    const double keys = elem * ((double)d->n * (double)d->d_model * slots +
-                                (rep->layout.cross ? (double)d->m * (double)d->d_model * slots : 0) +
-                                (double)d->m * (double)attn_kv_heads(d) * (double)(d->d_k + d->d_v));
+    const double kv = (double)attn_kv_heads(d) * (double)(d->d_k + d->d_v);
+    /* sliding keys: X's rows of the step of each parity and the keys held */
+    const double keys = rep->slide_keys != 0
+        ? elem * (double)rep->slide_keys * (2 * (double)d->d_model + kv)
+        : elem * ((double)d->n * (double)d->d_model * slots +
+                  (rep->layout.cross ? (double)d->m * (double)d->d_model * slots : 0) +
+                  (double)d->m * kv);
     const double scratch = (double)rep->scratch_bytes;
     const double rows = (double)rep->least_bytes - keys - scratch;
     char total[32], a[32], b[32], c[32], cap[32];
-    fprintf(out, "least      the least step, one item's X%s, K and V (%s), %zu query rows (%s) "
+    fprintf(out, "least      the least step, %s (%s), %zu query rows (%s) "
             "and the threads' scratch (%s), takes %s, over the cap of %s\n",
-            rep->layout.cross ? " and --kv" : "", attn_format_bytes(a, sizeof a, keys),
+            rep->slide_keys != 0 ? "X's rows, K and V of the window's reach"
+            : rep->layout.cross  ? "one item's X and --kv, K and V"
+                                 : "one item's X, K and V",
+            attn_format_bytes(a, sizeof a, keys),
             rep->least_rows, attn_format_bytes(b, sizeof b, rows > 0 ? rows : 0),
             attn_format_bytes(c, sizeof c, scratch),
             attn_format_bytes(total, sizeof total, (double)rep->least_bytes),
@@ -73,6 +80,9 @@ void plan_text_print(FILE *out, const attn_run_options *opt, const attn_run_repo
     if (rep->slice_rows < d->n)
         fprintf(out, "rows       query rows in blocks of %zu (one item does not fit the cap)\n",
                 rep->slice_rows);
+    if (rep->slide_keys != 0)
+        fprintf(out, "keys       sliding: each block reads its rows of X and keeps the k and v "
+                "of at most %zu keys, those its window reaches\n", rep->slide_keys);
     if (rep->least_bytes > rep->memory_cap)
         print_least(out, rep);
     fprintf(out, "softmax    %s\n",

@@ -259,6 +259,13 @@ typedef struct attn_slice {
                                     writes q of all n rows over x, which
                                     only it reads, and later calls leave
                                     it; q holds all n rows (not a block) */
+    /* Sliding keys (attn_project_sliding): one item, causal with a window,
+     * self-attention, its blocks of rows in order; k and v hold only keys
+     * [kv_first, kv_first + kv_rows), those the blocks so far and the next
+     * can see (attn_sliding_keys_most), so that neither memory nor the
+     * projections grow with the whole item.  kv_rows 0 starts the item. */
+    bool keys_slide;
+    size_t kv_first, kv_rows;
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
@@ -291,6 +298,28 @@ void attn_project_inputs(const attn_config *cfg, const attn_weights *w, attn_sli
  * nothing: no block projects its q again.
  */
 void attn_project_rows(const attn_config *cfg, const attn_weights *w, attn_slice *s, bool keys);
+
+/*
+ * Step 1 of one block of query rows with sliding keys (s->keys_slide): x
+ * holds the item's rows [from, block_first + block_rows) and nothing
+ * else.  The keys held before attn_sliding_keys_from(block_first) are
+ * dropped; then q of the block's rows into s->q, and k and v of x's rows
+ * after those held (from must be where they end, or, with s->kv_rows 0,
+ * attn_sliding_keys_from(block_first)), with RMSNorm and rotary
+ * embeddings, the v flags and the overflow check as attn_project_rows;
+ * every value bit for bit what the whole item's projection gives.
+ */
+void attn_project_sliding(const attn_config *cfg, const attn_weights *w, attn_slice *s,
+                          size_t from);
+
+/* The first key that sliding keys hold for a block of query rows starting
+ * at `row`: its first row's first visible key, rounded down to the
+ * projections' blocks of rows. */
+size_t attn_sliding_keys_from(const attn_config *cfg, size_t row);
+
+/* The most keys sliding keys hold for blocks of `rows` query rows under a
+ * window of `window` keys, which is also the most rows of x a block reads. */
+size_t attn_sliding_keys_most(size_t window, size_t rows);
 
 /*
  * Step 2, for query rows [row_first, row_first + rows) of every head and

@@ -254,6 +254,10 @@ typedef struct attn_slice_sizes {
                                 of the maps' chunks (n when shorter)       */
     size_t least_bytes;      /* what the least step (one item, least_rows
                                 rows) holds: attn_plan_held_bytes          */
+    size_t slide_keys;       /* with sliding keys (attn_step_request.
+                                slide_window, blocks of rows): the most
+                                keys k and v hold, and rows of X a block
+                                reads (attn_sliding_keys_most); else 0     */
 } attn_slice_sizes;
 
 /* What a step (one block of query rows of one slice) is sized for. */
@@ -268,6 +272,13 @@ typedef struct attn_step_request {
     size_t forced;           /* --batch-slice, or 0                        */
     size_t threads;          /* compute threads (0 counts as 1)            */
     size_t task_rows;        /* attn_task_rows: query rows of one block    */
+    size_t slide_window;     /* the window of a causal self-attention whose
+                                keys may slide (attn_slice.keys_slide: no
+                                k or v saved, finite inputs), or 0         */
+    size_t ranks;            /* MPI ranks sharing the work (0 counts as 1):
+                                when they share items' rows, each cuts its
+                                rows into steps of equal cost, which needs
+                                steps of many rows                        */
     size_t fixed;            /* bytes the steps hold whatever their size:
                                 the threads' scratch                      */
 } attn_step_request;

@@ -203,6 +203,10 @@ typedef struct attn_run_report {
                                            item, least_rows rows           */
     size_t least_rows;                  /* the fewest rows of a step: one
                                            tile of the maps (n when fewer) */
+    size_t slide_keys;                  /* with sliding keys (a causal window
+                                           in blocks of rows): the most keys
+                                           whose k and v a step holds, and
+                                           rows of X it reads; else 0     */
     size_t scratch_bytes;               /* of held_bytes and least_bytes:
                                            the threads' scratch            */
     size_t step_blocks;                 /* blocks of one full step (attn_plan_step_blocks) */

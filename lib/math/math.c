@@ -78,6 +78,18 @@ static void attn_visible_keys(const attn_config *cfg, size_t query, size_t *lo, 
         *lo = *hi;
 }
 
+size_t attn_sliding_keys_from(const attn_config *cfg, size_t row)
+{
+    size_t lo, hi;
+    attn_visible_keys(cfg, row, &lo, &hi);
+    return lo / PROJECT_ROWS * PROJECT_ROWS;
+}
+
+size_t attn_sliding_keys_most(size_t window, size_t rows)
+{
+    return rows + window + PROJECT_ROWS - 2;
+}
+
 /*
  * Query rows per task of the online softmax.  A task multiplies the keys
  * any of its rows sees: with a window of W keys, R rows see R + W - 1, so
@@ -159,6 +171,16 @@ void attn_project_rows(const attn_config *cfg, const attn_weights *w, attn_slice
         project_rows_f64(cfg, w, s, keys);
     else
         project_rows_f32(cfg, w, s, keys);
+}
+
+void attn_project_sliding(const attn_config *cfg, const attn_weights *w, attn_slice *s,
+                          size_t from)
+{
+    attn_blas_single();
+    if (cfg->precision == ATTN_F64)
+        project_sliding_f64(cfg, w, s, from);
+    else
+        project_sliding_f32(cfg, w, s, from);
 }
 
 void attn_attend(const attn_config *cfg, attn_slice *s, size_t row_first, size_t rows)

@@ -112,9 +112,12 @@ size_t attn_plan_map_count(unsigned save)
 }
 
 /* The buffers of one item (sizes) and their bytes: kept whole, by slot,
- * by query row; false on overflow. */
+ * by query row; false on overflow.  With `sliding` (blocks of rows under
+ * req->slide_window): no X and no k and v of the whole item, but per
+ * block X's rows (one per step parity) and the keys held, which grow with
+ * the block's rows beyond a fixed reach. */
 static bool size_item(const attn_layout *layout, const attn_step_request *req,
-                      attn_slice_sizes *sizes)
+                      attn_slice_sizes *sizes, bool sliding)
 {
     const attn_dims *d = &layout->dims;
     const size_t elem = attn_precision_size(req->precision);
@@ -123,6 +126,8 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     const size_t bias_heads = layout->bias_rank != 4 ? 0 : layout->bias_heads_shared ? 1 : d->heads;
     const unsigned save = req->save;
     const size_t result_per_row = (save >> ATTN_OUT_RESULT) & 1u ? d->heads * d->d_model : 0;
+    const size_t reach = sliding ? attn_sliding_keys_most(req->slide_window, 0) : 0;
+    size_t slide_per_row = 0;    /* sliding: k, v and X's rows of both parities */
     memset(sizes, 0, sizeof *sizes);
     sizes->map_count = attn_plan_map_count(save);
     sizes->mean = (save >> ATTN_OUT_MEAN) & 1u ? d->m : 0;
@@ -152,6 +157,9 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
          attn_size_add(&row_elems, row_elems, result_per_row) &&
          add_product(&twice, bias_heads, d->m) &&
          attn_size_add(&row_elems, row_elems, twice) &&
+         (!sliding || (attn_size_add(&slide_per_row, gk, gv) &&
+                       add_product(&slide_per_row, 2, d->d_model) &&
+                       attn_size_add(&row_elems, row_elems, slide_per_row))) &&
          attn_size_mul(&sizes->bytes_per_row, row_elems, elem) &&
          attn_size_add(&sizes->bytes_per_row, sizes->bytes_per_row, sizes->staging_per_row) &&
          attn_size_mul(&twice, twice, elem) &&
@@ -166,13 +174,16 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     sizes->keep = d->m;
     sizes->positions = (layout->positions_shared ? 0 : d->n) + (layout->kv_positions_shared ? 0 : d->m);
     /* Each slot's inputs; then what is kept for whole items. */
-    ok = ok && add_product(&slot, sizes->x, elem) && add_product(&slot, sizes->y, elem) &&
-         attn_size_add(&slot, slot, sizes->keep) &&
+    ok = ok && add_product(&slot, sliding ? 0 : sizes->x, elem) &&
+         add_product(&slot, sizes->y, elem) && attn_size_add(&slot, slot, sizes->keep) &&
          add_product(&slot, sizes->positions, sizeof(int64_t));
     sizes->bytes_per_slot = slot;
     bytes = slot;
-    ok = ok && add_product(&bytes, sizes->k, elem) && add_product(&bytes, sizes->v, elem) &&
-         attn_size_add(&bytes, bytes, sizes->staging);
+    if (sliding)
+        ok = ok && add_product(&twice, reach, slide_per_row) && add_product(&bytes, twice, elem);
+    else
+        ok = ok && add_product(&bytes, sizes->k, elem) && add_product(&bytes, sizes->v, elem);
+    ok = ok && attn_size_add(&bytes, bytes, sizes->staging);
     for (int i = 0; ok && i < ATTN_SUMMARY_COUNT; i++)
         ok = attn_size_add(&bytes, bytes, sizes->summary[i]);
     sizes->bytes_per_base = bytes;
@@ -224,14 +235,19 @@ static int fit_step(const attn_layout *layout, const attn_step_request *req, siz
 {
     const attn_dims *d = &layout->dims;
     const size_t forced = req->forced;
-    if (!size_item(layout, req, sizes))
+    attn_slice_sizes by_rows;    /* one item in blocks of rows */
+    bool ok = size_item(layout, req, sizes, false);
+    const size_t least = ok && sizes->least_rows < d->n ? sizes->least_rows : d->n;
+    const bool sliding = ok && req->slide_window != 0 && least < d->n;
+    by_rows = *sizes;
+    if (!ok || (sliding && !size_item(layout, req, &by_rows, true)))
         return attn_fail(err, ATTN_EINPUT,
                          "one batch item (n = %zu, m = %zu, d_model = %zu, H = %zu, d_k = %zu, d_v = %zu) is too large to address",
                          d->n, d->m, d->d_model, d->heads, d->d_k, d->d_v);
-    const size_t least = sizes->least_rows < d->n ? sizes->least_rows : d->n;
     const size_t one_slot = d->batch > 1 ? 2 : 1;
-    sizes->rows = least;
-    sizes->least_bytes = step_total(layout, sizes, 1, least, one_slot, 2, sizes->bytes_fixed);
+    by_rows.rows = least;
+    sizes->least_bytes = by_rows.least_bytes =
+        step_total(layout, &by_rows, 1, least, one_slot, 2, by_rows.bytes_fixed);
     sizes->rows = d->n;
     size_t fit;
     if (forced != 0) {
@@ -246,12 +262,15 @@ static int fit_step(const attn_layout *layout, const attn_step_request *req, siz
     if (fit == 0) {
         fit = 1;
         /* Not even one item: its query rows in blocks that fit. */
+        *sizes = by_rows;
         const size_t base = step_total(layout, sizes, 1, 0, one_slot, 2, req->fixed);
         const size_t per_row = sizes->bytes_per_row + sizes->bytes_twice_per_row;
         size_t rows = budget_bytes > base && base != SIZE_MAX ? (budget_bytes - base) / per_row : 0;
         rows = rows > least ? plan_floor_pow2(rows) : least;
         sizes->rows = rows < d->n ? rows : d->n;
     }
+    sizes->slide_keys = sliding && sizes->rows < d->n
+                            ? attn_sliding_keys_most(req->slide_window, sizes->rows) : 0;
     /* A power of two, like the batch extent of the chunks (attn_chunk_shape),
      * so that every slice writes whole chunks. */
     if (forced == 0 && fit < d->batch)
@@ -292,11 +311,15 @@ int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
     if (!attn_size_add(&budget, req->fixed, step) || budget > req->memory)
         budget = req->memory;
     int status = fit_step(layout, req, budget, sizes, items, err);
-    /* Grow the step until every thread has its blocks, the step is the
-     * whole batch, or the cap is reached. */
+    /* Grow the step until every thread has its blocks and, when ranks
+     * share items' rows (fewer slices than ranks), the steps hold whole
+     * items; or until the step is the whole batch or the cap is reached. */
+    const size_t ranks = req->ranks != 0 ? req->ranks : 1;
     while (status == ATTN_OK && req->forced == 0 && budget < req->memory &&
-           attn_plan_step_blocks(layout, sizes, *items, req->task_rows) <
-               ATTN_BLOCKS_PER_THREAD * threads &&
+           (attn_plan_step_blocks(layout, sizes, *items, req->task_rows) <
+                ATTN_BLOCKS_PER_THREAD * threads ||
+            (sizes->rows < layout->dims.n &&
+             (layout->dims.batch + *items - 1) / *items < ranks)) &&
            !(*items == layout->dims.batch && sizes->rows == layout->dims.n)) {
         step = step > SIZE_MAX / 2 ? SIZE_MAX : 2 * step;
         if (!attn_size_add(&budget, req->fixed, step) || budget > req->memory)

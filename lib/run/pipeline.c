@@ -270,23 +270,44 @@ static int read_bias_rows(run_state *st, const step *s, attn_error *err)
                           st->bias[s->parity], err);
 }
 
+/* The first row of X step s projects with sliding keys: its own first,
+ * or at the start of its slice (of this rank's part) the first key its
+ * rows see, whose k and v no step has made yet. */
+static size_t sliding_from(const run_state *st, const step *s)
+{
+    return s->starts ? attn_sliding_keys_from(&st->cfg, s->row) : s->row;
+}
+
+/* Reads the rows of X step s projects with sliding keys into the X rows
+ * of its parity. */
+static int read_x_rows(run_state *st, const step *s, attn_error *err)
+{
+    if (s->none || !run_sliding(st))
+        return ATTN_OK;
+    const size_t from = sliding_from(st, s), rows = s->row + s->rows - from;
+    if (!st->report->layout.batched)                  /* a rank-2 X: its rows */
+        return run_read_rows(st, ATTN_IN_X, from, rows, st->x_rows[s->parity], err);
+    return run_read_block(st, ATTN_IN_X, s->first, s->count, 1, from, rows,
+                          st->x_rows[s->parity], err);
+}
+
 /* Reads what the items of step s's slice have of their own when s starts
- * it: X, the keys/values, the mask and positions; and the step's rows of
- * an attention bias (B, H, n, m), every step.  The rank with the slice's
- * first rows counts its items whose mask keeps no key (for the
- * warnings). */
+ * it: X (with sliding keys, the rows each step projects, every step), the
+ * keys/values, the mask and positions; and the step's rows of an attention
+ * bias (B, H, n, m), every step.  The rank with the slice's first rows
+ * counts its items whose mask keeps no key (for the warnings). */
 static int read_slice(run_state *st, const step *s, attn_error *err)
 {
-    int status = ATTN_OK;
-    if (!s->starts)
-        return read_bias_rows(st, s, err);
+    int status = read_x_rows(st, s, err);
+    if (status != ATTN_OK || !s->starts)
+        return status == ATTN_OK ? read_bias_rows(st, s, err) : status;
     const attn_layout *layout = &st->report->layout;
     const attn_dims *d = &layout->dims;
     attn_slice *slice = s->slice;
     const size_t first = s->first, c = s->count;
     const size_t x_first = layout->batched ? first : 0;   /* a rank-2 X is one item */
     const struct { attn_input which; bool own; size_t first, rows; const void *buf; } inputs[] = {
-        {ATTN_IN_X, true, x_first, layout->batched ? c : d->n, slice->x},
+        {ATTN_IN_X, !run_sliding(st), x_first, layout->batched ? c : d->n, slice->x},
         {ATTN_IN_KV, !layout->kv_shared, x_first, layout->batched ? c : d->m, slice->y},
         {ATTN_IN_MASK, !layout->mask_shared, first, c, slice->keep},
         {ATTN_IN_POSITIONS, !layout->positions_shared, first, c, slice->positions},
@@ -330,7 +351,14 @@ static void compute_step(run_state *st, const step *s)
         slice->bias_item_stride = bias_heads * s->rows * layout->dims.m;
         slice->bias_head_stride = layout->bias_heads_shared ? 0 : s->rows * layout->dims.m;
     }
-    attn_project_rows(&st->cfg, &st->weights, slice, s->starts);
+    if (run_sliding(st)) {                /* X's rows of the step: its parity's */
+        slice->x = slice->y = st->x_rows[parity];
+        if (s->starts)
+            slice->kv_rows = 0;
+        attn_project_sliding(&st->cfg, &st->weights, slice, sliding_from(st, s));
+    } else {
+        attn_project_rows(&st->cfg, &st->weights, slice, s->starts);
+    }
     attn_attend(&st->cfg, slice, s->row, s->rows);
     if (slice->mean != NULL)
         attn_head_mean(&st->cfg, slice, s->rows);
@@ -460,8 +488,8 @@ int run_steps(run_state *st, attn_error *err)
         step next = t + 1 < steps ? step_at(st, t + 1) : (step){.none = true};
         beside job = {
             .st = st, .write = t > 0 ? &previous : NULL,
-            .read = !next.none && (next.starts || st->report->layout.bias_rank == 4) ? &next
-                                                                                   : NULL,
+            .read = !next.none && (next.starts || st->report->layout.bias_rank == 4 ||
+                                   run_sliding(st)) ? &next : NULL,
         };
         attn_beside(beside_io, &job);
         if (!current.none)

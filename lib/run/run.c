@@ -225,6 +225,19 @@ static plan_basis plan_basis_of(const attn_run_options *opt)
 }
 
 /* Fills the report: layout, scale, slice size, bytes and FLOPs. */
+/* The window under which the steps may slide their keys (run_sliding),
+ * or 0: causal self-attention with a window, no k or v saved (they are
+ * written whole), and finite inputs (a NaN or an infinity in v reaches
+ * every query, beyond the window: attn_attend). */
+static size_t slide_window(const run_state *st)
+{
+    const attn_variant *v = &st->cfg.variant;
+    if (st->report->layout.cross || !v->causal || v->window == 0 || st->opt->allow_nonfinite ||
+        run_saved(st, ATTN_OUT_K) || run_saved(st, ATTN_OUT_V))
+        return 0;
+    return v->window;
+}
+
 static int plan(run_state *st, const plan_basis *basis, attn_error *err)
 {
     const attn_run_options *opt = st->opt;
@@ -264,6 +277,7 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
         .precision = opt->precision, .store = report->store, .save = opt->save,
         .compress = opt->compress > 0, .memory = report->memory_cap, .forced = opt->slice_items,
         .threads = basis->threads, .task_rows = attn_task_rows(&st->cfg, online),
+        .ranks = attn_rank_count(), .slide_window = slide_window(st),
         .fixed = attn_attend_scratch_bytes_for(&st->cfg, 1, online, basis->threads) + packing,
     };
     status = attn_plan_steps(&report->layout, &request_steps, &st->sizes, &report->slice_items, err);
@@ -276,6 +290,7 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
     report->held_bytes = attn_plan_held_bytes(&report->layout, &st->sizes, report->slice_items);
     report->least_bytes = st->sizes.least_bytes;
     report->least_rows = st->sizes.least_rows < d->n ? st->sizes.least_rows : d->n;
+    report->slide_keys = st->sizes.slide_keys;
     report->scratch_bytes = st->sizes.bytes_fixed;
     if (report->slice_bytes == SIZE_MAX || report->held_bytes == SIZE_MAX)
         return attn_fail(err, ATTN_EINPUT, "%s: a slice of %zu batch items is too large",

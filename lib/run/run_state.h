@@ -73,6 +73,10 @@ typedef struct run_state {
                                      4-D attention bias (c, H, rows, m),
                                      read beside the step before; NULL
                                      without one                        */
+    void *x_rows[2];              /* [step parity] with sliding keys
+                                     (run_sliding): the rows of X a step
+                                     projects (sizes.slide_keys, D), read
+                                     beside the step before; else NULL */
     void *maps[2][2];             /* [step parity][scores, weights]: both
                                      parities share one set             */
     int handles[ATTN_OUT_COUNT];
@@ -130,7 +134,16 @@ static inline char *run_align_up(void *p)
 static inline bool run_q_over_x(const run_state *st)
 {
     const attn_dims *d = &st->report->layout.dims;
-    return st->sizes.rows < d->n && d->heads * d->d_k <= d->d_model;
+    return st->sizes.rows < d->n && d->heads * d->d_k <= d->d_model && st->sizes.slide_keys == 0;
+}
+
+/* Whether the steps slide their keys (attn_slice.keys_slide): a causal
+ * self-attention under a window, in blocks of rows, so that each step
+ * reads and projects its own rows of X and keeps the keys its window
+ * reaches -- the plan chose it (attn_step_request.slide_window). */
+static inline bool run_sliding(const run_state *st)
+{
+    return st->sizes.slide_keys != 0;
 }
 
 /* Blocks of query rows in one slice. */

@@ -30,6 +30,8 @@ typedef struct slot_buffers {
                                      items own                            */
     void *bias;                   /* (c, H, rows, m): the rows of a step,
                                      by step parity (st->bias)           */
+    void *x_rows;                 /* (slide_keys, D): X's rows of a step
+                                     with sliding keys, by step parity   */
     void *summary[ATTN_SUMMARY_COUNT];   /* (c, H, n) each               */
     void *mean;                   /* (c, rows, m)                           */
     void *result;                 /* (c, rows, H, D)                        */
@@ -144,9 +146,17 @@ static size_t by_rows(const run_state *st, size_t whole)
 }
 
 /* Bytes per item of each buffer (index: of a row with several). */
-static size_t x_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.x); }
+static size_t x_bytes(const run_state *st, size_t i) { (void)i; return run_sliding(st) ? 0 : elements(st, st->sizes.x); }
+static size_t x_rows_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.slide_keys * st->report->layout.dims.d_model); }
 static size_t y_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.y); }
-static size_t projection_bytes(const run_state *st, size_t i) { (void)i; return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, st->sizes.k + st->sizes.v); }
+static size_t projection_bytes(const run_state *st, size_t i)
+{
+    (void)i;
+    const size_t m = st->report->layout.dims.m;
+    const size_t keys = run_sliding(st) ? (st->sizes.k + st->sizes.v) / m * st->sizes.slide_keys
+                                        : st->sizes.k + st->sizes.v;
+    return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, keys);
+}
 static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 2); }
 static size_t weights_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 1); }
 static size_t concat_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.concat); }
@@ -185,6 +195,7 @@ static const struct slice_buffer {
     {"keep", offsetof(slot_buffers, keep), 1, BY_SLOT, keep_bytes},
     {"positions", offsetof(slot_buffers, positions), 1, BY_SLOT, positions_bytes},
     {"bias", offsetof(slot_buffers, bias), 1, BY_PARITY, bias_bytes},
+    {"x rows", offsetof(slot_buffers, x_rows), 1, BY_PARITY, x_rows_bytes},
     {"summary", offsetof(slot_buffers, summary), ATTN_SUMMARY_COUNT, SHARED, summary_bytes},
     {"mean", offsetof(slot_buffers, mean), 1, SHARED, mean_bytes},
     {"result", offsetof(slot_buffers, result), 1, SHARED, result_bytes},
@@ -237,6 +248,8 @@ static void place_slot(run_state *st, int i, const slot_buffers *b)
     st->maps[i][0] = b->scores;
     st->maps[i][1] = b->weights;
     st->bias[i] = b->bias;        /* a 4-D bias: the step of parity i's rows */
+    st->x_rows[i] = b->x_rows;    /* sliding keys: X's rows of the step */
+    slice->keys_slide = run_sliding(st);
     place_projections(layout, st->report->slice_items, st->sizes.rows, run_q_over_x(st),
                       attn_precision_size(st->opt->precision), b->projections, slice);
     place_inputs(st, slice, b);

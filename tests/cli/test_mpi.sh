@@ -334,6 +334,10 @@ check_identity() {
     identity "n=1100 --precision f64 --store f16 --group /layer/attn" "$LONG" --heads 4 --causal \
         --precision f64 --store f16 --group /layer/attn --save weights,heads,output,mean,result
     identity "n=1100 --save output (online softmax)" "$LONG" --heads 4 --causal --save output,q,k,v
+    # sliding keys: each rank's first block projects the keys its window
+    # reaches before its rows (docs/running.md, "Steps")
+    identity "n=1100 --causal --window 300 --memory 1M (sliding keys)" "$LONG" --heads 4 \
+        --causal --window 300 --memory 1M --save weights,output,entropy
     # the same threads and memory cap on both sides: the same plan, so
     # the same chunk shapes too
     CHUNKS=1 identity "B=5 --threads 1 --memory 64M, chunk shapes too" "$B5" --heads 4 \

@@ -78,6 +78,7 @@ SCHEMA = {
     "plan.least_step_bytes": "integer",
     "plan.least_step_rows": "integer",
     "plan.least_step_over_cap": "boolean",
+    "plan.slide_keys": "integer",
     "plan.blocks_per_step": "integer",
     "plan.threads": "integer",
     "plan.online_softmax": "boolean",
@@ -433,6 +434,13 @@ def check_case(c):
                      % (p["step_bytes"], p["least_step_bytes"], p["held_bytes"]))
     if rows < d["n"] and rows % least_rows(d["n"], d["m"]):
         fails.append("rows_per_block %d: not whole tiles" % rows)
+    # sliding keys (running.md, Steps): a causal window of self-attention in
+    # blocks of rows, k and v not saved, finite inputs; then the block's
+    # rows + the window + 254 keys
+    window = int(option(args, "--window", 0))
+    slides = (rows < d["n"] and window > 0 and "--causal" in args and "--kv" not in args and
+              "k" not in save and "v" not in save and "--allow-nonfinite" not in args)
+    want("plan.slide_keys", rows + window + 254 if slides else 0)
 
     # the variant
     scale = float(option(args, "--scale", 0)) or 1 / math.sqrt(d["d_k"])
@@ -599,6 +607,11 @@ def cases():
              args=[os.path.join(top, "long.h5"), "--heads", "2", "--causal", "--save", "weights,output",
                    "--memory", "16M"],
              H=2, x="X", **W4, inputs=dict(x="X", **W4), variant=variant(causal=True), row_blocks=True),
+        dict(name="long rows, sliding keys", file=os.path.join(top, "long.h5"),
+             args=[os.path.join(top, "long.h5"), "--heads", "2", "--causal", "--window", "300",
+                   "--save", "weights,output", "--memory", "16M"],
+             H=2, x="X", **W4, inputs=dict(x="X", **W4), variant=variant(causal=True, window=300),
+             row_blocks=True),
         dict(name="gqa rope q k v", file=os.path.join(top, "gqa.h5"),
              args=[os.path.join(top, "gqa.h5"), "--heads", "4", "--rope", "10000", "--rope-dim", "4",
                    "--rope-style", "gptj", "--positions", "pos", "--attn-bias", "bias",

@@ -1314,6 +1314,34 @@ static void test_plan_steps_memory_is_a_cap(void **state)
     assert_true(attn_plan_step_blocks(&layout, &sizes, items, 128) >= 4);
 }
 
+/*
+ * MPI ranks (attn_step_request.ranks).  xl, one item, is shared by rows
+ * among 2 ranks: its steps hold the whole item (the cap allows it), so
+ * that each rank can cut its rows into steps of equal cost; under a cap
+ * too small for that, the cap still rules.
+ */
+static void test_plan_steps_for_ranks(void **state)
+{
+    (void)state;
+    attn_layout layout;
+    attn_slice_sizes sizes;
+    size_t cap, items = plan_for(&bench_shapes[4], 1, (size_t)24 << 30, &layout, &sizes, &cap);
+    assert_true(sizes.rows < layout.dims.n);          /* alone: blocks of rows */
+    attn_error err = {0};
+    attn_step_request req = {
+        .precision = ATTN_F32, .save = 1u << ATTN_OUT_OUTPUT, .memory = 512 * MIB, .threads = 1,
+        .task_rows = 256, .ranks = 2,
+    };
+    assert_int_equal(attn_plan_steps(&layout, &req, &sizes, &items, &err), ATTN_OK);
+    assert_int_equal(items, 1);
+    assert_int_equal(sizes.rows, layout.dims.n);
+    assert_true(attn_plan_held_bytes(&layout, &sizes, items) <= 512 * MIB);
+    req.memory = 64 * MIB;                            /* the cap still rules */
+    assert_int_equal(attn_plan_steps(&layout, &req, &sizes, &items, &err), ATTN_OK);
+    assert_true(sizes.rows < layout.dims.n);
+    assert_true(attn_plan_held_bytes(&layout, &sizes, items) <= 64 * MIB);
+}
+
 static void test_plan_slice_overflow_is_rejected(void **state)
 {
     (void)state;
@@ -1621,6 +1649,7 @@ int main(void)
         cmocka_unit_test(test_plan_steps_feed_every_thread),
         cmocka_unit_test(test_plan_default_memory),
         cmocka_unit_test(test_plan_steps_memory_is_a_cap),
+        cmocka_unit_test(test_plan_steps_for_ranks),
         cmocka_unit_test(test_output_shape_gqa_kv_heads),
         cmocka_unit_test(test_plan_slice_gqa_kv_buffers),
         cmocka_unit_test(test_plan_flops_gqa),
