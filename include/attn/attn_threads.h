@@ -8,6 +8,8 @@
 #ifndef ATTN_THREADS_H
 #define ATTN_THREADS_H
 
+#include <stddef.h>
+
 /* Threads per core attnrun starts at most (--threads, OMP_NUM_THREADS),
  * and the most in any case. */
 #define ATTN_THREADS_PER_CORE 4
@@ -51,6 +53,15 @@ void attn_beside_finish(void);
 /* For the kernels: at the start of a parallel region, thread 0 runs the
  * job handed over by attn_beside, if any. */
 void attn_beside_run(void);
+
+/* The same at the start of a region of `tasks` independent tasks, but
+ * only when they are many (ATTN_BESIDE_TASKS per thread): then the other
+ * threads take them while thread 0 runs the job, and nobody waits for it
+ * at the region's end.  Among a few large tasks (a projection of one long
+ * item's 256-row blocks) a thread would idle for most of a task, so a
+ * later region runs the job. */
+void attn_beside_run_among(size_t tasks);
+#define ATTN_BESIDE_TASKS 4
 
 /*
  * Parallelism comes from OpenMP over blocks; BLAS runs one thread in each.

@@ -28,6 +28,12 @@ void attn_beside_run(void)
     job(beside_context);
 }
 
+void attn_beside_run_among(size_t tasks)
+{
+    if (tasks >= ATTN_BESIDE_TASKS * (size_t)attn_threads())
+        attn_beside_run();
+}
+
 /*
  * Parallelism comes from OpenMP over blocks; BLAS runs one thread in each.
  * (The OpenMP build of OpenBLAS does so by itself inside a parallel region;
