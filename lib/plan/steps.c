@@ -127,7 +127,7 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     const unsigned save = req->save;
     const size_t result_per_row = (save >> ATTN_OUT_RESULT) & 1u ? d->heads * d->d_model : 0;
     const size_t reach = sliding ? attn_sliding_keys_most(req->slide_window, 0) : 0;
-    size_t slide_per_row = 0;    /* sliding: k, v and X's rows of both parities */
+    size_t slide_per_row = 0;    /* sliding: q|k|v and X's rows of both parities */
     memset(sizes, 0, sizeof *sizes);
     sizes->map_count = attn_plan_map_count(save);
     sizes->mean = (save >> ATTN_OUT_MEAN) & 1u ? d->m : 0;
@@ -158,6 +158,7 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
          add_product(&twice, bias_heads, d->m) &&
          attn_size_add(&row_elems, row_elems, twice) &&
          (!sliding || (attn_size_add(&slide_per_row, gk, gv) &&
+                       attn_size_add(&slide_per_row, slide_per_row, hk) &&
                        add_product(&slide_per_row, 2, d->d_model) &&
                        attn_size_add(&row_elems, row_elems, slide_per_row))) &&
          attn_size_mul(&sizes->bytes_per_row, row_elems, elem) &&

@@ -23,7 +23,8 @@ typedef struct slot_buffers {
     void *projections;            /* q (c, rows, H*dk), one block of rows,
                                      then k and v (c, m, G*dk | G*dv); or
                                      (c, n, q|k|v) for whole items of
-                                     self-attention (place_projections)  */
+                                     self-attention, (slide_keys, q|k|v)
+                                     with sliding keys (place_projections) */
     void *scores, *weights;       /* (c, H, rows, m): one block of rows     */
     void *concat, *output;        /* (c, rows, H*dv), (c, rows, D)          */
     void *keep, *positions;       /* (c, m) flags, (c, n + m) int64: what
@@ -48,7 +49,7 @@ typedef struct slot_buffers {
  * whatever order the fused weights hold them in).
  */
 static void place_projections(const attn_layout *layout, size_t c, size_t rows, bool q_over_x,
-                              size_t elem, char *projections, attn_slice *slice)
+                              bool sliding, size_t elem, char *projections, attn_slice *slice)
 {
     const attn_dims *d = &layout->dims;
     const size_t G = attn_kv_heads(d);
@@ -57,6 +58,8 @@ static void place_projections(const attn_layout *layout, size_t c, size_t rows, 
     slice->hsq = d->d_k;
     slice->hsk = d->d_k;
     slice->hsv = d->d_v;
+    if (sliding)                          /* the keys' rows, q|k|v side by side */
+        rows = d->n;
     if (!layout->cross && rows == d->n && layout->heads_interleaved) {
         slice->ldq = slice->ldk = slice->ldv = qk + kc + vc;
         slice->hsq = slice->hsk = slice->hsv = 3 * d->d_k;
@@ -153,9 +156,10 @@ static size_t projection_bytes(const run_state *st, size_t i)
 {
     (void)i;
     const size_t m = st->report->layout.dims.m;
-    const size_t keys = run_sliding(st) ? (st->sizes.k + st->sizes.v) / m * st->sizes.slide_keys
-                                        : st->sizes.k + st->sizes.v;
-    return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, keys);
+    if (run_sliding(st))                  /* (slide_keys, q|k|v) */
+        return elements(st, (st->sizes.q / st->report->layout.dims.n +
+                             (st->sizes.k + st->sizes.v) / m) * st->sizes.slide_keys);
+    return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, st->sizes.k + st->sizes.v);
 }
 static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 2); }
 static size_t weights_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 1); }
@@ -251,7 +255,8 @@ static void place_slot(run_state *st, int i, const slot_buffers *b)
     st->x_rows[i] = b->x_rows;    /* sliding keys: X's rows of the step */
     slice->keys_slide = run_sliding(st);
     place_projections(layout, st->report->slice_items, st->sizes.rows, run_q_over_x(st),
-                      attn_precision_size(st->opt->precision), b->projections, slice);
+                      run_sliding(st), attn_precision_size(st->opt->precision), b->projections,
+                      slice);
     place_inputs(st, slice, b);
 }
 

@@ -66,6 +66,17 @@ done
     "$ATTNRUN" -q "${SMALL[@]}" --window 300 --save "$ONLINE" --memory 1M --threads 3 -o three.h5
 expect "sliding on 1 and 3 threads: the same bits" check same "$ONLINE" one.h5 three.h5
 
+# A fused weight with the heads interleaved, in torch.nn.Linear's layout
+FUSED=(fused.h5 --heads 4 --wqkv W_QKV --bqkv B_QKV --qkv-split heads --layout linear --causal
+       --window 50 --save output)
+"$ATTNRUN" "${FUSED[@]}" --memory 1M -o s.h5 --dry-run --json >plan.json 2>&1
+expect "fused, heads interleaved: blocks of rows slide their keys" check sliding plan.json
+"$ATTNRUN" -q "${FUSED[@]}" --memory 1M -o s.h5 2>err.txt || bad "fused: $(head -c 300 err.txt)"
+expect "fused, heads interleaved: against the float64 reference" check fused fused.h5 s.h5 50
+"$ATTNRUN" -q "${FUSED[@]}" -o whole.h5 2>err.txt || bad "fused whole: $(head -c 300 err.txt)"
+expect "fused, heads interleaved: bit for bit the whole item's run" check same output s.h5 whole.h5
+rm -f s.h5 whole.h5
+
 # One long item: under --memory 24M its steps slide and fit (its X, K and
 # V alone take 96 MiB), its peak resident memory stays within the cap,
 # the parameters and the allowance, and it writes what the whole run does.

@@ -7,8 +7,12 @@ only the keys its window reaches.
     sliding_check.py inputs DIR
         DIR/small.h5: B = 2, n = 1100, d_model 64, 4 heads over 2 K/V heads,
         all four biases, positions P (B, n) with a jump, a mask M (B, n)
-        hiding some keys; DIR/long.h5: B = 1, n = 32768, d_model 256, 4
-        heads (X, K and V of the item 32 MiB each in float32).  Seeded.
+        hiding some keys; DIR/fused.h5: B = 1, n = 700, d_model 32, 4
+        heads, one fused weight W_QKV (96, 32) in torch.nn.Linear's layout
+        with the heads interleaved (per head q|k|v, GPT-NeoX's), its bias
+        B_QKV, W_O (32, 32), b_O; DIR/long.h5: B = 1, n = 32768, d_model
+        256, 4 heads (X, K and V of the item 32 MiB each in float32).
+        Seeded.
     sliding_check.py sliding PLAN_JSON
         the plan (--dry-run --json) slides its keys: plan.slide_keys > 0,
         in blocks of rows
@@ -24,6 +28,10 @@ only the keys its window reaches.
         INPUT with --causal --window WINDOW, RoPE 10000 at the positions P,
         ALiBi (BLOOM's slopes), the mask M, 2 K/V heads: within 2e-4 of the
         largest value in float32, 1e-10 in float64
+    sliding_check.py fused INPUT OUT WINDOW
+        OUT's output against the float64 reference for fused.h5 with
+        --wqkv W_QKV --bqkv B_QKV --qkv-split heads --layout linear
+        --causal --window WINDOW, within 2e-4 of its largest value
 
 The reference is written from docs/models.md's formulas (models_ref.py);
 it never reads attnrun's output but to compare.
@@ -67,6 +75,13 @@ def _write(path, shape, seed, extras):
 
 def inputs(directory):
     _write(os.path.join(directory, "small.h5"), SMALL, 501, True)
+    rng = np.random.default_rng(503)
+    with h5py.File(os.path.join(directory, "fused.h5"), "w") as f:
+        f["X"] = rng.standard_normal((1, 700, 32), dtype=np.float32)
+        f["W_QKV"] = (rng.standard_normal((96, 32)) / np.sqrt(32)).astype(np.float32)
+        f["B_QKV"] = (0.1 * rng.standard_normal(96)).astype(np.float32)
+        f["W_O"] = (rng.standard_normal((32, 32)) / np.sqrt(32)).astype(np.float32)
+        f["b_O"] = (0.1 * rng.standard_normal(32)).astype(np.float32)
     _write(os.path.join(directory, "long.h5"), LONG, 502, False)
 
 
@@ -112,6 +127,29 @@ def same(names, path_a, path_b):
                                                                   y[tuple(at)]))
 
 
+def _within(name, got, exp):
+    if got.shape != exp.shape:
+        fail("%s: shape %s, expected %s" % (name, got.shape, exp.shape))
+    tol = (1e-10 if got.dtype == np.float64 else 2e-4) * max(1.0, np.abs(exp).max())
+    err = np.abs(got.astype(np.float64) - exp).max()
+    if not err <= tol:
+        at = np.unravel_index(np.argmax(np.abs(got.astype(np.float64) - exp)), exp.shape)
+        fail("%s: off by %.3g at %s (tolerance %.3g)" % (name, err, at, tol))
+    print("%s within %.3g" % (name, err))
+
+
+def fused(input_path, out_path, window):
+    with h5py.File(input_path, "r") as f:
+        d = {k: f[k][...] for k in f}
+    Wq, Wk, Wv, bq, bk, bv = models_ref.split_fused(d["W_QKV"], d["B_QKV"], 4, 4, 8, 8,
+                                                    layout="linear", split="heads")
+    ref = models_ref.attention_variant(d["X"], Wq, Wk, Wv, d["W_O"], bq=bq, bk=bk, bv=bv,
+                                       bo=d["b_O"], heads=4, kv_heads=4, layout="linear",
+                                       causal=True, window=int(window))
+    with h5py.File(out_path, "r") as f:
+        _within("output", f["output"][...], ref["output"])
+
+
 def reference(input_path, out_path, window, names):
     window = int(window)
     with h5py.File(input_path, "r") as f:
@@ -138,4 +176,5 @@ def reference(input_path, out_path, window, names):
 
 if __name__ == "__main__":
     run({"inputs": inputs, "sliding": sliding, "whole": whole, "over": over, "same": same,
+         "fused": fused,
          "reference": reference}, __doc__)
