@@ -266,6 +266,12 @@ typedef struct attn_slice {
      * projections grow with the whole item.  kv_rows 0 starts the item. */
     bool keys_slide;
     size_t kv_first, kv_rows;
+    /* attn_project_rows with keys, self-attention with fused weights: only
+     * the k and v (and, with q_over_x, the q) of rows [keys_first,
+     * keys_end) of each item, a multiple of attn_project_block_rows()
+     * apart from 0 -- MPI ranks sharing an item's rows each project their
+     * own and exchange them.  0, 0: all m. */
+    size_t keys_first, keys_end;
 } attn_slice;
 
 /* Runs the whole layer on one slice: projections, scores, masks, softmax,
@@ -311,6 +317,11 @@ void attn_project_rows(const attn_config *cfg, const attn_weights *w, attn_slice
  */
 void attn_project_sliding(const attn_config *cfg, const attn_weights *w, attn_slice *s,
                           size_t from);
+
+/* The rows of the projections' blocks (256): a block of query rows, or a
+ * share of keys, that starts on a multiple of it is computed as part of
+ * the whole item, bit for bit. */
+size_t attn_project_block_rows(void);
 
 /* The first key that sliding keys hold for a block of query rows starting
  * at `row`: its first row's first visible key, rounded down to the

@@ -80,6 +80,18 @@ void attn_ranks_abort(int code) __attribute__((noreturn));
 void attn_ranks_broadcast(void *data, size_t bytes);
 
 /*
+ * Collective: rows that each rank computed a share of, gathered on every
+ * rank.  `items` blocks of `item_rows` rows, `ld` elements of `elem`
+ * bytes apart, from base; of each row `groups` runs of `width` elements,
+ * `stride` apart (the k and v of each head, say); rank r computed rows
+ * [bounds[r], bounds[r + 1]) of every item.  Waits asleep for the last
+ * rank to come.  Without MPI, or with one rank: nothing.
+ */
+void attn_ranks_gather_rows(void *base, size_t items, size_t item_rows, size_t groups,
+                            size_t width, size_t stride, size_t ld, size_t elem,
+                            const size_t *bounds);
+
+/*
  * Divides `units` units of work, unit i costing cost[i] >= 0, among
  * `ranks` ranks in contiguous ranges, in rank order: rank r has units
  * [starts[r], starts[r + 1]), starts[0] = 0, starts[ranks] = units, each

@@ -78,6 +78,11 @@ static void attn_visible_keys(const attn_config *cfg, size_t query, size_t *lo, 
         *lo = *hi;
 }
 
+size_t attn_project_block_rows(void)
+{
+    return PROJECT_ROWS;
+}
+
 size_t attn_sliding_keys_from(const attn_config *cfg, size_t row)
 {
     size_t lo, hi;

@@ -330,6 +330,28 @@ static int interrupted(const run_state *st, attn_error *err)
                      opt->in_place ? opt->input : opt->output);
 }
 
+/*
+ * The first step of ranks that share the rows of the one slice
+ * (st->key_bounds): this rank projects the q, k and v of its own rows,
+ * then the ranks exchange the k and v (of each head, when the heads
+ * interleave q, k and v), so that no rank projects every key.
+ */
+static void share_keys(run_state *st, attn_slice *slice)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    const size_t rank = attn_rank(), elem = attn_precision_size(st->opt->precision);
+    const size_t G = attn_kv_heads(d), kc = G * d->d_k, vc = G * d->d_v;
+    slice->keys_first = st->key_bounds[rank];
+    slice->keys_end = st->key_bounds[rank + 1];
+    attn_project_rows(&st->cfg, &st->weights, slice, true);
+    slice->keys_first = slice->keys_end = 0;
+    /* k and v side by side in each row, or per head k|v between the q's */
+    const bool kv_side = (char *)slice->v == (char *)slice->k + kc * elem;
+    const size_t groups = kv_side ? 1 : G, width = kv_side ? kc + vc : 2 * d->d_k;
+    attn_ranks_gather_rows(slice->k, slice->count, d->m, groups, width, slice->hsk,
+                           slice->ldk, elem, st->key_bounds);
+}
+
 /* The compute of one step, then its outputs packed in chunks (parity:
  * the step's index mod 2). */
 static void compute_step(run_state *st, const step *s)
@@ -356,6 +378,8 @@ static void compute_step(run_state *st, const step *s)
         if (s->starts)
             slice->kv_rows = 0;
         attn_project_sliding(&st->cfg, &st->weights, slice, sliding_from(st, s));
+    } else if (s->starts && st->key_bounds != NULL) {
+        share_keys(st, slice);
     } else {
         attn_project_rows(&st->cfg, &st->weights, slice, s->starts);
     }

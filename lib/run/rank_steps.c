@@ -115,6 +115,26 @@ static double *step_profile(const run_state *st, const double *cost, const size_
 }
 
 /*
+ * Whether the ranks that share the rows of the one slice project only the
+ * keys of their own rows and exchange them (st->key_bounds): with every
+ * rank holding rows, each share starting on a projection block, and the
+ * keys made with the queries (self-attention, whole keys: not sliding),
+ * finite inputs (a NaN in another rank's v is its overflow, and stops
+ * every rank).  Then each rank's first step is the first round.
+ */
+static bool ranks_share_keys(const run_state *st, const size_t *starts, size_t ranks,
+                             size_t slices, size_t unit)
+{
+    if (slices != 1 || st->report->layout.cross || run_sliding(st) || st->opt->allow_nonfinite ||
+        unit % attn_project_block_rows() != 0)
+        return false;
+    for (size_t r = 0; r < ranks; r++)
+        if (starts[r + 1] == starts[r])
+            return false;
+    return true;
+}
+
+/*
  * This rank's steps (attn_ranks.h): contiguous ranges of equal work, so
  * that the ranks finish together.  With at least as many slices as ranks
  * each rank has whole slices, run block by block; with fewer, the items'
@@ -178,6 +198,13 @@ int run_share_steps(run_state *st, attn_error *err)
                       st->own_steps);
     }
     free(profile);
+    if (status == ATTN_OK && !whole && ranks_share_keys(st, starts, ranks, slices, unit)) {
+        if ((st->key_bounds = run_alloc(st, ranks + 1, sizeof *st->key_bounds,
+                                        "the division of the work", err)) == NULL)
+            status = ATTN_ENOMEM;
+        for (size_t r = 0; status == ATTN_OK && r <= ranks; r++)
+            st->key_bounds[r] = starts[r] * unit < n ? starts[r] * unit : n;
+    }
     free(cost);
     free(starts);
     return status;

@@ -9,6 +9,7 @@
 #endif
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -103,6 +104,40 @@ void attn_ranks_broadcast(void *data, size_t bytes)
         MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
+void attn_ranks_gather_rows(void *base, size_t items, size_t item_rows, size_t groups,
+                            size_t width, size_t stride, size_t ld, size_t elem,
+                            const size_t *bounds)
+{
+    if (rank_count == 1)
+        return;
+    MPI_Datatype part, row;
+    int *counts = malloc(2 * rank_count * sizeof *counts);
+    if (counts == NULL)
+        attn_ranks_abort(1);     /* a collective cannot be left half done */
+    int *displs = counts + rank_count;
+    for (size_t r = 0; r < rank_count; r++) {
+        counts[r] = (int)(bounds[r + 1] - bounds[r]);
+        displs[r] = (int)bounds[r];
+    }
+    MPI_Type_vector((int)groups, (int)(width * elem), (int)(stride * elem), MPI_BYTE, &part);
+    MPI_Type_create_resized(part, 0, (MPI_Aint)(ld * elem), &row);
+    MPI_Type_commit(&row);
+    /* The ranks arrive apart (their shares cost what they cost): wait for
+     * the last asleep, then move the rows with the blocking collective,
+     * which progresses by itself (a nonblocking one only in the MPI_Test
+     * calls between naps). */
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    wait_asleep(&request);
+    for (size_t b = 0; b < items; b++)
+        MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+                       (char *)base + b * item_rows * ld * elem, counts, displs, row,
+                       MPI_COMM_WORLD);
+    MPI_Type_free(&row);
+    MPI_Type_free(&part);
+    free(counts);
+}
+
 void attn_ranks_abort(int code)
 {
     if (rank_index == 0)
@@ -140,6 +175,21 @@ void attn_ranks_broadcast(void *data, size_t bytes)
 {
     (void)data;
     (void)bytes;
+}
+
+void attn_ranks_gather_rows(void *base, size_t items, size_t item_rows, size_t groups,
+                            size_t width, size_t stride, size_t ld, size_t elem,
+                            const size_t *bounds)
+{
+    (void)base;
+    (void)items;
+    (void)item_rows;
+    (void)groups;
+    (void)width;
+    (void)stride;
+    (void)ld;
+    (void)elem;
+    (void)bounds;
 }
 
 void attn_ranks_abort(int code)

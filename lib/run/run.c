@@ -315,6 +315,7 @@ static void release(run_state *st)
     free(st->fused_bias);
     free(st->slice_memory);
     free(st->own_steps);
+    free(st->key_bounds);
     for (int i = 0; i < 2; i++) {
         free(st->staging[i]);
         free(st->jobs[i]);

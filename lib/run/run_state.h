@@ -95,6 +95,12 @@ typedef struct run_state {
     size_t step_first, step_count;
     size_t step_rounds;           /* steps every rank runs: the most any
                                      rank has (step_count with one rank) */
+    size_t *key_bounds;           /* (ranks + 1) with ranks sharing the rows
+                                     of one slice: rank r projects the k
+                                     and v of rows [key_bounds[r],
+                                     key_bounds[r + 1]) and the ranks
+                                     exchange them; NULL: each projects
+                                     every key                          */
     run_step *own_steps;          /* (step_count) this rank's steps when the
                                      ranks split items' rows; NULL: slice
                                      by slice, block by block         */

@@ -334,6 +334,10 @@ check_identity() {
     identity "n=1100 --precision f64 --store f16 --group /layer/attn" "$LONG" --heads 4 --causal \
         --precision f64 --store f16 --group /layer/attn --save weights,heads,output,mean,result
     identity "n=1100 --save output (online softmax)" "$LONG" --heads 4 --causal --save output,q,k,v
+    # the ranks project the keys of their own rows and exchange them: k|v
+    # side by side above, whole rows when the heads interleave q, k and v
+    identity "n=600 fused, heads interleaved (rows exchanged whole)" "$T/fused.h5" --heads 4 \
+        --wqkv W_QKV --qkv-split heads --layout linear --causal --save weights,output
     # sliding keys: each rank's first block projects the keys its window
     # reaches before its rows (docs/running.md, "Steps")
     identity "n=1100 --causal --window 300 --memory 1M (sliding keys)" "$LONG" --heads 4 \

@@ -7,6 +7,8 @@ exits 1.
           b5.h5    X (5, 40, 32), tokens (5, 40) UTF-8 strings, key_mask (5, 40)
           nan.h5   b5.h5 with one NaN in the last item's X only
           long.h5  X (1, 1100, 64): one item, its query rows in blocks
+          fused.h5 X (1, 600, 32), W_QKV (96, 32) in torch.nn.Linear's
+                   layout with the heads interleaved, W_O (32, 32)
           big.h5   X (6, 2048, 64): ~10 s of work under mpirun -n 2, ~800 MB
                    of scores and weights
     python3 tests/ref/mpi_cases.py normalize ATTR... -- FILE...
@@ -54,6 +56,10 @@ def inputs(top):
     Xn[4, 39, 31] = np.nan
     write("nan.h5", Xn)
     write("long.h5", rng.standard_normal((1, 1100, 64)))
+    with h5py.File(os.path.join(top, "fused.h5"), "w") as f:
+        f["X"] = rng.standard_normal((1, 600, 32)).astype(np.float32)
+        f["W_QKV"] = (rng.standard_normal((96, 32)) / np.sqrt(32)).astype(np.float32)
+        f["W_O"] = (rng.standard_normal((32, 32)) / np.sqrt(32)).astype(np.float32)
     write("big.h5", rng.standard_normal((6, 2048, 64)))
 
 
