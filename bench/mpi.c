@@ -337,20 +337,28 @@ int main(int argc, char **argv)
     else
         printf("\ntarget: %s at P=%d against P=1: not measured (--workload and --ranks need them)\n",
                TARGET_WORKLOAD, TARGET_RANKS);
+    /* The targets judge whole jobs; beside each, the same ratio less the
+     * start-up (mpirun starting and ending P processes), which attnrun
+     * does not control. */
     for (int k = 0; k < o.workloads; k++) {
-        double one = 0, two = 0, crowd = 0;
+        double one = 0, two = 0, crowd = 0, one_w = 0, two_w = 0, crowd_w = 0;
         for (int i = 0; i < o.rank_count; i++) {
-            one = o.ranks[i] == 1 ? t[k].job[i] : one;
-            two = o.ranks[i] == CROWD_OF ? t[k].job[i] : two;
-            crowd = o.ranks[i] == CROWD_RANKS ? t[k].job[i] : crowd;
+            const double work = t[k].job[i] - t[k].start[i];
+            if (o.ranks[i] == 1)
+                one = t[k].job[i], one_w = work;
+            if (o.ranks[i] == CROWD_OF)
+                two = t[k].job[i], two_w = work;
+            if (o.ranks[i] == CROWD_RANKS)
+                crowd = t[k].job[i], crowd_w = work;
         }
         if (strcmp(o.w[k]->name, LONG_WORKLOAD) == 0 && one > 0 && two > 0)
-            printf("target: %s, P=2 at least %.2fx as fast as P=1: %.2fx  %s\n", LONG_WORKLOAD,
-                   LONG_SPEEDUP, one / two, one / two >= LONG_SPEEDUP ? "PASS" : "MISS");
+            printf("target: %s, P=2 at least %.2fx as fast as P=1: %.2fx (%.2fx less start-up)  %s\n",
+                   LONG_WORKLOAD, LONG_SPEEDUP, one / two, one_w / two_w,
+                   one / two >= LONG_SPEEDUP ? "PASS" : "MISS");
         if (two > 0 && crowd > 0)
-            printf("target: %s, P=%d (oversubscribed) no slower than P=%d: %.2fx its time  %s\n",
-                   o.w[k]->name, CROWD_RANKS, CROWD_OF, crowd / two,
-                   crowd <= two ? "PASS" : "MISS");
+            printf("target: %s, P=%d (oversubscribed) no slower than P=%d: %.2fx its time "
+                   "(%.2fx less start-up)  %s\n", o.w[k]->name, CROWD_RANKS, CROWD_OF,
+                   crowd / two, crowd_w / two_w, crowd <= two ? "PASS" : "MISS");
     }
     return 0;
 }

@@ -38,9 +38,11 @@ static void print_least(FILE *out, const attn_run_report *rep)
     const double elem = rep->config.precision == ATTN_F64 ? 8 : 4;
     const double slots = d->batch > 1 ? 2 : 1;     /* the next item's X read beside */
     const double kv = (double)attn_kv_heads(d) * (double)(d->d_k + d->d_v);
-    /* sliding keys: X's rows of the step of each parity and the keys held */
+    /* sliding keys: X's rows of the step of each parity and the q|k|v of
+     * the keys held */
     const double keys = rep->slide_keys != 0
-        ? elem * (double)rep->slide_keys * (2 * (double)d->d_model + kv)
+        ? elem * (double)rep->slide_keys *
+              (2 * (double)d->d_model + (double)(d->heads * d->d_k) + kv)
         : elem * ((double)d->n * (double)d->d_model * slots +
                   (rep->layout.cross ? (double)d->m * (double)d->d_model * slots : 0) +
                   (double)d->m * kv);

@@ -162,19 +162,9 @@ def reference(input_path, out_path, window, names):
         positions=d["P"])
     with h5py.File(out_path, "r") as f:
         for name in names.split(","):
-            got = f[name][...]
-            exp = ref[name]
-            if got.shape != exp.shape:
-                fail("%s: shape %s, expected %s" % (name, got.shape, exp.shape))
-            tol = (1e-10 if got.dtype == np.float64 else 2e-4) * max(1.0, np.abs(exp).max())
-            err = np.abs(got.astype(np.float64) - exp).max()
-            if not err <= tol:
-                at = np.unravel_index(np.argmax(np.abs(got.astype(np.float64) - exp)), exp.shape)
-                fail("%s: off by %.3g at %s (tolerance %.3g)" % (name, err, at, tol))
-            print("%s within %.3g" % (name, err))
+            _within(name, f[name][...], ref[name])
 
 
 if __name__ == "__main__":
     run({"inputs": inputs, "sliding": sliding, "whole": whole, "over": over, "same": same,
-         "fused": fused,
-         "reference": reference}, __doc__)
+         "fused": fused, "reference": reference}, __doc__)
