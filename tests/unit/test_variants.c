@@ -1321,6 +1321,147 @@ static void test_project_rows_in_blocks_as_whole(void **state)
     }
 }
 
+/*
+ * attn_project_rows with keys restricted to one share of the rows
+ * (attn_slice.keys_first/keys_end, what each MPI rank sharing an item
+ * projects before the ranks exchange k and v): the shares [0, 256) and
+ * [256, 600) of n = 600, each on fresh buffers as the share's first block
+ * of query rows, give their rows' q, k and v bit for bit as
+ * attn_project_inputs of the whole items does.  With
+ * fused [Q | K | V] and fused per head [q | k | v] (GQA for the first),
+ * QK-norm and RoPE at given positions; q|k|v side by side (the whole
+ * item's layout), or q over a copy of x with k and v side by side.
+ */
+static void test_project_keys_in_shares_as_whole(void **state)
+{
+    (void)state;
+    static const double q_norm[4] = {1.5, 0.5, -1, 2};
+    static const double k_norm[4] = {0.5, 1, 1.5, -0.5};
+    const attn_variant variant = {
+        .causal = true, .norm_eps = 0.01, .rope = {.theta = 50, .dim = 4, .style = ATTN_ROPE_NEOX},
+    };
+    static const size_t shares[][2] = {{0, 256}, {256, 600}};
+    for (int kind = 0; kind < 4; kind++) {
+        const bool per_head = kind % 2 == 1, over_x = kind >= 2;
+        const size_t G = per_head ? 4 : 2;
+        layer_run run = start_layer((layer){.c = 2, .n = 600, .D = 16, .H = 4, .G = G, .dk = 4,
+                                            .dv = 4, .has_bias = true, .q_norm = q_norm,
+                                            .k_norm = k_norm},
+                                    variant, NULL);
+        const layer *L = &run.L;
+        const size_t c = L->c, n = L->n, D = L->D, H = L->H, dk = L->dk, dv = L->dv;
+        const size_t qk = H * dk, kc = G * dk, vc = G * dv, all = qk + kc + vc;
+        int64_t *pos = malloc(c * n * sizeof *pos);
+        assert_non_null(pos);
+        for (size_t i = 0; i < c * n; i++)
+            pos[i] = (int64_t)(i % n) * 3 + (int64_t)(i / n) * 5 + 1;
+        attn_weights w = run.w;
+        double *w_qkv = NULL, *b_qkv = NULL;
+        if (per_head)
+            interleaved_qkv(L, &w_qkv, &b_qkv);
+        else
+            blocks_qkv(L, &w_qkv, &b_qkv);
+        w.w_qkv = w_qkv;
+        w.b_qkv = b_qkv;
+        w.heads_interleaved = per_head;
+
+        attn_slice whole = new_slice(&run.cfg, L, false);
+        whole.positions = whole.kv_positions = pos;
+        whole.positions_stride = whole.kv_positions_stride = n;
+        double *qkv = NULL;
+        if (per_head) {                             /* per head: q|k|v of a head */
+            interleave_projections(&whole, L);
+        } else {                                    /* blocks: q | k | v */
+            qkv = malloc(c * n * all * sizeof(double));
+            assert_non_null(qkv);
+            free(whole.q); free(whole.k); free(whole.v);   /* replaced by qkv */
+            whole.q = qkv;
+            whole.k = qkv + qk;
+            whole.v = qkv + qk + kc;
+            whole.ldq = whole.ldk = whole.ldv = all;
+        }
+        attn_project_inputs(&run.cfg, &w, &whole);
+        const size_t hs = per_head ? 3 * dk : dk;
+        const size_t k_at = per_head ? dk : qk, v_at = per_head ? 2 * dk : qk + kc;
+
+        for (size_t i = 0; i < 2; i++) {
+            const size_t lo = shares[i][0], hi = shares[i][1], rows = hi - lo;
+            double *x = malloc(c * n * D * sizeof(double));
+            double *buf = malloc(c * n * all * sizeof(double));
+            assert_true(x && buf);
+            memcpy(x, L->x, c * n * D * sizeof(double));
+            for (size_t j = 0; j < c * n * all; j++)
+                buf[j] = NAN;
+            attn_slice s = {
+                .count = c, .x = x, .y = x, .y_stride = n * D,
+                .positions = pos, .kv_positions = pos, .positions_stride = n,
+                .kv_positions_stride = n, .block_first = lo, .block_rows = rows,
+                .keys_first = lo, .keys_end = hi,
+                .scratch = aligned_alloc(64, (attn_attend_scratch_bytes(&run.cfg, c, true) + 63) /
+                                                 64 * 64),
+            };
+            assert_non_null(s.scratch);
+            if (over_x) {                           /* q over x, k|v side by side */
+                s.q_over_x = true;
+                s.q = x;
+                s.ldq = D;
+                s.k = buf;
+                s.v = buf + kc;
+                s.ldk = s.ldv = kc + vc;
+            } else {                                /* the whole item's layout */
+                s.q = buf;
+                s.k = buf + k_at;
+                s.v = buf + v_at;
+                s.ldq = s.ldk = s.ldv = all;
+                s.hsq = s.hsk = s.hsv = hs;
+            }
+            attn_project_rows(&run.cfg, &w, &s, true);
+            assert_int_equal(s.overflow, 0);
+            if (over_x) {
+                assert_rows_same((const double *)whole.q, all, hs, x + lo * D, D, dk, 1, n, lo,
+                                 rows, H, dk, "q of item 0 (over x)");
+                assert_rows_same((const double *)whole.q + n * all, all, hs, x + (n + lo) * D, D,
+                                 dk, 1, n, lo, rows, H, dk, "q of item 1 (over x)");
+                for (size_t b = 0; b < c; b++) {
+                    assert_rows_same((const double *)whole.k + b * n * all, all, hs,
+                                     buf + (b * n + lo) * (kc + vc), kc + vc, dk, 1, n, lo,
+                                     rows, G, dk, "k");
+                    assert_rows_same((const double *)whole.v + b * n * all, all, hs,
+                                     buf + (b * n + lo) * (kc + vc) + kc, kc + vc, dv, 1, n, lo,
+                                     rows, G, dv, "v");
+                }
+            } else {
+                /* k and v in their keys' rows; q, as the block's rows of
+                 * each item, in the q columns of rows b * rows .. */
+                for (size_t b = 0; b < c; b++) {
+                    assert_rows_same((const double *)whole.q + b * n * all, all, hs,
+                                     buf + b * rows * all, all, hs, 1, n, lo, rows, H, dk, "q");
+                    assert_rows_same((const double *)whole.k + b * n * all, all, hs,
+                                     buf + k_at + (b * n + lo) * all, all, hs, 1, n, lo, rows,
+                                     G, dk, "k");
+                    assert_rows_same((const double *)whole.v + b * n * all, all, hs,
+                                     buf + v_at + (b * n + lo) * all, all, hs, 1, n, lo, rows,
+                                     G, dv, "v");
+                }
+            }
+            free(x);
+            free(buf);
+            free(s.scratch);
+        }
+        if (per_head) {
+            free_interleaved(&whole);
+        } else {
+            whole.q = whole.k = whole.v = NULL;
+            free(qkv);
+            free_slice(&whole);
+        }
+        free(w_qkv);
+        free(b_qkv);
+        free(pos);
+        free_layer(&run.L);
+    }
+}
+
 /* rows x cols -> cols x rows */
 static double *transposed(const double *a, size_t rows, size_t cols)
 {
@@ -1431,6 +1572,7 @@ int main(void)
         cmocka_unit_test(test_forward_heads_interleaved_fused),
         cmocka_unit_test(test_forward_qk_norm_and_rope),
         cmocka_unit_test(test_project_rows_in_blocks_as_whole),
+        cmocka_unit_test(test_project_keys_in_shares_as_whole),
     };
     attn_set_threads(1);
     return cmocka_run_group_tests(tests, NULL, NULL);
