@@ -1030,22 +1030,26 @@ static void interleaved_qkv(const layer *L, double **w_qkv, double **b_qkv)
         }
 }
 
-/* s's projections moved into one buffer (c, n, 3*H*dk), NaN until written,
- * q|k|v interleaved per head: k = q + dk, v = q + 2dk, ld 3*H*dk, head
- * stride 3dk.  Free s with free_interleaved. */
-static void interleave_projections(attn_slice *s, const layer *L)
+/* s's projections moved into one buffer, NaN until written: with
+ * per_head (G = H, dv = dk), (c, n, 3*H*dk) q|k|v interleaved per head --
+ * k = q + dk, v = q + 2dk, head stride 3dk; else (c, n, H*dk + G*dk +
+ * G*dv) q | k | v side by side, as fused [Q | K | V] gives them.  Free s
+ * with free_interleaved. */
+static void fused_projections(attn_slice *s, const layer *L, bool per_head)
 {
-    const size_t dk = L->dk, F = 3 * L->H * dk, count = L->c * L->n * F;
+    const size_t dk = L->dk, qk = L->H * dk, kc = L->G * dk, all = qk + kc + L->G * L->dv;
+    const size_t count = L->c * L->n * all;
     double *qkv = malloc(count * sizeof(double));
     assert_non_null(qkv);
     for (size_t i = 0; i < count; i++)
         qkv[i] = NAN;
     free(s->q); free(s->k); free(s->v);
     s->q = qkv;
-    s->k = qkv + dk;
-    s->v = qkv + 2 * dk;
-    s->ldq = s->ldk = s->ldv = F;
-    s->hsq = s->hsk = s->hsv = 3 * dk;
+    s->k = qkv + (per_head ? dk : qk);
+    s->v = qkv + (per_head ? 2 * dk : qk + kc);
+    s->ldq = s->ldk = s->ldv = all;
+    if (per_head)
+        s->hsq = s->hsk = s->hsv = 3 * dk;
 }
 
 static void free_interleaved(attn_slice *s)
@@ -1129,7 +1133,7 @@ static void test_forward_qk_norm_and_rope(void **state)
                 fw.w_qkv = w_qkv;
                 fw.b_qkv = b_qkv;
                 fw.heads_interleaved = true;
-                interleave_projections(&s, L);
+                fused_projections(&s, L, true);
             }
             attn_forward(&run.cfg, &fw, &s);
             for (size_t b = 0; b < L->c; b++)
@@ -1184,6 +1188,57 @@ static void assert_rows_same(const double *whole, size_t ld, size_t hs, const do
 }
 
 /*
+ * The layer of the block tests below: c = 2 items of n = 600, d_model 16,
+ * 4 heads over G K/V heads (4 when fused per head), all biases, QK-norm
+ * and RoPE at positions pos[i] = (i % n) * step + (i / n) * shift + 1;
+ * w with the weights separate (fused 0), fused [Q | K | V] (1) or fused
+ * per head [q | k | v] (2).
+ */
+typedef struct block_layer {
+    layer_run run;
+    attn_weights w;
+    double *w_qkv, *b_qkv;
+    int64_t *pos;                /* (c, n) */
+} block_layer;
+
+static block_layer start_block_layer(int fused, size_t G, int64_t step, int64_t shift)
+{
+    static const double q_norm[4] = {1.5, 0.5, -1, 2};
+    static const double k_norm[4] = {0.5, 1, 1.5, -0.5};
+    const attn_variant variant = {
+        .causal = true, .norm_eps = 0.01, .rope = {.theta = 50, .dim = 4, .style = ATTN_ROPE_NEOX},
+    };
+    block_layer b = {
+        .run = start_layer((layer){.c = 2, .n = 600, .D = 16, .H = 4, .G = fused == 2 ? 4 : G,
+                                   .dk = 4, .dv = 4, .has_bias = true, .q_norm = q_norm,
+                                   .k_norm = k_norm},
+                           variant, NULL),
+    };
+    const size_t c = b.run.L.c, n = b.run.L.n;
+    b.pos = malloc(c * n * sizeof *b.pos);
+    assert_non_null(b.pos);
+    for (size_t i = 0; i < c * n; i++)
+        b.pos[i] = (int64_t)(i % n) * step + (int64_t)(i / n) * shift + 1;
+    b.w = b.run.w;
+    if (fused == 1)
+        blocks_qkv(&b.run.L, &b.w_qkv, &b.b_qkv);
+    if (fused == 2)
+        interleaved_qkv(&b.run.L, &b.w_qkv, &b.b_qkv);
+    b.w.w_qkv = b.w_qkv;
+    b.w.b_qkv = b.b_qkv;
+    b.w.heads_interleaved = fused == 2;
+    return b;
+}
+
+static void free_block_layer(block_layer *b)
+{
+    free(b->w_qkv);
+    free(b->b_qkv);
+    free(b->pos);
+    free_layer(&b->run.L);
+}
+
+/*
  * attn_project_rows in blocks of query rows (256, 256, 88 of n = 600, as
  * the pipeline's steps) against attn_project_inputs of the whole items,
  * then attend, output and result of each block: every value bit for bit
@@ -1196,53 +1251,24 @@ static void assert_rows_same(const double *whole, size_t ld, size_t hs, const do
 static void test_project_rows_in_blocks_as_whole(void **state)
 {
     (void)state;
-    static const double q_norm[4] = {1.5, 0.5, -1, 2};
-    static const double k_norm[4] = {0.5, 1, 1.5, -0.5};
-    const attn_variant variant = {
-        .causal = true, .norm_eps = 0.01, .rope = {.theta = 50, .dim = 4, .style = ATTN_ROPE_NEOX},
-    };
     for (int kind = 0; kind < 6; kind++) {          /* separate, fused blocks, fused per head */
         const bool over_x = kind >= 3;
-        const size_t G = kind % 3 == 2 ? 4 : 2;      /* per head: G = H */
-        layer_run run = start_layer((layer){.c = 2, .n = 600, .D = 16, .H = 4, .G = G, .dk = 4,
-                                            .dv = 4, .has_bias = true, .q_norm = q_norm,
-                                            .k_norm = k_norm},
-                                    variant, NULL);
-        const layer *L = &run.L;
-        const size_t c = L->c, n = L->n, D = L->D, H = L->H, dk = L->dk, dv = L->dv;
-        const size_t qk = H * dk, kc = G * dk, vc = G * dv, all = qk + kc + vc, hv = H * dv;
-        int64_t *pos = malloc(c * n * sizeof *pos);
-        assert_non_null(pos);
-        for (size_t i = 0; i < c * n; i++)
-            pos[i] = (int64_t)(i % n) * 2 + (int64_t)(i / n) * 7 + 3;
-        attn_weights w = run.w;
-        double *w_qkv = NULL, *b_qkv = NULL;
-        if (kind % 3 == 1)
-            blocks_qkv(L, &w_qkv, &b_qkv);
-        if (kind % 3 == 2)
-            interleaved_qkv(L, &w_qkv, &b_qkv);
-        w.w_qkv = w_qkv;
-        w.b_qkv = b_qkv;
-        w.heads_interleaved = kind % 3 == 2;
+        block_layer bl = start_block_layer(kind % 3, 2, 2, 7);
+        layer_run run = bl.run;
+        const layer *L = &bl.run.L;
+        const size_t c = L->c, n = L->n, D = L->D, H = L->H, G = L->G, dk = L->dk, dv = L->dv;
+        const size_t qk = H * dk, kc = G * dk, vc = G * dv, hv = H * dv;
+        int64_t *pos = bl.pos;
+        const attn_weights w = bl.w;
 
         /* the whole items: q|k|v side by side with fused weights, as the
          * pipeline laid them out for its one GEMM */
         attn_slice whole = new_slice(&run.cfg, L, false);
-        double *qkv = NULL;
         whole.positions = whole.kv_positions = pos;
         whole.positions_stride = whole.kv_positions_stride = n;
         whole.result = calloc(c * n * H * D, sizeof(double));
-        if (kind % 3 == 1) {
-            qkv = malloc(c * n * all * sizeof(double));
-            assert_non_null(qkv);
-            free(whole.q); free(whole.k); free(whole.v);   /* replaced by qkv */
-            whole.q = qkv;
-            whole.k = qkv + qk;
-            whole.v = qkv + qk + kc;
-            whole.ldq = whole.ldk = whole.ldv = all;
-        } else if (kind % 3 == 2) {
-            interleave_projections(&whole, L);
-        }
+        if (kind % 3 != 0)
+            fused_projections(&whole, L, kind % 3 == 2);
         attn_project_inputs(&run.cfg, &w, &whole);
         attn_attend(&run.cfg, &whole, 0, n);
         attn_project_output(&run.cfg, &w, &whole);
@@ -1305,19 +1331,11 @@ static void test_project_rows_in_blocks_as_whole(void **state)
             free(s.q);
         free(x); free(s.k); free(s.concat); free(s.output); free(s.result); free(s.scratch);
         free(whole.result);
-        if (kind % 3 == 1) {
-            whole.q = whole.k = whole.v = NULL;
-            free(qkv);
-            free_slice(&whole);
-        } else if (kind % 3 == 2) {
+        if (kind % 3 != 0)                          /* q|k|v in one buffer */
             free_interleaved(&whole);
-        } else {
+        else
             free_slice(&whole);
-        }
-        free(w_qkv);
-        free(b_qkv);
-        free(pos);
-        free_layer(&run.L);
+        free_block_layer(&bl);
     }
 }
 
@@ -1335,51 +1353,21 @@ static void test_project_rows_in_blocks_as_whole(void **state)
 static void test_project_keys_in_shares_as_whole(void **state)
 {
     (void)state;
-    static const double q_norm[4] = {1.5, 0.5, -1, 2};
-    static const double k_norm[4] = {0.5, 1, 1.5, -0.5};
-    const attn_variant variant = {
-        .causal = true, .norm_eps = 0.01, .rope = {.theta = 50, .dim = 4, .style = ATTN_ROPE_NEOX},
-    };
     static const size_t shares[][2] = {{0, 256}, {256, 600}};
     for (int kind = 0; kind < 4; kind++) {
         const bool per_head = kind % 2 == 1, over_x = kind >= 2;
-        const size_t G = per_head ? 4 : 2;
-        layer_run run = start_layer((layer){.c = 2, .n = 600, .D = 16, .H = 4, .G = G, .dk = 4,
-                                            .dv = 4, .has_bias = true, .q_norm = q_norm,
-                                            .k_norm = k_norm},
-                                    variant, NULL);
-        const layer *L = &run.L;
-        const size_t c = L->c, n = L->n, D = L->D, H = L->H, dk = L->dk, dv = L->dv;
+        block_layer bl = start_block_layer(per_head ? 2 : 1, 2, 3, 5);
+        layer_run run = bl.run;
+        const layer *L = &bl.run.L;
+        const size_t c = L->c, n = L->n, D = L->D, H = L->H, G = L->G, dk = L->dk, dv = L->dv;
         const size_t qk = H * dk, kc = G * dk, vc = G * dv, all = qk + kc + vc;
-        int64_t *pos = malloc(c * n * sizeof *pos);
-        assert_non_null(pos);
-        for (size_t i = 0; i < c * n; i++)
-            pos[i] = (int64_t)(i % n) * 3 + (int64_t)(i / n) * 5 + 1;
-        attn_weights w = run.w;
-        double *w_qkv = NULL, *b_qkv = NULL;
-        if (per_head)
-            interleaved_qkv(L, &w_qkv, &b_qkv);
-        else
-            blocks_qkv(L, &w_qkv, &b_qkv);
-        w.w_qkv = w_qkv;
-        w.b_qkv = b_qkv;
-        w.heads_interleaved = per_head;
+        int64_t *pos = bl.pos;
+        const attn_weights w = bl.w;
 
         attn_slice whole = new_slice(&run.cfg, L, false);
         whole.positions = whole.kv_positions = pos;
         whole.positions_stride = whole.kv_positions_stride = n;
-        double *qkv = NULL;
-        if (per_head) {                             /* per head: q|k|v of a head */
-            interleave_projections(&whole, L);
-        } else {                                    /* blocks: q | k | v */
-            qkv = malloc(c * n * all * sizeof(double));
-            assert_non_null(qkv);
-            free(whole.q); free(whole.k); free(whole.v);   /* replaced by qkv */
-            whole.q = qkv;
-            whole.k = qkv + qk;
-            whole.v = qkv + qk + kc;
-            whole.ldq = whole.ldk = whole.ldv = all;
-        }
+        fused_projections(&whole, L, per_head);
         attn_project_inputs(&run.cfg, &w, &whole);
         const size_t hs = per_head ? 3 * dk : dk;
         const size_t k_at = per_head ? dk : qk, v_at = per_head ? 2 * dk : qk + kc;
@@ -1448,17 +1436,8 @@ static void test_project_keys_in_shares_as_whole(void **state)
             free(buf);
             free(s.scratch);
         }
-        if (per_head) {
-            free_interleaved(&whole);
-        } else {
-            whole.q = whole.k = whole.v = NULL;
-            free(qkv);
-            free_slice(&whole);
-        }
-        free(w_qkv);
-        free(b_qkv);
-        free(pos);
-        free_layer(&run.L);
+        free_interleaved(&whole);                   /* q|k|v in one buffer */
+        free_block_layer(&bl);
     }
 }
 
@@ -1528,7 +1507,7 @@ static void test_forward_heads_interleaved_fused(void **state)
                            .heads_interleaved = true, .w_o = linear ? w_o_t : L->w_o,
                            .b_o = L->b_o};
         attn_slice fs = new_slice(&run.cfg, L, maps);
-        interleave_projections(&fs, L);         /* every element must be written */
+        fused_projections(&fs, L, true);         /* every element must be written */
         attn_forward(&run.cfg, &fw, &fs);
 
         /* the projections, head h of row i at i*F + h*3dk + (0 | dk | 2dk) */
