@@ -1279,22 +1279,35 @@ static double sweep_bound(const struct bench_workload *w, int *at_most)
     return w->sweep_target;
 }
 
-/* The speed-up from one thread to every core. */
-static void sweep_measure(const struct subject *s, struct measure *m)
+/* The thread sweep's series at one thread and at every core, or false
+ * with m->why saying why there are none (`what`: the measure's wording of
+ * "nothing to sweep"). */
+static bool sweep_ends(const struct subject *s, struct measure *m, const char *what,
+                       const struct series **one, const struct series **all)
 {
     const struct options *o = s->o;
-    const struct series *one = &s->r->sweep[0], *all = &s->r->sweep[o->n_sweep - 1];
-    snprintf(m->name, sizeof m->name, "T=1 / T=%d", o->sweep_threads[o->n_sweep - 1]);
+    *one = &s->r->sweep[0];
+    *all = &s->r->sweep[o->n_sweep - 1];
     if (!o->sweep)
         snprintf(m->why, sizeof m->why, "needs the thread sweep (--no-sweep given)");
     else if (o->n_sweep < 2)
-        snprintf(m->why, sizeof m->why, "one core: nothing to sweep");
-    else if (one->state != SERIES_OK || all->state != SERIES_OK)
+        snprintf(m->why, sizeof m->why, "one core: %s", what);
+    else if ((*one)->state != SERIES_OK || (*all)->state != SERIES_OK)
         snprintf(m->why, sizeof m->why, "the thread sweep failed");
-    else {
-        m->value = one->median_s / all->median_s;
-        snprintf(m->reference, sizeof m->reference, "%.3f", one->median_s);
-    }
+    else
+        return true;
+    return false;
+}
+
+/* The speed-up from one thread to every core. */
+static void sweep_measure(const struct subject *s, struct measure *m)
+{
+    const struct series *one, *all;
+    snprintf(m->name, sizeof m->name, "T=1 / T=%d", s->o->sweep_threads[s->o->n_sweep - 1]);
+    if (!sweep_ends(s, m, "nothing to sweep", &one, &all))
+        return;
+    m->value = one->median_s / all->median_s;
+    snprintf(m->reference, sizeof m->reference, "%.3f", one->median_s);
 }
 
 static double bytes_bound(const struct bench_workload *w, int *at_most)
@@ -1325,19 +1338,16 @@ static double cpu_bound(const struct bench_workload *w, int *at_most)
  * threads cost beyond the work (waiting, spinning, serial parts twice). */
 static void cpu_measure(const struct subject *s, struct measure *m)
 {
-    const struct options *o = s->o;
-    const struct series *one = &s->r->sweep[0], *all = &s->r->sweep[o->n_sweep - 1];
-    snprintf(m->name, sizeof m->name, "CPU s T=%d / T=1", o->sweep_threads[o->n_sweep - 1]);
-    if (!o->sweep)
-        snprintf(m->why, sizeof m->why, "needs the thread sweep (--no-sweep given)");
-    else if (o->n_sweep < 2)
-        snprintf(m->why, sizeof m->why, "one core: nothing to compare");
-    else if (one->state != SERIES_OK || all->state != SERIES_OK || one->cpu_s <= 0)
+    const struct series *one, *all;
+    snprintf(m->name, sizeof m->name, "CPU s T=%d / T=1", s->o->sweep_threads[s->o->n_sweep - 1]);
+    if (!sweep_ends(s, m, "nothing to compare", &one, &all))
+        return;
+    if (one->cpu_s <= 0) {
         snprintf(m->why, sizeof m->why, "the thread sweep failed");
-    else {
-        m->value = all->cpu_s / one->cpu_s;
-        snprintf(m->reference, sizeof m->reference, "%.3f", one->cpu_s);
+        return;
     }
+    m->value = all->cpu_s / one->cpu_s;
+    snprintf(m->reference, sizeof m->reference, "%.3f", one->cpu_s);
 }
 
 static double together_bound(const struct bench_workload *w, int *at_most)
