@@ -97,4 +97,70 @@ int attn_results_groups(const char *path, attn_result_groups *groups, attn_error
 
 void attn_result_groups_free(attn_result_groups *groups);
 
+/*
+ * Writing an analysis of results (attnrun rollout, attnrun heads) into a
+ * new file: float datasets with labelled axes, each axis a dimension scale
+ * (a dataset named after the axis holding 0, 1, ...), strings as
+ * coordinates, string attributes.  Write into the temporary of an
+ * attn_atomic transaction, so that the destination is whole or absent.
+ *
+ *     attn_results_out *o;
+ *     attn_results_create(tx.temp_path, "rollout.h5", &o, &err);
+ *     size_t dims[4] = {B, L, n, n};
+ *     const char *axes[4] = {"batch", "layer", "query", "key"};
+ *     int h;
+ *     attn_results_add(o, "rollout", 4, dims, axes, ATTN_F64, ATTN_STORE_F32,
+ *                      "attention rollout (Abnar & Zuidema 2020)", &h, &err);
+ *     size_t first[4] = {b, 0, 0, 0}, count[4] = {1, L, n, n};
+ *     attn_results_write(o, h, first, count, values, &err);   // doubles
+ *     attn_results_finish(o, &err);       // closes; o freed either way
+ *
+ * Each returns ATTN_OK or a negative attn_status with err filled (ATTN_EIO
+ * for a failed write, ATTN_ENOMEM).  At most ATTN_RESULTS_OUT_MAX datasets,
+ * the strings included, of rank 1 to 4.
+ */
+typedef struct attn_results_out attn_results_out;
+
+#define ATTN_RESULTS_OUT_MAX 16
+
+/* Creates (truncating) the file at path; messages call it `label`. */
+int attn_results_create(const char *path, const char *label, attn_results_out **out,
+                        attn_error *err);
+
+/*
+ * A dataset `name` of (rank) dims, its axes named `axes` (each attached to
+ * its dimension scale, shared by every dataset along that axis name, which
+ * must then have one length), with its description.  The values written
+ * are of `precision`; the file stores them as `store` (ATTN_STORE_DEFAULT:
+ * the precision's type).  Chunks are one row of the last two axes (the
+ * last alone for rank 1), deflated at level 1 behind the shuffle filter;
+ * never written elements read as 0.
+ */
+int attn_results_add(attn_results_out *out, const char *name, size_t rank, const size_t *dims,
+                     const char *const *axes, attn_precision precision, attn_store store,
+                     const char *description, int *handle, attn_error *err);
+
+/* Writes the block values (count[0], ...), row-major, at first[]. */
+int attn_results_write(attn_results_out *out, int handle, const size_t *first,
+                       const size_t *count, const void *values, attn_error *err);
+
+/* A dataset of UTF-8 strings (rank 1 or 2) along `axes`, and its write. */
+int attn_results_add_labels(attn_results_out *out, const char *name, size_t rank,
+                            const size_t *dims, const char *const *axes, const char *description,
+                            int *handle, attn_error *err);
+int attn_results_write_labels(attn_results_out *out, int handle, const size_t *first,
+                              const size_t *count, const char *const *labels, attn_error *err);
+
+/* A string attribute of the dataset `handle`, or of the root group when
+ * handle is -1 (provenance). */
+int attn_results_attribute(attn_results_out *out, int handle, const char *name,
+                           const char *value, attn_error *err);
+
+/* A float64 attribute of the root group (a setting such as --residual). */
+int attn_results_attribute_number(attn_results_out *out, const char *name, double value,
+                                  attn_error *err);
+
+/* Flushes and closes the file; out is freed whatever the result. */
+int attn_results_finish(attn_results_out *out, attn_error *err);
+
 #endif
