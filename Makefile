@@ -167,6 +167,7 @@ CLI_TESTS = tests/cli/test_fixtures.sh tests/cli/test_errors.sh tests/cli/test_c
             tests/cli/test_alloc.sh tests/cli/test_h5files.sh tests/cli/test_runtime.sh tests/cli/test_models.sh
 CLI_TESTS += tests/cli/test_store.sh
 CLI_TESTS += tests/cli/test_sliding.sh
+CLI_TESTS += tests/cli/test_norms.sh
 CLI_TESTS += tests/cli/test_docs.sh
 CLI_TESTS += tests/cli/test_progress.sh
 CLI_TESTS += tests/cli/test_json.sh

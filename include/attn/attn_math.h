@@ -177,6 +177,9 @@ typedef struct attn_weights {
                                     hsv = 3dk, one GEMM fills them      */
     const void *q_norm;  /* (dk): RMSNorm weights of each head's q, or NULL */
     const void *k_norm;  /* (dk): the same for k                           */
+    const double *wo_gram;  /* (H, dv, dv): W_O[h] W_O[h]^T of each head's
+                               rows of W_O, in double (attn_value_gram), for
+                               attn_value_norms; NULL when not needed     */
 } attn_weights;
 
 /* One slice of the batch: inputs, then every buffer attn_forward fills. */
@@ -228,6 +231,11 @@ typedef struct attn_slice {
     void *summary[ATTN_SUMMARY_COUNT];
     void *mean;                  /* (c, rows, m): the weights averaged over
                                     heads (attn_head_mean); may be NULL    */
+    void *value_norm;            /* (c, H, m): || v_k W_O[h] || of each
+                                    key (attn_value_norms); may be NULL    */
+    void *norms;                 /* (c, H, rows, m): weights times the
+                                    key's value_norm (attn_norms); may be
+                                    the weights' own buffer; may be NULL  */
     void *result;                /* (c, n, H, D): each head's part of the
                                     output, without b_O (attn_project_result);
                                     (c, block_rows, H, D) with block_rows   */
@@ -385,6 +393,31 @@ void attn_project_result(const attn_config *cfg, const attn_weights *w, attn_sli
 /* mean (c, rows, m) = the weights (c, H, rows, m) of the rows attn_attend
  * just computed, averaged over heads (summed in double, head by head). */
 void attn_head_mean(const attn_config *cfg, attn_slice *s, size_t rows);
+
+/*
+ * Norm-based analysis (Kobayashi et al., "Attention is Not Only a Weight",
+ * EMNLP 2020): what key k adds to query q's output through head h is
+ * weights[q, k] v_k W_O[h], with v_k of K/V head g(h) (b_V included) and
+ * W_O[h] the head's (dv, D) rows of W_O; its length is
+ * weights[q, k] || v_k W_O[h] ||.  The squared length is the quadratic
+ * form v_k (W_O[h] W_O[h]^T) v_k^T, so each key costs dv^2 / 2
+ * multiply-adds (in double) instead of dv D.
+ */
+
+/* gram (H, dv, dv) = W_O[h] W_O[h]^T for every head, in double (BLAS
+ * dsyrk on the head's rows converted to double in rows (dv, D)), both
+ * triangles. */
+void attn_value_gram(const attn_config *cfg, const attn_weights *w, double *gram, double *rows);
+
+/* s->value_norm (c, H, m) = || v_k W_O[h] || of every key of every item
+ * (w->wo_gram set), from s->v (all m keys), in double, rounded once to the
+ * precision; NaN when v_k holds one. */
+void attn_value_norms(const attn_config *cfg, const attn_weights *w, attn_slice *s);
+
+/* s->norms (c, H, rows, m) = s->weights (c, H, rows, m) times the key's
+ * s->value_norm, of the rows attn_attend just computed (in place when
+ * s->norms is s->weights). */
+void attn_norms(const attn_config *cfg, attn_slice *s, size_t rows);
 
 /*
  * The kernels attn_forward is made of, for float and for double.

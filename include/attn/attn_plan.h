@@ -92,7 +92,7 @@ typedef enum attn_output {
 #define ATTN_OUT_OF_SUMMARY(NAME, integer) ATTN_OUT_##NAME,
     ATTN_SUMMARIES(ATTN_OUT_OF_SUMMARY)
 #undef ATTN_OUT_OF_SUMMARY
-    ATTN_OUT_MEAN, ATTN_OUT_RESULT,
+    ATTN_OUT_MEAN, ATTN_OUT_RESULT, ATTN_OUT_NORMS, ATTN_OUT_VALUE_NORM,
     ATTN_OUT_COUNT
 } attn_output;
 
@@ -110,7 +110,9 @@ typedef enum attn_source {
     ATTN_FROM_Q, ATTN_FROM_K, ATTN_FROM_V, /* projections, split per head      */
     ATTN_FROM_SUMMARY,                     /* (c, H, n): attn_slice.summary    */
     ATTN_FROM_MEAN,                        /* (c, rows, m): a block of rows    */
-    ATTN_FROM_RESULT                       /* (c, n, H, D)                     */
+    ATTN_FROM_RESULT,                      /* (c, n, H, D)                     */
+    ATTN_FROM_NORMS,                       /* (c, H, rows, m): attn_slice.norms */
+    ATTN_FROM_VALUE_NORM                   /* (c, H, m): attn_slice.value_norm */
 } attn_source;
 
 /* One row of the output table. */
@@ -125,7 +127,7 @@ typedef struct attn_output_spec {
 /* The row of the output table for `which`. */
 const attn_output_spec *attn_output_spec_of(attn_output which);
 
-/* Whether `which` is one of the (n, m) maps -- scores and weights
+/* Whether `which` is one of the (n, m) maps -- scores, weights and norms
  * (B, H, n, m), mean (B, n, m): computed a block of query rows at a
  * time, chunked in tiles, stored as --store says. */
 bool attn_output_is_map(attn_output which);
@@ -214,6 +216,8 @@ typedef struct attn_slice_sizes {
     size_t map_count;        /* maps kept in memory: 2 with scores saved, 1
                                 with weights or mean only, 0 for none of
                                 them (online softmax)                      */
+    size_t value_norm;       /* H*m when norms or value_norm is saved
+                                (kept for whole items), else 0            */
     size_t mean;             /* m when mean is saved (one (n, m) map
                                 per item), else 0                          */
     size_t heads, concat, output;   /* n*H*dv, n*H*dv, n*D (by rows)       */
@@ -339,8 +343,9 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
                     size_t *items, attn_error *err);
 
 /* The (H, n, m) maps a step keeps in memory for the outputs in `save`:
- * 2 with scores, 1 with weights or mean, 0 for none of them (then the
- * softmax runs online, without maps). */
+ * 2 with scores, 1 with weights, mean or norms, 0 for none of them (then
+ * the softmax runs online, without maps); one more for norms beside the
+ * weights (without them, norms take the weights' place). */
 size_t attn_plan_map_count(unsigned save);
 
 /* Blocks of one step of `items` items and sizes->rows rows: items * H *

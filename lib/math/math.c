@@ -215,6 +215,30 @@ void attn_project_result(const attn_config *cfg, const attn_weights *w, attn_sli
         project_result_f32(cfg, w, s);
 }
 
+void attn_value_gram(const attn_config *cfg, const attn_weights *w, double *gram, double *rows)
+{
+    if (cfg->precision == ATTN_F64)
+        value_gram_f64(cfg, w, gram, rows);
+    else
+        value_gram_f32(cfg, w, gram, rows);
+}
+
+void attn_value_norms(const attn_config *cfg, const attn_weights *w, attn_slice *s)
+{
+    if (cfg->precision == ATTN_F64)
+        value_norms_f64(cfg, w, s);
+    else
+        value_norms_f32(cfg, w, s);
+}
+
+void attn_norms(const attn_config *cfg, attn_slice *s, size_t rows)
+{
+    if (cfg->precision == ATTN_F64)
+        norms_f64(cfg, s, rows);
+    else
+        norms_f32(cfg, s, rows);
+}
+
 void attn_head_mean(const attn_config *cfg, attn_slice *s, size_t rows)
 {
     if (cfg->precision == ATTN_F64)

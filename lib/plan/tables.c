@@ -70,6 +70,14 @@ static const attn_output_spec output_table[ATTN_OUT_COUNT] = {
         "each head's contribution to the output: heads W_O restricted to the head's rows, "
         "without b_O (the sum over heads plus b_O is output)",
         {ATTN_AXIS_QUERY, ATTN_AXIS_HEAD, ATTN_AXIS_D_MODEL}, ATTN_FROM_RESULT},
+    [ATTN_OUT_NORMS] = {"norms",
+        "norm-based attention (Kobayashi et al. 2020): weights times value_norm of the key, "
+        "|| weight * (v W_O[head]) ||; 0 where every key is masked",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_KEY}, ATTN_FROM_NORMS},
+    [ATTN_OUT_VALUE_NORM] = {"value_norm",
+        "length of each key's transformed value: || v W_O[head] ||, v with b_V, W_O[head] the "
+        "head's rows of W_O, without b_O",
+        {ATTN_AXIS_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_NONE}, ATTN_FROM_VALUE_NORM},
 };
 
 const char *attn_qkv_split_name(attn_qkv_split split)
@@ -93,7 +101,8 @@ const attn_output_spec *attn_output_spec_of(attn_output which)
 bool attn_output_is_map(attn_output which)
 {
     const attn_source source = output_table[which].source;
-    return source == ATTN_FROM_SCORES || source == ATTN_FROM_WEIGHTS || source == ATTN_FROM_MEAN;
+    return source == ATTN_FROM_SCORES || source == ATTN_FROM_WEIGHTS || source == ATTN_FROM_MEAN ||
+           source == ATTN_FROM_NORMS;
 }
 
 bool attn_output_by_rows(attn_output which)

@@ -192,6 +192,27 @@ static int load_alibi(run_state *st, attn_error *err)
     return status;
 }
 
+/* W_O[h] W_O[h]^T of each head, for the lengths of the values (norms,
+ * value_norm): (H, dv, dv) doubles, through rows of W_O in double. */
+static int load_value_gram(run_state *st, attn_error *err)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    size_t gram;
+    if (!attn_size_product(&gram, (size_t[]){d->heads, d->d_v, d->d_v}, 3))
+        return attn_fail(err, ATTN_EINPUT, "%s: d_v %zu is too large for norms",
+                         st->opt->input, d->d_v);
+    double *rows = run_alloc(st, d->d_v * d->d_model, sizeof(double), "the rows of W_O", err);
+    if (rows == NULL || (st->wo_gram = run_alloc(st, gram, sizeof(double),
+                                                 "the values' lengths' matrices", err)) == NULL) {
+        free(rows);
+        return ATTN_ENOMEM;
+    }
+    attn_value_gram(&st->cfg, &st->weights, st->wo_gram, rows);
+    free(rows);
+    st->weights.wo_gram = st->wo_gram;
+    return ATTN_OK;
+}
+
 int run_load_parameters(run_state *st, attn_error *err)
 {
     const attn_layout *layout = &st->report->layout;
@@ -213,6 +234,11 @@ int run_load_parameters(run_state *st, attn_error *err)
     };
     if (st->report->alibi) {
         int status = load_alibi(st, err);
+        if (status != ATTN_OK)
+            return status;
+    }
+    if (run_saved(st, ATTN_OUT_NORMS) || run_saved(st, ATTN_OUT_VALUE_NORM)) {
+        int status = load_value_gram(st, err);
         if (status != ATTN_OK)
             return status;
     }

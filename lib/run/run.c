@@ -227,13 +227,14 @@ static plan_basis plan_basis_of(const attn_run_options *opt)
 /* Fills the report: layout, scale, slice size, bytes and FLOPs. */
 /* The window under which the steps may slide their keys (run_sliding),
  * or 0: causal self-attention with a window, no k or v saved (they are
- * written whole), and finite inputs (a NaN or an infinity in v reaches
+ * written whole), nor norms or value_norm (every key's value length), and finite inputs (a NaN or an infinity in v reaches
  * every query, beyond the window: attn_attend). */
 static size_t slide_window(const run_state *st)
 {
     const attn_variant *v = &st->cfg.variant;
     if (st->report->layout.cross || !v->causal || v->window == 0 || st->opt->allow_nonfinite ||
-        run_saved(st, ATTN_OUT_K) || run_saved(st, ATTN_OUT_V))
+        run_saved(st, ATTN_OUT_K) || run_saved(st, ATTN_OUT_V) ||
+        run_saved(st, ATTN_OUT_NORMS) || run_saved(st, ATTN_OUT_VALUE_NORM))
         return 0;
     return v->window;
 }
@@ -311,6 +312,7 @@ static void release(run_state *st)
         free(st->paths[i]);
     }
     free(st->alibi);
+    free(st->wo_gram);
     free(st->fused);
     free(st->fused_bias);
     free(st->slice_memory);

@@ -36,6 +36,8 @@ typedef struct slot_buffers {
     void *summary[ATTN_SUMMARY_COUNT];   /* (c, H, n) each               */
     void *mean;                   /* (c, rows, m)                           */
     void *result;                 /* (c, rows, H, D)                        */
+    void *norms;                  /* (c, H, rows, m) beside saved weights   */
+    void *value_norm;             /* (c, H, m)                              */
 } slot_buffers;
 
 /*
@@ -161,7 +163,9 @@ static size_t projection_bytes(const run_state *st, size_t i)
                              (st->sizes.k + st->sizes.v) / m) * st->sizes.slide_keys);
     return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, st->sizes.k + st->sizes.v);
 }
-static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 2); }
+static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return run_saved(st, ATTN_OUT_SCORES) ? map_block(st, 2) : 0; }
+static size_t norms_bytes(const run_state *st, size_t i) { (void)i; return run_saved(st, ATTN_OUT_NORMS) && run_saved(st, ATTN_OUT_WEIGHTS) ? map_block(st, 1) : 0; }
+static size_t value_norm_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.value_norm); }
 static size_t weights_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 1); }
 static size_t concat_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.concat); }
 static size_t output_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.output); }
@@ -203,6 +207,8 @@ static const struct slice_buffer {
     {"summary", offsetof(slot_buffers, summary), ATTN_SUMMARY_COUNT, SHARED, summary_bytes},
     {"mean", offsetof(slot_buffers, mean), 1, SHARED, mean_bytes},
     {"result", offsetof(slot_buffers, result), 1, SHARED, result_bytes},
+    {"norms", offsetof(slot_buffers, norms), 1, SHARED, norms_bytes},
+    {"value_norm", offsetof(slot_buffers, value_norm), 1, SHARED, value_norm_bytes},
 };
 
 /* Whether slot 1 takes slot 0's buffer of row `row`. */
@@ -249,6 +255,9 @@ static void place_slot(run_state *st, int i, const slot_buffers *b)
     memcpy(slice->summary, b->summary, sizeof slice->summary);
     slice->mean = b->mean;
     slice->result = b->result;
+    slice->value_norm = b->value_norm;
+    /* norms beside the weights saved, or in their place */
+    slice->norms = b->norms != NULL ? b->norms : run_saved(st, ATTN_OUT_NORMS) ? b->weights : NULL;
     st->maps[i][0] = b->scores;
     st->maps[i][1] = b->weights;
     st->bias[i] = b->bias;        /* a 4-D bias: the step of parity i's rows */

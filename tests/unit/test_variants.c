@@ -1529,6 +1529,57 @@ static void test_forward_heads_interleaved_fused(void **state)
     free_run(&run);
 }
 
+/*
+ * Norm-based analysis (Kobayashi et al. 2020) by hand: H = 2 heads over one
+ * K/V head, d_v = D = 2, two keys with v_0 = (3, 4), v_1 = (1, 0).  W_O's
+ * rows of head 0 are the identity, so || v W_O[0] || = || v ||: 5 and 1;
+ * head 1's are ((2, 0), (0, 0)), so v_0 W_O[1] = (6, 0) and v_1 W_O[1] =
+ * (2, 0): 6 and 2.  norms = weights times the key's length: head 0's rows
+ * (1, 0) and (0.25, 0.75) give (5, 0) and (1.25, 0.75); head 1's (0, 0), a
+ * row that sees no key, stays 0, and (0.5, 0.5) gives (3, 1).  The same in
+ * torch.nn.Linear's layout (W_O stored transposed) and in float.
+ */
+static void test_value_norms_by_hand(void **state)
+{
+    (void)state;
+    const double v[4] = {3, 4, 1, 0};                      /* (1, m, G*dv) */
+    const double w_o[8] = {1, 0, 0, 1, 2, 0, 0, 0};        /* (H*dv, D)    */
+    const double w_o_t[8] = {1, 0, 2, 0, 0, 1, 0, 0};      /* (D, H*dv)    */
+    const double weights[8] = {1, 0, 0.25, 0.75, 0, 0, 0.5, 0.5};   /* (1, H, n, m) */
+    const double value_norm[4] = {5, 1, 6, 2};             /* (1, H, m)    */
+    const double norms[8] = {5, 0, 1.25, 0.75, 0, 0, 3, 1};
+    for (int precision = 0; precision < 2; precision++) {
+        for (int linear = 0; linear < 2; linear++) {
+            const bool f64 = precision == 1;
+            attn_config cfg = {.dims = {.batch = 1, .n = 2, .m = 2, .d_model = 2, .heads = 2,
+                                        .kv_heads = 1, .d_k = 2, .d_v = 2},
+                               .precision = f64 ? ATTN_F64 : ATTN_F32};
+            float vf[4], wf[8], weightsf[8], outf[4], normsf[8];
+            double out[4], normsd[8], gram[8], rows[4];
+            for (size_t i = 0; i < 8; i++) {
+                wf[i] = (float)(linear ? w_o_t : w_o)[i];
+                weightsf[i] = (float)weights[i];
+            }
+            for (size_t i = 0; i < 4; i++)
+                vf[i] = (float)v[i];
+            attn_weights w = {.linear = linear, .w_o = f64 ? (const void *)(linear ? w_o_t : w_o)
+                                                           : (const void *)wf};
+            attn_value_gram(&cfg, &w, gram, rows);
+            w.wo_gram = gram;
+            attn_slice s = {.count = 1, .v = f64 ? (void *)v : (void *)vf,
+                            .weights = f64 ? (void *)weights : (void *)weightsf,
+                            .value_norm = f64 ? (void *)out : (void *)outf,
+                            .norms = f64 ? (void *)normsd : (void *)normsf};
+            attn_value_norms(&cfg, &w, &s);
+            attn_norms(&cfg, &s, 2);
+            for (size_t i = 0; i < 4; i++)
+                assert_near(f64 ? out[i] : outf[i], value_norm[i], 1e-6);
+            for (size_t i = 0; i < 8; i++)
+                assert_near(f64 ? normsd[i] : normsf[i], norms[i], 1e-6);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1552,6 +1603,7 @@ int main(void)
         cmocka_unit_test(test_forward_qk_norm_and_rope),
         cmocka_unit_test(test_project_rows_in_blocks_as_whole),
         cmocka_unit_test(test_project_keys_in_shares_as_whole),
+        cmocka_unit_test(test_value_norms_by_hand),
     };
     attn_set_threads(1);
     return cmocka_run_group_tests(tests, NULL, NULL);
