@@ -88,8 +88,8 @@ void plan_text_print(FILE *out, const attn_run_options *opt, const attn_run_repo
     if (rep->least_bytes > rep->memory_cap)
         print_least(out, rep);
     fprintf(out, "softmax    %s\n",
-            rep->online ? "online, no maps kept (no scores, weights or mean saved)"
-                        : "full rows (scores, weights or mean saved)");
+            rep->online ? "online, no maps kept (no scores, weights, mean or norms saved)"
+                        : "full rows (scores, weights, mean or norms saved)");
     fprintf(out, "threads    %zu\n", rep->threads);
     fprintf(out, "outputs in group %s:\n", opt->group);
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {

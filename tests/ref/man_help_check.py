@@ -119,7 +119,7 @@ def main(argv):
     shutil.copyfile(os.path.join(root, "fixtures", "toy.h5"), os.path.join(workdir, "results.h5"))
     with open(os.path.join(root, "docs", "outputs.md"), encoding="utf-8") as f:
         outputs = f.read()
-    datasets = set(re.findall(r"^\| `([a-z]+)` \| \(", outputs, re.M))
+    datasets = set(re.findall(r"^\| `([a-z_]+)` \| \(", outputs, re.M))
     for command in ("attnrun", "plot"):
         helped, valued = help_entries(binary, command)
         manned = man_entries(man, command)
