@@ -146,6 +146,16 @@ static const struct bench_workload bench_workloads[] = {
      .input = "xl", .max_rss_mib = 1024, .bytes_target = 0.05,
      .note = "disk bytes / dense: the whole file over the dense B*H*n*m float32 weights;\n"
              "        FLOPs as the dry run counts them (xl's full products), as for window."},
+    /* Norm-based analysis beside the weights it scales: gpt2's weights and
+     * norms in at most 1.15x the time of its weights alone (the issue's
+     * target; the row writes twice the bytes), and norms alone -- the same
+     * bytes as the weights -- in at most 1.15x: the computing of norms. */
+    {"gpt2-weights", 8, 512, 768, 12, 1, 1, "weights", .kv_heads = 12, .input = "gpt2",
+     .peerless = 1},
+    {"gpt2-norms", 8, 512, 768, 12, 1, 1, "weights,norms", .kv_heads = 12, .input = "gpt2",
+     .baseline = "gpt2-weights", .ratio = BENCH_RATIO_AT_MOST, .target = 1.15, .peerless = 1},
+    {"gpt2-norms-only", 8, 512, 768, 12, 1, 1, "norms", .kv_heads = 12, .input = "gpt2",
+     .baseline = "gpt2-weights", .ratio = BENCH_RATIO_AT_MOST, .target = 1.15, .peerless = 1},
     /* A shared machine: two gpt2 runs started at once finish in at most 0.9x
      * the time of the two in a row (the I/O of one beside the compute of the
      * other), and four --threads 2 runs at once on 2 cores take no longer
