@@ -345,7 +345,7 @@ expect_failure 2 "unknown --save name: did you mean" \
     --stderr-has "unknown output 'wieghts' in 'output,wieghts' (choose from scores,weights," -- \
     "$GOOD" -o "$O/c35.h5" --heads 2 --save output,wieghts
 expect_failure 2 "unknown --save name: the suggestion" \
-    --stderr-has "result); did you mean weights? (see attnrun --help)" -- \
+    --stderr-has "value_norm); did you mean weights? (see attnrun --help)" -- \
     "$GOOD" -o "$O/c36.h5" --heads 2 --save output,wieghts
 expect_failure 2 "unknown --layout: did you mean" \
     --stderr-has "--layout 'linar': expected xw (x W) or linear (x W^T, torch.nn.Linear); did you mean linear?" -- \

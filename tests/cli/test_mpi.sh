@@ -240,7 +240,7 @@ B5=$T/b5.h5
 LONG=$T/long.h5
 BIG=$T/big.h5
 BIG_ARGS=(--heads 4 --save scores,weights,output)
-ALL=scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result
+ALL=scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result,norms,value_norm
 
 # ------------------------------------------------- 0. the comparison can fail
 
@@ -338,6 +338,11 @@ check_identity() {
     # side by side above, whole rows when the heads interleave q, k and v
     identity "n=600 fused, heads interleaved (rows exchanged whole)" "$T/fused.h5" --heads 4 \
         --wqkv W_QKV --qkv-split heads --layout linear --causal --save weights,output
+    # norms need every key's value length: after the exchange, on each rank
+    identity "n=1100 --causal --save norms,value_norm (keys exchanged)" "$LONG" --heads 4 \
+        --causal --save weights,norms,value_norm
+    identity "B=5 --batch-slice 2, norms in the weights' place" "$B5" --heads 4 \
+        --batch-slice 2 --mask key_mask --save norms,value_norm,output
     # sliding keys: each rank's first block projects the keys its window
     # reaches before its rows (docs/running.md, "Steps")
     identity "n=1100 --causal --window 300 --memory 1M (sliding keys)" "$LONG" --heads 4 \
