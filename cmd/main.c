@@ -7,7 +7,9 @@
 #include "cli/exit.h"
 #include "cli/options.h"
 #include "cli/process.h"
+#include "heads/heads.h"
 #include "plot/plot.h"
+#include "rollout/rollout.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -86,6 +88,8 @@ static const struct subcommand {
     int (*main)(int argc, char **argv);
 } subcommands[] = {
     {"plot", plot_main},
+    {"heads", heads_main},
+    {"rollout", rollout_main},
 };
 
 #define SUBCOMMAND_COUNT (sizeof subcommands / sizeof subcommands[0])

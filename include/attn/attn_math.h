@@ -491,4 +491,123 @@ void attn_split_heads_ld_f64(const double *packed, size_t ld, size_t rows, size_
 size_t attn_find_nonfinite_f32(const float *values, size_t count);
 size_t attn_find_nonfinite_f64(const double *values, size_t count);
 
+/* ---- attention rollout (lib/math/rollout.c) ------------------------------
+ *
+ * Attention rollout (Abnar & Zuidema 2020, "Quantifying Attention Flow in
+ * Transformers"): how much each position of a layer's output draws on each
+ * input token through layers 1..l, attention and residual connections
+ * both.  With Ā_l the mean over heads of layer l's weights (n, n) and r the
+ * share of the residual connection (0 <= r <= 1):
+ *
+ *     Â_l = rownorm((1 - r) Ā_l + r I),   R_1 = Â_1,   R_l = Â_l R_{l-1}
+ *
+ * rownorm divides each row by its sum; a row summing to 0 (a query that
+ * sees no key, with r = 0) stays 0.  Every buffer is row-major float64 but
+ * the maps read (float); n tokens (self-attention: n queries = n keys).
+ *
+ *     memset(a_hat, 0, n * n * sizeof *a_hat);
+ *     for (size_t h = 0; h < H; h++)                   // head h's map (n, n)
+ *         attn_rollout_accumulate(n * n, 1.0 / H, map[h], a_hat);
+ *     attn_rollout_layer(n, 0.5, a_hat, a_hat);        // Ā_l -> Â_l in place
+ *     attn_rollout_step(n, a_hat, prev, next);         // R_l = Â_l R_{l-1}
+ *
+ * None of them fails: the caller allocated the buffers.
+ */
+
+/* sum (count) += weight * values (count): one head's map (n, n) added to
+ * the head mean with weight 1/H, or the stored mean with weight 1. */
+void attn_rollout_accumulate(size_t count, double weight, const float *values, double *sum);
+
+/* a_hat (n, n) = rownorm((1 - residual) * mean + residual * I), from mean
+ * (n, n); a row summing to 0 stays 0 (and one holding a NaN is NaN).
+ * mean and a_hat may be the same buffer. */
+void attn_rollout_layer(size_t n, double residual, const double *mean, double *a_hat);
+
+/* next (n, n) = a_hat (n, n) . prev (n, n), one BLAS product (n <= INT_MAX);
+ * next overlaps neither. */
+void attn_rollout_step(size_t n, const double *a_hat, const double *prev, double *next);
+
+/* ---- head census (attnrun heads; lib/math/census.c) ------------------------
+ *
+ * Scores of each attention head, each a mean over the (item, query) rows
+ * of its weights, for telling previous-token, duplicate-token and
+ * induction heads apart (Olsson et al. 2022).  p is one row of weights
+ * (m), of query q; a row that is all zero (a query that sees no key) is
+ * left out of every score.  The token scores read the query's and the
+ * keys' tokens as integer ids, equal ids for equal tokens.
+ *
+ *     attn_census *census = attn_calloc(H, sizeof *census);   // one per head
+ *     attn_census_tokens tokens;                       // once per item
+ *     attn_census_tokens_build(&tokens, n, m, query_ids, key_ids, &err);
+ *     for (size_t h = 0; h < H; h++)
+ *         attn_census_add(&census[h], 0, n, m, weights[h], &tokens);   // (n, m)
+ *     attn_census_tokens_free(&tokens);
+ *     double s = attn_census_score(&census[0], ATTN_CENSUS_INDUCTION);  // NaN: none
+ *
+ * Cost per item: the index of the tokens takes O((n + m) log m) time and
+ * m + 2n size_t, built once and read by every head; a head's rows take
+ * O(rows m) for the scores without tokens, plus one read per qualifying
+ * key for duplicate and induction (at most rows m), never a search among
+ * the keys.
+ */
+
+/* The scores, in the order of the CSV's columns. */
+typedef enum attn_census_kind {
+    ATTN_CENSUS_ENTROPY,      /* -sum_k p_k ln p_k, nats                    */
+    ATTN_CENSUS_DISTANCE,     /* sum_k p_k |q - k|                         */
+    ATTN_CENSUS_FIRST,        /* p_0                                       */
+    ATTN_CENSUS_PREVIOUS,     /* p_(q-1), rows with 1 <= q <= m            */
+    ATTN_CENSUS_SELF,         /* p_q, rows with q < m                      */
+    ATTN_CENSUS_DUPLICATE,    /* sum of p_k, k < q with key k's token = q's;
+                                 rows with such a k                        */
+    ATTN_CENSUS_INDUCTION,    /* sum of p_k, 1 <= k <= q with key (k-1)'s
+                                 token = q's; rows with such a k           */
+    ATTN_CENSUS_COUNT
+} attn_census_kind;
+
+/* The score's name ("entropy", ... "induction": the CSV column and the
+ * dataset of attnrun heads), its definition in short ("p_(q-1), with 1 <=
+ * q <= m"), the whole of it in a sentence (the dataset's description),
+ * and whether it needs tokens. */
+const char *attn_census_name(attn_census_kind kind);
+const char *attn_census_definition(attn_census_kind kind);
+const char *attn_census_description(attn_census_kind kind);
+bool attn_census_needs_tokens(attn_census_kind kind);
+
+/* One head's scores so far: zero it to start. */
+typedef struct attn_census {
+    double sum[ATTN_CENSUS_COUNT];     /* each score summed over its rows  */
+    size_t rows[ATTN_CENSUS_COUNT];    /* the rows it was counted in       */
+} attn_census;
+
+/* The keys each query's token scores read, from one item's tokens. */
+typedef struct attn_census_tokens {
+    size_t n, m;
+    size_t *keys;       /* (m) key indices ordered by (token id, index)    */
+    size_t *start;      /* (n) where the keys of query q's token start in
+                           keys                                            */
+    size_t *earlier;    /* (n) how many of those lie before q: its earlier
+                           occurrences, keys[start[q] .. + earlier[q])     */
+} attn_census_tokens;
+
+/* Indexes query_ids (n) against key_ids (m).  ATTN_OK, or ATTN_ENOMEM
+ * (nothing left to free). */
+int attn_census_tokens_build(attn_census_tokens *tokens, size_t n, size_t m,
+                             const int32_t *query_ids, const int32_t *key_ids, attn_error *err);
+
+/* Frees what attn_census_tokens_build allocated; safe on a zeroed struct. */
+void attn_census_tokens_free(attn_census_tokens *tokens);
+
+/* Adds the rows of weights (rows, m) -- queries first .. first + rows - 1
+ * of one head's map -- to census.  tokens NULL: no token scores; else
+ * indexed for this item (tokens->m == m, first + rows <= tokens->n). */
+void attn_census_add(attn_census *census, size_t first, size_t rows, size_t m,
+                     const float *weights, const attn_census_tokens *tokens);
+
+/* The mean of score `kind`: its sum over its rows; NaN when no row
+ * qualified. */
+double attn_census_score(const attn_census *census, attn_census_kind kind);
+
+/* ---- end of head census ---------------------------------------------------- */
+
 #endif

@@ -889,6 +889,120 @@ static void test_forward_flags_overflow_of_finite_inputs(void **state)
     free_case(&fc);
 }
 
+/* ---- head census --------------------------------------------------------- */
+
+/*
+ * One head, n = m = 3, tokens A B A (ids 7 3 7), two items; p is a row,
+ * q its query.  Item 0 (block of rows 0-1, then row 2):
+ *     q0 [1    0    0   ]
+ *     q1 [0.75 0.25 0   ]
+ *     q2 [0.25 0.5  0.25]
+ * item 1:
+ *     q0 [0    0    0   ]   all zero: left out of every score
+ *     q1 [0    1    0   ]
+ *     q2 [0.5  0    0.5 ]
+ * Five rows count.  By hand:
+ *   entropy  = (0 + h(.75,.25) + h(.25,.5,.25) + 0 + h(.5,.5)) / 5,
+ *              h = -sum p ln p
+ *   distance = (0 + .75 + (.25*2 + .5*1) + 0 + .5*2) / 5 = 2.75 / 5 = 0.55
+ *   first    = (1 + .75 + .25 + 0 + .5) / 5 = 0.5
+ *   previous = rows q >= 1: (.75 + .5 + 0 + 0) / 4 = 0.3125
+ *   self     = (1 + .25 + .25 + 1 + .5) / 5 = 0.6
+ *   duplicate: only q2 (A) has an earlier A, key 0: (.25 + .5) / 2 = 0.375
+ *   induction: only q2 has a key k <= 2 after an A (k = 1, token 0 is A;
+ *              k = 2 follows B): (.5 + 0) / 2 = 0.25
+ */
+static void test_census_by_hand(void **state)
+{
+    (void)state;
+    static const float item0[3][3] = {{1, 0, 0}, {0.75f, 0.25f, 0}, {0.25f, 0.5f, 0.25f}};
+    static const float item1[3][3] = {{0, 0, 0}, {0, 1, 0}, {0.5f, 0, 0.5f}};
+    static const int32_t ids[3] = {7, 3, 7};
+    attn_census census = {0}, plain = {0};
+    attn_census_tokens tokens;
+    attn_error err;
+    assert_int_equal(attn_census_tokens_build(&tokens, 3, 3, ids, ids, &err), ATTN_OK);
+    attn_census_add(&census, 0, 2, 3, &item0[0][0], &tokens);     /* rows 0-1 */
+    attn_census_add(&census, 2, 1, 3, &item0[2][0], &tokens);     /* row 2    */
+    attn_census_add(&census, 0, 3, 3, &item1[0][0], &tokens);
+    attn_census_add(&plain, 0, 3, 3, &item0[0][0], NULL);
+    attn_census_add(&plain, 0, 3, 3, &item1[0][0], NULL);
+    attn_census_tokens_free(&tokens);
+
+    const double entropy = (-(0.75 * log(0.75) + 0.25 * log(0.25)) -
+                            (0.5 * log(0.25) + 0.5 * log(0.5)) - log(0.5)) / 5;
+    const double expected[ATTN_CENSUS_COUNT] = {
+        [ATTN_CENSUS_ENTROPY] = entropy, [ATTN_CENSUS_DISTANCE] = 0.55,
+        [ATTN_CENSUS_FIRST] = 0.5, [ATTN_CENSUS_PREVIOUS] = 0.3125, [ATTN_CENSUS_SELF] = 0.6,
+        [ATTN_CENSUS_DUPLICATE] = 0.375, [ATTN_CENSUS_INDUCTION] = 0.25,
+    };
+    const size_t rows[ATTN_CENSUS_COUNT] = {5, 5, 5, 4, 5, 2, 2};
+    for (int k = 0; k < ATTN_CENSUS_COUNT; k++) {
+        assert_near(attn_census_score(&census, (attn_census_kind)k), expected[k], F64_TOLERANCE);
+        assert_int_equal(census.rows[k], rows[k]);
+        if (attn_census_needs_tokens((attn_census_kind)k)) {     /* without tokens: none */
+            assert_true(isnan(attn_census_score(&plain, (attn_census_kind)k)));
+        } else {
+            assert_near(attn_census_score(&plain, (attn_census_kind)k), expected[k],
+                        F64_TOLERANCE);
+        }
+    }
+    for (int k = 0; k < ATTN_CENSUS_COUNT; k++)              /* every row of the table */
+        assert_true(attn_census_name((attn_census_kind)k) != NULL &&
+                    attn_census_definition((attn_census_kind)k) != NULL &&
+                    strstr(attn_census_description((attn_census_kind)k), "mean of") != NULL);
+    assert_string_equal(attn_census_name(ATTN_CENSUS_INDUCTION), "induction");
+    assert_true(strstr(attn_census_description(ATTN_CENSUS_PREVIOUS), "p_(q-1)") != NULL);
+}
+
+/* ---- attention rollout --------------------------------------------------- */
+
+/*
+ * n = 3, two layers, r = 0.5 (attn_rollout_accumulate, _layer, _step).
+ * Layer 1, two heads, summed with weight 1/2:
+ *     h0 [1 0 0; 1 0 0; 0 1 0],  h1 = I  ->  mean W1 [1 0 0; .5 .5 0; 0 .5 .5]
+ *     A1 = .5 W1 + .5 I = [1 0 0; .25 .75 0; 0 .25 .75]   (rows sum to 1)
+ * Layer 2, its mean W2 = [0 1 0; 0 0 1; .5 .25 .25]:
+ *     A2 = .5 W2 + .5 I = [.5 .5 0; 0 .5 .5; .25 .125 .625]
+ *     R2 = A2 A1: row 0  .5 [1 0 0] + .5 [.25 .75 0]           = [.625 .375 0]
+ *                 row 1  .5 [.25 .75 0] + .5 [0 .25 .75]       = [.125 .5 .375]
+ *                 row 2  .25 [1 0 0] + .125 [.25 .75 0]
+ *                        + .625 [0 .25 .75]                    = [.28125 .25 .46875]
+ * Then rows that do not sum to 1: mean [2 2 0; 0 0 0; 1 0 3] with r = 0
+ * gives [.5 .5 0; 0 0 0; .25 0 .75] (the row of 0 stays 0); with r = 1
+ * the identity; the row of 0 with r = .5 is I's row, [0 1 0].
+ * Every value is a binary fraction: the results are exact.
+ */
+static void test_rollout_by_hand(void **state)
+{
+    (void)state;
+    static const float h0[9] = {1, 0, 0, 1, 0, 0, 0, 1, 0};
+    static const float h1[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    static const float w2[9] = {0, 1, 0, 0, 0, 1, 0.5f, 0.25f, 0.25f};
+    static const double a1[9] = {1, 0, 0, 0.25, 0.75, 0, 0, 0.25, 0.75};
+    static const double r2[9] = {0.625, 0.375, 0, 0.125, 0.5, 0.375, 0.28125, 0.25, 0.46875};
+    double mean[9] = {0}, prev[9], a_hat[9], next[9];        /* (3, 3) each */
+    attn_rollout_accumulate(9, 0.5, h0, mean);
+    attn_rollout_accumulate(9, 0.5, h1, mean);
+    attn_rollout_layer(3, 0.5, mean, prev);                  /* R1 = A1 */
+    assert_doubles_near(prev, a1, 9, 0, "A1");
+    memset(mean, 0, sizeof mean);
+    attn_rollout_accumulate(9, 1.0, w2, mean);
+    attn_rollout_layer(3, 0.5, mean, mean);                  /* in place */
+    attn_rollout_step(3, mean, prev, next);
+    assert_doubles_near(next, r2, 9, 1e-15, "A2 A1");
+
+    static const double odd[9] = {2, 2, 0, 0, 0, 0, 1, 0, 3};
+    static const double normed[9] = {0.5, 0.5, 0, 0, 0, 0, 0.25, 0, 0.75};
+    static const double identity[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    attn_rollout_layer(3, 0, odd, a_hat);
+    assert_doubles_near(a_hat, normed, 9, 0, "rownorm, r = 0");
+    attn_rollout_layer(3, 1, odd, a_hat);
+    assert_doubles_near(a_hat, identity, 9, 0, "r = 1");
+    attn_rollout_layer(3, 0.5, odd, a_hat);
+    assert_doubles_near(a_hat + 3, identity + 3, 3, 0, "a row of 0, r = 0.5");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -911,6 +1025,8 @@ int main(void)
         cmocka_unit_test(test_forward_flags_overflow_of_finite_inputs),
         cmocka_unit_test(test_forward_summaries_of_uniform_attention),
         cmocka_unit_test(test_attend_counts_and_reports_pairs),
+        cmocka_unit_test(test_census_by_hand),
+        cmocka_unit_test(test_rollout_by_hand),
     };
     attn_set_threads(1);
     return cmocka_run_group_tests(tests, NULL, NULL);

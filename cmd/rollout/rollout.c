@@ -1,0 +1,317 @@
+/*
+ * rollout.c - the command line of `attnrun rollout` (rollout.h): options,
+ * messages, exit codes, and the output file -- its datasets, their axes
+ * and labels, its attributes -- written to a temporary file renamed into
+ * place (attn_atomic.h), so that OUT is whole or absent.
+ *
+ * Legend: B items, L layers, n tokens.
+ */
+#define _GNU_SOURCE
+#include "rollout/rollout.h"
+#include "cli/cli.h"
+
+#include "attn_atomic.h"
+#include "cli/process.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The help text, in parts (each within what C compilers must support). */
+static const char *const rollout_usage[] = {
+    "Usage: attnrun rollout RESULTS.h5 -o OUT.h5 [OPTIONS]\n"
+    "\n"
+    "Attention rollout (Abnar & Zuidema 2020, \"Quantifying Attention Flow in\n"
+    "Transformers\") through the layers of RESULTS.h5, item by item: how much\n"
+    "each position draws on each input token through the layers, attention and\n"
+    "residual connections both.  With W_l the mean over the heads of layer l's\n"
+    "attention weights (n, n) and R the --residual share:\n"
+    "\n"
+    "    A_l = rownorm((1 - R) W_l + R I)     (each row divided by its sum)\n"
+    "    rollout_1 = A_1,  rollout_l = A_l rollout_(l-1)\n"
+    "\n"
+    "The layers are the groups of a results file of --append in the order they\n"
+    "were appended (of another results file: by name, /layer10 before /layer2)\n"
+    "that hold weights or mean; --groups names them in an order of your choice\n"
+    "(any groups holding either).  A layer's mean (--save mean) is used in place\n"
+    "of its weights.  A row summing to 0 (a query that sees no key, with\n"
+    "--residual 0) stays 0.  The layers must share their items, queries and\n"
+    "tokens, and be self-attention (square maps).\n"
+    "\n",
+    /* ... the options (the table below), then: */
+    "\n"
+    "OUT.h5 holds, computed in float64 and stored as float32:\n"
+    "  rollout       (batch, layer, query, key): at layer index l the rollout\n"
+    "                through the first l + 1 layers\n"
+    "  layer_group   (layer): each layer's group, in order\n"
+    "  query_token, key_token   the layers' tokens, when they carry them\n"
+    "and the attributes attnrun_version, attnrun_analysis (\"rollout\"),\n"
+    "residual and source (RESULTS.h5 as given).  It holds three (n, n) float64\n"
+    "matrices and one (n, n) float32 map at a time, whatever the items and\n"
+    "layers; over --memory it stops before writing anything.\n"
+    "\n"
+    "Examples:\n"
+    "  attnrun in.h5 -o results.h5 --append --group /layer0 --heads 12 --save weights\n"
+    "  attnrun rollout results.h5 -o rollout.h5\n"
+    "  attnrun rollout results.h5 --groups /layer0,/layer1,/layer2 --residual 0.3 \\\n"
+    "          -o rollout.h5\n"
+    "\n"
+    "Exit status: 0 success, 1 runtime or I/O failure (or interrupted, or the\n"
+    "working set over --memory), 2 usage error (OUT exists without --force, a\n"
+    "bad option), 3 input rejected (missing file or group, no weights, layers\n"
+    "that differ in shape or tokens, cross-attention).\n",
+};
+
+/* What the output's datasets say of themselves. */
+#define ROLLOUT_DESCRIPTION                                                                   \
+    "attention rollout (Abnar & Zuidema 2020): at layer index l, A_l ... A_1 A_0 with "      \
+    "A = rownorm((1 - residual) mean over heads of the weights + residual I); a row of A "   \
+    "summing to 0 stays 0"
+#define LAYER_DESCRIPTION "the results group of each layer, in the order rolled out"
+static const char *const token_descriptions[2] = {
+    "the token of each query (UTF-8 text), a coordinate of the results",
+    "the token of each key (UTF-8 text), a coordinate of the results",
+};
+
+/* The output's axes. */
+static const char *const axes[4] = {"batch", "layer", "query", "key"};
+
+typedef struct rollout_cli {
+    rollout_request rq;
+    const char *output;
+    bool force, quiet, help;
+} rollout_cli;
+
+/* --groups LIST: absolute group paths separated by commas, into
+ * rq.groups (owned).  EXIT_OK, EXIT_USAGE (printed) or EXIT_RUNTIME (out of
+ * memory, printed). */
+static int parse_groups(void *settings, const cli_option *option, const char *name,
+                        const char *text)
+{
+    rollout_cli *c = settings;
+    size_t count = 1;
+    (void)option;
+    for (const char *p = text; *p != '\0'; p++)
+        count += *p == ',';
+    for (size_t i = 0; i < c->rq.group_count; i++)
+        free(c->rq.groups[i]);
+    free(c->rq.groups);
+    c->rq.group_count = 0;
+    c->rq.groups = attn_calloc(count, sizeof c->rq.groups[0]);     /* (count) */
+    if (c->rq.groups == NULL)
+        return cli_error(EXIT_RUNTIME, "out of memory");
+    for (const char *p = text; c->rq.group_count < count; p += strcspn(p, ",") + 1) {
+        const size_t len = strcspn(p, ",");
+        if (p[0] != '/')
+            return cli_usage_error("%s '%s': expected absolute group paths separated by commas, "
+                                   "such as /layer0,/layer1", name, text);
+        char *group = attn_malloc(len + 1);
+        if (group == NULL)
+            return cli_error(EXIT_RUNTIME, "out of memory");
+        memcpy(group, p, len);
+        group[len] = '\0';
+        c->rq.groups[c->rq.group_count++] = group;
+    }
+    return EXIT_OK;
+}
+
+/* --residual R: a number from 0 to 1. */
+static int parse_residual(void *settings, const cli_option *option, const char *name,
+                          const char *text)
+{
+    rollout_cli *c = settings;
+    (void)option;
+    if (!cli_parse_real(text, &c->rq.residual) || !(c->rq.residual >= 0 && c->rq.residual <= 1))
+        return cli_usage_error("%s '%s': expected a number from 0 to 1", name, text);
+    return EXIT_OK;
+}
+
+#define ROLLOUT(field) offsetof(rollout_cli, field)
+
+/* The options of attnrun rollout. */
+static const cli_option options[] = {
+    {"output", 'o', CLI_TEXT, ROLLOUT(output), .value = "OUT", .section = "Options",
+     .help = "the file to write (atomically: all or nothing)"},
+    {"groups", 0, CLI_CUSTOM, 0, .parse = parse_groups, .value = "LIST",
+     .help = "the layers' groups in order, comma separated, e.g.\n"
+             "/layer0,/layer1 (default: the file's groups holding\n"
+             "weights or mean, as listed above)"},
+    {"residual", 0, CLI_CUSTOM, 0, .parse = parse_residual, .value = "R",
+     .help = "the residual connection's share, from 0 (attention\n"
+             "alone) to 1 (the identity) (default 0.5)"},
+    {"memory", 0, CLI_SIZE, ROLLOUT(rq.memory), .value = "SIZE",
+     .expected = "a size such as 512K, 256M or 2G",
+     .help = "cap on the working set, three (n, n) float64 matrices\n"
+             "and one (n, n) float32 map, e.g. 512M or 4G\n"
+             "(default: half the physical memory)"},
+    {"force", 0, CLI_FLAG, ROLLOUT(force),
+     .help = "replace an existing OUT (a file, never a directory)"},
+    {"quiet", 'q', CLI_FLAG, ROLLOUT(quiet), .help = "no warnings"},
+    {"help", 'h', CLI_FLAG, ROLLOUT(help), .help = "this help"},
+    {NULL},
+};
+
+/* Half the physical memory; SIZE_MAX when the system does not say. */
+static size_t default_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    size_t bytes;
+    if (pages <= 0 || size <= 0 || !attn_size_mul(&bytes, (size_t)pages / 2, (size_t)size))
+        return SIZE_MAX;
+    return bytes;
+}
+
+static int parse_arguments(int argc, char **argv, rollout_cli *c)
+{
+    int code = cli_parse(options, argc, argv, c);
+    if (code != EXIT_OK)
+        return code;
+    if (c->help)
+        return EXIT_OK;
+    if (optind == argc)
+        return cli_usage_error("no results file given");
+    if (argc - optind > 1)
+        return cli_usage_error("one results file expected, got %d ('%s', '%s' ...)",
+                                argc - optind, argv[optind], argv[optind + 1]);
+    c->rq.input = argv[optind];
+    if (c->output == NULL || c->output[0] == '\0')
+        return cli_usage_error("no file to write: give -o OUT.h5");
+    if (attn_same_file(c->output, c->rq.input))
+        return cli_usage_error("-o '%s' names the results file itself", c->output);
+    struct stat st;
+    if (lstat(c->output, &st) == 0) {
+        if (!c->force)
+            return cli_usage_error("%s: output exists; use --force to replace it", c->output);
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            return cli_usage_error("%s: output exists and is not a regular file", c->output);
+    }
+    return EXIT_OK;
+}
+
+static int print_help(void)
+{
+    fputs(rollout_usage[0], stdout);
+    cli_print_options(options, stdout);
+    fputs(rollout_usage[1], stdout);
+    return cli_finish_stdout(EXIT_OK);
+}
+
+/* The tokens of axis i (0 queries, 1 keys): (n) or (B, n), and the names
+ * of the coordinates of `rollout` appended to coordinates. */
+static int add_tokens(const rollout_plan *plan, rollout_output *o, size_t i, char *coordinates,
+                      size_t len, attn_error *err)
+{
+    const rollout_tokens *t = &plan->tokens[i];
+    if (!t->present)
+        return ATTN_OK;
+    const size_t dims[2] = {plan->batch, plan->n};
+    const char *const along[2] = {axes[0], axes[2 + i]};
+    const size_t at = 2 - t->rank;                  /* (n): the last axis alone */
+    size_t used = strlen(coordinates);
+    snprintf(coordinates + used, len - used, " %s", t->name);
+    return attn_results_add_labels(o->out, t->name, t->rank, dims + at, along + at,
+                                   token_descriptions[i], &o->tokens[i], err);
+}
+
+/* Every dataset and attribute of the output; layer_group written. */
+static int describe_output(const rollout_cli *c, const rollout_plan *plan, rollout_output *o,
+                           attn_error *err)
+{
+    const size_t dims[4] = {plan->batch, plan->layer_count, plan->n, plan->n};
+    const size_t layers = plan->layer_count;
+    char coordinates[64] = "layer_group";
+    int groups = -1;
+    int status = attn_results_add(o->out, "rollout", 4, dims, axes, ATTN_F64, ATTN_STORE_F32,
+                                  ROLLOUT_DESCRIPTION, &o->rollout, err);
+    if (status == ATTN_OK)
+        status = attn_results_add_labels(o->out, "layer_group", 1, &layers, &axes[1],
+                                         LAYER_DESCRIPTION, &groups, err);
+    for (size_t l = 0; l < layers && status == ATTN_OK; l++) {
+        const size_t first = l, count = 1;
+        const char *const group[1] = {plan->layers[l].group};
+        status = attn_results_write_labels(o->out, groups, &first, &count, group, err);
+    }
+    for (size_t i = 0; i < 2 && status == ATTN_OK; i++)
+        status = add_tokens(plan, o, i, coordinates, sizeof coordinates, err);
+    if (status == ATTN_OK)
+        status = attn_results_attribute(o->out, o->rollout, "coordinates", coordinates, err);
+    if (status == ATTN_OK)
+        status = attn_results_attribute(o->out, -1, "attnrun_version", ATTN_VERSION, err);
+    if (status == ATTN_OK)
+        status = attn_results_attribute(o->out, -1, "attnrun_analysis", "rollout", err);
+    if (status == ATTN_OK)
+        status = attn_results_attribute_number(o->out, "residual", c->rq.residual, err);
+    if (status == ATTN_OK)
+        status = attn_results_attribute(o->out, -1, "source", c->rq.input, err);
+    return status;
+}
+
+/* Writes the output into the transaction's temporary and renames it onto
+ * OUT; on any failure the temporary is removed. */
+static int write_rollout(attn_atomic *tx, const rollout_cli *c, const rollout_plan *plan,
+                         attn_error *err)
+{
+    int status = attn_atomic_begin(tx, c->output, c->force, err);
+    if (status != ATTN_OK)
+        return status;
+    rollout_output o = {.out = NULL, .rollout = -1, .tokens = {-1, -1}};
+    status = attn_results_create(tx->temp_path, c->output, &o.out, err);
+    if (status == ATTN_OK) {
+        attn_error late;
+        status = describe_output(c, plan, &o, err);
+        if (status == ATTN_OK)
+            status = rollout_stream(&c->rq, plan, &o, err);
+        int finished = attn_results_finish(o.out, status == ATTN_OK ? err : &late);
+        if (status == ATTN_OK)
+            status = finished;
+    }
+    if (status == ATTN_OK)
+        status = attn_atomic_commit(tx, NULL, err);
+    else
+        attn_atomic_abort(tx);
+    return status;
+}
+
+static void free_request(rollout_cli *c)
+{
+    for (size_t i = 0; i < c->rq.group_count; i++)
+        free(c->rq.groups[i]);
+    free(c->rq.groups);
+    c->rq.groups = NULL;
+}
+
+int rollout_main(int argc, char **argv)
+{
+    rollout_cli c;
+    memset(&c, 0, sizeof c);
+    c.rq.residual = ROLLOUT_RESIDUAL;
+    c.rq.memory = default_memory();
+    cli_set_command("attnrun", "attnrun rollout --help");
+    int code = parse_arguments(argc, argv, &c);
+    if (code != EXIT_OK || c.help) {
+        free_request(&c);
+        return code != EXIT_OK ? code : print_help();
+    }
+    attn_atomic *tx = process_watch(c.rq.input, c.output, false);
+    attn_error err = {0};
+    rollout_plan plan;
+    int status = rollout_plan_layers(&c.rq, &plan, &err);
+    const bool planned = status == ATTN_OK;
+    if (planned)
+        status = write_rollout(tx, &c, &plan, &err);
+    process_run_ended();
+    if (status != ATTN_OK)
+        fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint_of(&err));
+    else if (plan.skipped > 0 && !c.quiet)
+        fprintf(stderr, "attnrun: warning: %s: %zu group%s holding neither weights nor mean "
+                "left out of the rollout (%s); --groups names the layers\n", c.rq.input,
+                plan.skipped, plan.skipped == 1 ? "" : "s", plan.skipped_names);
+    if (planned)
+        rollout_plan_free(&plan);
+    free_request(&c);
+    return cli_exit_code(status);
+}
