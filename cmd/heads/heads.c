@@ -57,7 +57,7 @@ static const char *const heads_usage[] = {
     "  attnrun l0.h5 -o results.h5 --append --group /layer0 --heads 12 --causal \\\n"
     "          --tokens tokens --save weights\n"
     "  attnrun heads results.h5\n"
-    "  attnrun heads results.h5 --groups /layer3,/layer5 -o census.h5 --quiet\n"
+    "  attnrun heads results.h5 --groups /layer3,/layer5 -o census.h5 >census.csv\n"
     "\n"
     "Exit status: 0 success, 1 runtime or I/O failure (or interrupted),\n"
     "2 usage error (CENSUS.h5 exists without --force), 3 input rejected\n"
@@ -119,7 +119,7 @@ static const cli_option options[] = {
     {"force", 0, CLI_FLAG, HEADS(force),
      .help = "replace an existing CENSUS.h5 (a file, never a directory)"},
     {"quiet", 'q', CLI_FLAG, HEADS(quiet),
-     .help = "print no CSV (with -o: only the file is written)"},
+     .help = "no warnings (as every attnrun command; the CSV is\nalways printed)"},
     {"help", 'h', CLI_FLAG, HEADS(help), .help = "this help"},
     {NULL},
 };
@@ -137,8 +137,6 @@ static int parse_arguments(int argc, char **argv, heads_cli *c)
     c->input = argv[optind];
     if (c->output == NULL && c->force)
         return cli_usage_error("--force without -o: there is no CENSUS.h5 to replace");
-    if (c->output == NULL && c->quiet)
-        return cli_usage_error("--quiet without -o would print and write nothing");
     if (c->output == NULL)
         return EXIT_OK;
     if (c->output[0] == '\0')
@@ -234,7 +232,7 @@ int heads_main(int argc, char **argv)
     if (status == ATTN_OK && c.output != NULL)
         status = write_census(tx, &c, &census, &err);
     process_run_ended();
-    if (status == ATTN_OK && !c.quiet)
+    if (status == ATTN_OK)
         heads_print_csv(&census, stdout);
     if (found)
         heads_census_free(&census);
