@@ -10,8 +10,9 @@
  *             (whole pixels, so every cell is a block of equal pixels)
  *   panel     cell_w * out_cols wide, cell_h * out_rows tall
  *   grid      grid_cols = ceil(sqrt(panels)), grid_rows = ceil(panels / grid_cols);
- *             a slot is ROW_LABEL_W + panel wide and
- *             HEAD_TITLE_H + panel + COL_LABEL_H tall, GAP between slots
+ *             a slot is ROW_LABEL_W + panel (+ PANEL_BAR_W with a bar per
+ *             panel) wide and HEAD_TITLE_H + panel + COL_LABEL_H tall, GAP
+ *             between slots
  *   picture   width  = MARGIN + grid + BAR_COLUMN_W + MARGIN
  *             height = MARGIN + TITLE_H + max(grid, MIN_CONTENT_H) + FOOT_H + MARGIN
  *   panel p   (row-major in the grid, r = p / grid_cols, c = p % grid_cols) at
@@ -19,10 +20,14 @@
  *             y = MARGIN + TITLE_H + r (slot_h + GAP) + HEAD_TITLE_H
  *   bar       BAR_W x BAR_H at x = MARGIN + grid_w + BAR_OFFSET,
  *             y = MARGIN + TITLE_H + HEAD_TITLE_H; its pixel row j (0 on top)
- *             has the colour of t = (BAR_H - 1 - j) / (BAR_H - 1)
+ *             has the colour of t = (BAR_H - 1 - j) / (BAR_H - 1); a tick at
+ *             the row round((BAR_H - 1) (1 - t)) of each labelled position
+ *   or a bar  per panel (a census), the same at x = panel x + panel_w +
+ *             PANEL_BAR_OFFSET, y = panel y
  *   legend    a SWATCH square per special value drawn (-inf, +inf, NaN, in
- *             that order) at x = the bar's, y = bar + BAR_H + LEGEND_OFFSET
- *             + i LEGEND_STEP
+ *             that order) at x = the shared bar's, y = bar + BAR_H +
+ *             LEGEND_OFFSET + i LEGEND_STEP; with a bar per panel, y = the
+ *             shared bar's y + i LEGEND_STEP
  */
 #define _GNU_SOURCE
 #include "plot/plot.h"
@@ -45,6 +50,9 @@ enum {
     TOKEN_PITCH = 12,            /* least distance between two token labels  */
     INDEX_PITCH = 30,            /* ... between two index labels             */
     AXIS_TITLE = 20,             /* of the label gutters, for the axis names */
+    PANEL_BAR_W = 96,            /* a panel's own bar: its column            */
+    PANEL_BAR_OFFSET = 12,       /* ... from the panel to the bar            */
+    TICK_LABEL_GAP = 14,         /* least distance of a decade's label to an end's */
     MAX_SIDE = 32767             /* cairo's largest image                    */
 };
 
@@ -93,14 +101,88 @@ static rgb colour_at(double t)
     return c;
 }
 
-/* A value's colour: the map at (v - lo) / (hi - lo), clamped, or its special colour. */
-static rgb colour_of(float v, double lo, double hi)
+/* ------------------------------------------------------------- scales */
+
+/* The colour scales of --color: the word, and what a bar's title adds. */
+static const struct scale_spec {
+    const char *name;
+    const char *note;
+} scales[PLOT_SCALE_COUNT] = {
+    [PLOT_LINEAR] = {"linear", ""},
+    [PLOT_SQRT] = {"sqrt", "sqrt scale"},
+    [PLOT_LOG] = {"log", "log scale"},
+};
+
+const char *plot_scale_name(int scale)
+{
+    return scales[scale].name;
+}
+
+double plot_scale_position(plot_scale scale, const plot_bar *bar, double v)
+{
+    double t = (v - bar->lo) / (bar->hi - bar->lo);
+    switch (scale) {
+    case PLOT_SQRT:
+        return t > 0 ? sqrt(t) : 0;
+    case PLOT_LOG:
+        return v > bar->lo ? (log10(v) - log10(bar->lo)) / (log10(bar->hi) - log10(bar->lo)) : 0;
+    case PLOT_LINEAR:
+    case PLOT_SCALE_COUNT:
+    default:
+        return t;
+    }
+}
+
+/* A value's colour: the map at its position on the bar, clamped, or its
+ * special colour. */
+static rgb colour_of(float v, plot_scale scale, const plot_bar *bar)
 {
     unsigned bit = plot_special(v);
     for (size_t i = 0; bit != 0 && i < sizeof specials / sizeof specials[0]; i++)
         if (specials[i].bit == bit)
             return specials[i].colour;
-    return colour_at(((double)v - lo) / (hi - lo));
+    return colour_at(plot_scale_position(scale, bar, v));
+}
+
+/* A labelled position of a colour bar. */
+typedef struct tick {
+    double t;                     /* 0 bottom .. 1 top                    */
+    double value;
+    bool decade;                  /* a power of ten (log): labelled as one */
+} tick;
+
+/* At most this many ticks on a bar: two ends and the PLOT_LOG_DECADES + 1
+ * decades a log bar spans at most. */
+#define MAX_TICKS (PLOT_LOG_DECADES + 3)
+
+/* The ticks of a bar: top, middle and bottom (linear); top, the quarters
+ * of the bar and bottom (sqrt), each labelled with the value there; the
+ * ends and every power of ten between (log).  Returns their count. */
+static size_t bar_ticks(plot_scale scale, const plot_bar *bar, tick *ticks)
+{
+    static const double linear[] = {1, 0.5, 0}, quarters[] = {1, 0.75, 0.5, 0.25, 0};
+    size_t count = 0;
+    if (scale != PLOT_LOG) {
+        const double *at = scale == PLOT_SQRT ? quarters : linear;
+        size_t n = scale == PLOT_SQRT ? 5 : 3;
+        for (size_t i = 0; i < n; i++) {
+            double u = scale == PLOT_SQRT ? at[i] * at[i] : at[i];
+            ticks[count++] = (tick){at[i], bar->lo + u * (bar->hi - bar->lo), false};
+        }
+        return count;
+    }
+    double top = log10(bar->hi), bottom = log10(bar->lo);
+    ticks[count++] = (tick){1, bar->hi, false};
+    for (double k = floor(top); k >= ceil(bottom) && count < MAX_TICKS - 1; k--)
+        ticks[count++] = (tick){(k - bottom) / (top - bottom), pow(10, k), true};
+    ticks[count++] = (tick){0, bar->lo, false};
+    return count;
+}
+
+/* The pixel row of the bar (0 on top) at position t. */
+static long bar_row(double t)
+{
+    return lround((BAR_H - 1) * (1 - t));
 }
 
 bool plot_format_of(const char *path, plot_format *format)
@@ -139,7 +221,7 @@ static bool layout_of(const plot_data *d, layout *L)
     while (L->grid_cols * L->grid_cols < d->panels)
         L->grid_cols++;
     L->grid_rows = (d->panels + L->grid_cols - 1) / L->grid_cols;
-    L->slot_w = ROW_LABEL_W + L->panel_w;
+    L->slot_w = ROW_LABEL_W + L->panel_w + (d->bar_per_panel ? PANEL_BAR_W : 0);
     L->slot_h = HEAD_TITLE_H + L->panel_h + COL_LABEL_H;
     /* panels <= PLOT_MAX_HEADS: none of these products overflows */
     L->grid_w = L->grid_cols * L->slot_w + (L->grid_cols - 1) * GAP;
@@ -277,21 +359,26 @@ static size_t label_step(double pixels, double pitch)
                 return mantissa[i] * scale;
 }
 
-/* The label of source row (rows: true) or column i. */
+/* The label of the dataset's row (rows: true) or column i. */
 static void axis_label(const plot_data *d, bool rows, size_t i, char *out, size_t size)
 {
-    char *const *tokens = rows ? d->row_labels : d->col_labels;
-    if (tokens != NULL)
-        snprintf(out, size, "%s", tokens[i]);
-    else if (rows && d->what == PLOT_ENTROPY)
-        snprintf(out, size, "head %zu", d->heads[i]);
+    char *const *labels = rows ? d->row_labels : d->col_labels;
+    if (labels != NULL)
+        snprintf(out, size, "%s", labels[i]);
     else
         snprintf(out, size, "%zu", i);
 }
 
+/* The first multiple of step from first on: where labels start, so that a
+ * zoom shows the same indices as the whole map. */
+static size_t first_label(size_t first, size_t step)
+{
+    return first % step == 0 ? first : first + (step - first % step);
+}
+
 /* Row labels left of the panel at (x, y), column labels under it (turned
- * a quarter, reading upwards), each with a tick; every step-th when they
- * would not fit. */
+ * a quarter, reading upwards), each with a tick; every step-th index of
+ * the dataset when they would not fit. */
 static void draw_axes(cairo_t *cr, const plot_data *d, const layout *L, double x, double y)
 {
     char label[512];
@@ -299,11 +386,10 @@ static void draw_axes(cairo_t *cr, const plot_data *d, const layout *L, double x
     cairo_set_line_width(cr, 1);
     double row_pitch = d->row_labels != NULL ? TOKEN_PITCH : INDEX_PITCH;
     double col_pitch = d->col_labels != NULL ? TOKEN_PITCH : INDEX_PITCH;
-    if (d->what == PLOT_ENTROPY)
-        row_pitch = TOKEN_PITCH;                    /* "head h": each row if it fits */
     size_t step = label_step((double)L->cell_h / (double)d->pool_rows, row_pitch);
-    for (size_t i = 0; i < d->rows; i += step) {
-        double yc = y + ((double)(i / d->pool_rows) + 0.5) * (double)L->cell_h;
+    size_t end = d->row_first + d->rows;
+    for (size_t i = first_label(d->row_first, step); i < end; i += step) {
+        double yc = y + ((double)((i - d->row_first) / d->pool_rows) + 0.5) * (double)L->cell_h;
         cairo_move_to(cr, x - 4, yc);
         cairo_line_to(cr, x, yc);
         cairo_stroke(cr);
@@ -313,9 +399,10 @@ static void draw_axes(cairo_t *cr, const plot_data *d, const layout *L, double x
             break;
     }
     step = label_step((double)L->cell_w / (double)d->pool_cols, col_pitch);
+    end = d->col_first + d->cols;
     double bottom = y + (double)L->panel_h;
-    for (size_t j = 0; j < d->cols; j += step) {
-        double xc = x + ((double)(j / d->pool_cols) + 0.5) * (double)L->cell_w;
+    for (size_t j = first_label(d->col_first, step); j < end; j += step) {
+        double xc = x + ((double)((j - d->col_first) / d->pool_cols) + 0.5) * (double)L->cell_w;
         cairo_move_to(cr, xc, bottom);
         cairo_line_to(cr, xc, bottom + 4);
         cairo_stroke(cr);
@@ -329,12 +416,12 @@ static void draw_axes(cairo_t *cr, const plot_data *d, const layout *L, double x
             break;
     }
     set_font(cr, 11, false);
-    show_text(cr, plot_what_of(d->what)->col_axis, x + (double)L->panel_w / 2,
+    show_text(cr, plot_axis_of(d->col_axis)->name, x + (double)L->panel_w / 2,
               bottom + COL_LABEL_H - AXIS_TITLE / 2.0, 0.5, (double)L->panel_w + ROW_LABEL_W);
     cairo_save(cr);
     cairo_translate(cr, x - ROW_LABEL_W + AXIS_TITLE / 2.0, y + (double)L->panel_h / 2);
     cairo_rotate(cr, -M_PI / 2);
-    show_text(cr, plot_what_of(d->what)->row_axis, 0, 0, 0.5, (double)L->panel_h + COL_LABEL_H);
+    show_text(cr, plot_axis_of(d->row_axis)->name, 0, 0, 0.5, (double)L->panel_h + COL_LABEL_H);
     cairo_restore(cr);
 }
 
@@ -387,13 +474,14 @@ static int paint_image(cairo_t *cr, size_t rows, size_t cols, pixel_fn fill, con
 /* One panel's pooled map, for paint_image. */
 typedef struct panel_pixels {
     const plot_data *d;
+    const plot_bar *bar;            /* its colour bar's range */
     const float *values;            /* (out_rows, out_cols) */
 } panel_pixels;
 
 static rgb map_pixel(const void *context, size_t row, size_t col)
 {
     const panel_pixels *p = context;
-    return colour_of(p->values[row * p->d->out_cols + col], p->d->lo, p->d->hi);
+    return colour_of(p->values[row * p->d->out_cols + col], p->d->scale, p->bar);
 }
 
 static rgb bar_pixel(const void *context, size_t row, size_t col)
@@ -411,52 +499,84 @@ static void frame(cairo_t *cr, double x, double y, double w, double h)
     cairo_stroke(cr);
 }
 
-static int draw_panel(cairo_t *cr, const plot_data *d, const layout *L, size_t p)
+/* A tick's label: a power of ten as 0.001 ... 1000 or 1e-6, else 4 digits. */
+static void tick_label(const tick *t, char *out, size_t size)
 {
-    size_t r = p / L->grid_cols, c = p % L->grid_cols;
-    double x = MARGIN + (double)(c * (L->slot_w + GAP)) + ROW_LABEL_W;
-    double y = MARGIN + TITLE_H + (double)(r * (L->slot_h + GAP)) + HEAD_TITLE_H;
-    char title[64];
-    if (d->what == PLOT_ENTROPY)
-        snprintf(title, sizeof title, "%s", plot_what_of(d->what)->title);
+    double k = round(log10(t->value));
+    if (t->decade && (k < -3 || k > 3))
+        snprintf(out, size, "1e%d", (int)k);
+    else if (t->decade)
+        snprintf(out, size, "%g", t->value);
     else
-        snprintf(title, sizeof title, "head %zu", d->heads[p]);
-    set_font(cr, 12, true);
-    show_text(cr, title, x + (double)L->panel_w / 2, y - HEAD_TITLE_H / 2.0, 0.5,
-              (double)L->slot_w);
-    panel_pixels pp = {d, d->values + p * d->out_rows * d->out_cols};
-    int status = paint_image(cr, d->out_rows, d->out_cols, map_pixel, &pp, x, y, L->cell_w,
-                             L->cell_h);
-    if (status != ATTN_OK)
-        return status;
-    frame(cr, x, y, (double)L->panel_w, (double)L->panel_h);
-    draw_axes(cr, d, L, x, y);
-    return ATTN_OK;
+        snprintf(out, size, "%.4g", t->value);
 }
 
-/* The colour bar with its range, and the legend of the special values. */
-static int draw_bar(cairo_t *cr, const plot_data *d, const layout *L)
+/* A colour bar of `range` at (x, y), its ticks and their labels within
+ * text_w to its right.  A decade's label too near an end's is left out
+ * (its tick too when on the same row). */
+static int draw_bar(cairo_t *cr, const plot_data *d, const plot_bar *range, double x, double y,
+                    double text_w)
 {
-    double x = MARGIN + (double)L->grid_w + BAR_OFFSET, y = MARGIN + TITLE_H + HEAD_TITLE_H;
-    double text_x = x + BAR_W + 6, text_w = BAR_COLUMN_W - BAR_OFFSET - BAR_W - 6;
+    tick ticks[MAX_TICKS];
     char number[64];
-    set_font(cr, 11, true);
-    show_text(cr, plot_what_of(d->what)->title, x, y - HEAD_TITLE_H / 2.0, 0, BAR_COLUMN_W - BAR_OFFSET);
     int status = paint_image(cr, BAR_H, 1, bar_pixel, NULL, x, y, BAR_W, 1);
     if (status != ATTN_OK)
         return status;
     frame(cr, x, y, BAR_W, BAR_H);
     set_font(cr, 10, false);
-    const double at[] = {d->hi, (d->lo + d->hi) / 2, d->lo};
-    for (size_t i = 0; i < 3; i++) {
-        double ty = y + 0.5 + (double)(BAR_H - 1) * (double)i / 2;
+    size_t count = bar_ticks(d->scale, range, ticks);
+    long top = bar_row(1), bottom = bar_row(0);
+    for (size_t i = 0; i < count; i++) {
+        long row = bar_row(ticks[i].t);
+        if (ticks[i].decade && (row == top || row == bottom))
+            continue;
+        double ty = y + 0.5 + (double)row;
         cairo_move_to(cr, x + BAR_W, ty);
         cairo_line_to(cr, x + BAR_W + 4, ty);
         cairo_stroke(cr);
-        snprintf(number, sizeof number, "%.4g", at[i]);
-        show_text(cr, number, text_x, ty, 0, text_w);
+        if (ticks[i].decade && (labs(row - top) < TICK_LABEL_GAP || labs(row - bottom) < TICK_LABEL_GAP))
+            continue;
+        tick_label(&ticks[i], number, sizeof number);
+        show_text(cr, number, x + BAR_W + 6, ty, 0, text_w);
     }
-    double ly = y + BAR_H + LEGEND_OFFSET;
+    return ATTN_OK;
+}
+
+/* A bold title at (x, y), left-aligned, in the largest size from `size`
+ * down to 8 that fits max_width (cut with an ellipsis below that). */
+static void show_fitted_title(cairo_t *cr, const char *text, double x, double y, double size,
+                              double max_width)
+{
+    char clean[512];
+    cairo_text_extents_t e;
+    clean_text(text, clean, sizeof clean);
+    for (;; size -= 0.5) {
+        set_font(cr, size, true);
+        cairo_text_extents(cr, clean, &e);
+        if (e.x_advance <= max_width || size <= 8)
+            break;
+    }
+    show_text(cr, clean, x, y, 0, max_width);
+}
+
+/* The shared colour bar, titled with the quantity and its scale. */
+static int draw_shared_bar(cairo_t *cr, const plot_data *d, const layout *L)
+{
+    double x = MARGIN + (double)L->grid_w + BAR_OFFSET, y = MARGIN + TITLE_H + HEAD_TITLE_H;
+    char title[256];
+    const char *note = scales[d->scale].note;
+    snprintf(title, sizeof title, "%s%s%s%s", d->bar_title, *note ? " (" : "", note,
+             *note ? ")" : "");
+    show_fitted_title(cr, title, x, y - HEAD_TITLE_H / 2.0, 11, BAR_COLUMN_W - BAR_OFFSET);
+    return draw_bar(cr, d, &d->bars[0], x, y, BAR_COLUMN_W - BAR_OFFSET - BAR_W - 6);
+}
+
+/* The legend of the special values drawn, in the bar column: under the
+ * shared bar, or at its top when each panel has its own. */
+static void draw_legend(cairo_t *cr, const plot_data *d, const layout *L)
+{
+    double x = MARGIN + (double)L->grid_w + BAR_OFFSET, y = MARGIN + TITLE_H + HEAD_TITLE_H;
+    double ly = d->bar_per_panel ? y : y + BAR_H + LEGEND_OFFSET;
     for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
         if (!(d->specials & specials[i].bit))
             continue;
@@ -470,25 +590,64 @@ static int draw_bar(cairo_t *cr, const plot_data *d, const layout *L)
                   BAR_COLUMN_W - BAR_OFFSET - SWATCH - 6);
         ly += LEGEND_STEP;
     }
-    return ATTN_OK;
 }
 
-/* The title on top and the two lines at the foot: axes, pooling. */
+static int draw_panel(cairo_t *cr, const plot_data *d, const layout *L, size_t p)
+{
+    size_t r = p / L->grid_cols, c = p % L->grid_cols;
+    double x = MARGIN + (double)(c * (L->slot_w + GAP)) + ROW_LABEL_W;
+    double y = MARGIN + TITLE_H + (double)(r * (L->slot_h + GAP)) + HEAD_TITLE_H;
+    const plot_bar *bar = &d->bars[d->bar_per_panel ? p : 0];
+    set_font(cr, 12, true);
+    show_text(cr, d->panel_titles[p], x + (double)L->panel_w / 2, y - HEAD_TITLE_H / 2.0, 0.5,
+              d->bar_per_panel ? (double)L->panel_w : (double)L->slot_w);
+    panel_pixels pp = {d, bar, d->values + p * d->out_rows * d->out_cols};
+    int status = paint_image(cr, d->out_rows, d->out_cols, map_pixel, &pp, x, y, L->cell_w,
+                             L->cell_h);
+    if (status != ATTN_OK)
+        return status;
+    frame(cr, x, y, (double)L->panel_w, (double)L->panel_h);
+    draw_axes(cr, d, L, x, y);
+    if (!d->bar_per_panel)
+        return ATTN_OK;
+    double bx = x + (double)L->panel_w + PANEL_BAR_OFFSET;
+    if (*scales[d->scale].note != '\0') {
+        set_font(cr, 10, false);
+        show_text(cr, scales[d->scale].note, bx, y - HEAD_TITLE_H / 2.0, 0,
+                  PANEL_BAR_W - PANEL_BAR_OFFSET);
+    }
+    return draw_bar(cr, d, bar, bx, y, PANEL_BAR_W - PANEL_BAR_OFFSET - BAR_W - 6);
+}
+
+/* "queries", or "queries 100-163 of 200" when zoomed: an axis for the foot. */
+static void axis_words(plot_axis axis, size_t first, size_t count, size_t length, char *out,
+                       size_t size)
+{
+    const char *plural = plot_axis_of(axis)->plural;
+    if (count == length)
+        snprintf(out, size, "%s", plural);
+    else
+        snprintf(out, size, "%s %zu-%zu of %zu", plural, first, first + count - 1, length);
+}
+
+/* The title on top and the two lines at the foot: axes (and the zoom),
+ * pooling. */
 static void draw_words(cairo_t *cr, const plot_data *d, const layout *L)
 {
-    char text[1024];
+    char text[1024], rows[128], cols[128];
     double width = (double)(L->width - 2 * MARGIN);
     if (d->batched)
-        snprintf(text, sizeof text, "%s of %s, group %s, item %zu", plot_what_of(d->what)->title, d->input,
-                 d->group, d->item);
+        snprintf(text, sizeof text, "%s of %s, group %s, item %zu", d->title, d->input, d->group,
+                 d->item);
     else
-        snprintf(text, sizeof text, "%s of %s, group %s", plot_what_of(d->what)->title, d->input, d->group);
+        snprintf(text, sizeof text, "%s of %s, group %s", d->title, d->input, d->group);
     set_font(cr, 14, true);
     show_text(cr, text, MARGIN, MARGIN + TITLE_H / 2.0, 0, width);
     double foot = (double)(L->height - MARGIN - FOOT_H);
     set_font(cr, 11, false);
-    snprintf(text, sizeof text, "rows: %s (top down), columns: %s (left to right)",
-             plot_what_of(d->what)->rows, plot_what_of(d->what)->cols);
+    axis_words(d->row_axis, d->row_first, d->rows, d->row_length, rows, sizeof rows);
+    axis_words(d->col_axis, d->col_first, d->cols, d->col_length, cols, sizeof cols);
+    snprintf(text, sizeof text, "rows: %s (top down), columns: %s (left to right)", rows, cols);
     show_text(cr, text, MARGIN, foot + FOOT_H / 4.0, 0, width);
     if (d->pool_rows > 1 || d->pool_cols > 1) {
         snprintf(text, sizeof text, "max-pooled %zu\xC3\x97%zu: each cell is the largest of "
@@ -502,7 +661,8 @@ static int draw_figure(cairo_t *cr, const plot_data *d, const layout *L)
     cairo_set_source_rgb(cr, background.r / 255.0, background.g / 255.0, background.b / 255.0);
     cairo_paint(cr);
     draw_words(cr, d, L);
-    int status = draw_bar(cr, d, L);
+    int status = d->bar_per_panel ? ATTN_OK : draw_shared_bar(cr, d, L);
+    draw_legend(cr, d, L);
     for (size_t p = 0; p < d->panels && status == ATTN_OK; p++)
         status = draw_panel(cr, d, L, p);
     return status;

@@ -27,51 +27,148 @@ static const char *const plot_usage[] = {
     "heat maps, one per head: queries top down, keys left to right, one block of\n"
     "equal pixels per value (no smoothing), a colour bar with its range, masked\n"
     "(-inf) and NaN values in colours of their own, and the tokens on the axes\n"
-    "when the results hold them (query_token, key_token).  The format follows\n"
-    "FILE's extension.\n"
+    "when the results hold them (query_token, key_token).  A file of attnrun\n"
+    "rollout is drawn one panel per layer; a census of attnrun heads as one grid\n"
+    "of layers by heads per score, each with a colour bar of its own.  The\n"
+    "format follows FILE's extension.\n"
     "\n",
     /* ... the options (the table below), then: */
     "\n"
     "Colours: viridis, from the bottom of the scale (dark violet) to its top\n"
-    "(yellow).  Weights are scaled from 0 to the largest weight drawn, scores\n"
-    "and entropy from their smallest to their largest finite value; the colour\n"
-    "bar states the range.  -inf is light grey, +inf red, NaN magenta.  Maps\n"
-    "longer than 512 along an axis are max-pooled to at most 512 cells (each\n"
-    "cell the largest of its values; -inf only when all of them are); the picture\n"
-    "states the factor.\n"
+    "(yellow).  Weights, norms, mean, value_norm and rollout are scaled from 0\n"
+    "to the largest value drawn; scores, entropy and distance from their\n"
+    "smallest to their largest finite value; a census's entropy and distance\n"
+    "from 0, its other scores from 0 to 1.  --color sqrt places a value at the\n"
+    "square root of its linear position; --color log spans the decades from\n"
+    "the largest value down to the smallest positive one, at most 6 of them\n"
+    "(smaller values and 0 take the bottom colour), and is refused for maps\n"
+    "with negative values.  The colour bar states the range and the scale.\n"
+    "-inf is light grey, +inf red, NaN magenta.  Maps longer than 512 along an\n"
+    "axis are max-pooled to at most 512 cells (each cell the largest of its\n"
+    "values; -inf only when all of them are); the picture states the factor.\n"
     "\n"
     "Examples:\n"
     "  attnrun in.h5 -o out.h5 --heads 12 --causal\n"
     "  attnrun plot out.h5 -o weights.png\n"
     "  attnrun plot out.h5 --what scores --heads 0-3 --item 2 -o scores.pdf\n"
     "  attnrun plot model.h5 --group /layer3/results --heads 5 -o layer3-head5.svg\n"
+    "  attnrun plot out.h5 --queries 0-63 --keys 0-63 --color sqrt -o zoom.png\n"
+    "  attnrun plot census.h5 -o census.png\n"
     "\n"
     "Exit status: 0 success, 1 runtime or I/O failure (or interrupted),\n"
-    "2 usage error (FILE exists without --force, unknown extension), 3 input\n"
-    "rejected (missing file, group or dataset, --item or --heads outside it).\n",
+    "2 usage error (FILE exists without --force, unknown extension, an option\n"
+    "that does not apply to what the file holds, --color log on negative\n"
+    "values), 3 input rejected (missing file, group or dataset, --item,\n"
+    "--heads, --queries or --keys outside it).\n",
 };
 
-/* The --what table. */
-static const plot_what_spec what_table[PLOT_WHAT_COUNT] = {
-    [PLOT_WEIGHTS] = {"weights", 4, true, "(B, H, n, m) or (H, n, m)",
-                      "weights", "queries", "keys", "query", "key"},
-    [PLOT_SCORES] = {"scores", 4, false, "(B, H, n, m) or (H, n, m)",
-                     "scores", "queries", "keys", "query", "key"},
-    [PLOT_ENTROPY] = {"entropy", 3, false, "(B, H, n) or (H, n)",
-                      "entropy (nats)", "heads", "queries", "head", "query"},
+/* The axes a panel's rows and columns can be. */
+static const plot_axis_spec axis_table[PLOT_AXIS_COUNT] = {
+    [PLOT_QUERY] = {"query", "queries", "query_token", "--queries"},
+    [PLOT_KEY] = {"key", "keys", "key_token", "--keys"},
+    [PLOT_HEAD] = {"head", "heads", NULL, NULL},
+    [PLOT_LAYER] = {"layer", "layers", "layer_group", NULL},
 };
 
-const plot_what_spec *plot_what_of(plot_what what)
+/* The layouts of panels: how a dataset's axes make them. */
+static const plot_panels_spec panels_table[PLOT_PANELS_COUNT] = {
+    [PLOT_PER_HEAD] = {true, PLOT_LEAD_PANEL, PLOT_HEAD, PLOT_QUERY, PLOT_KEY,
+                       "(B, H, n, m) or (H, n, m)", "its panels are heads"},
+    [PLOT_PER_LAYER] = {true, PLOT_LEAD_PANEL, PLOT_LAYER, PLOT_QUERY, PLOT_KEY,
+                        "(B, L, n, n) or (L, n, n)",
+                        "its panels are layers, every one drawn (--queries and --keys zoom them)"},
+    [PLOT_ONE_MAP] = {true, PLOT_LEAD_NONE, PLOT_HEAD, PLOT_QUERY, PLOT_KEY,
+                      "(B, n, m) or (n, m)",
+                      "it is one map, the mean over the heads (--queries and --keys zoom it)"},
+    [PLOT_HEADS_BY_QUERIES] = {true, PLOT_LEAD_ROW, PLOT_HEAD, PLOT_HEAD, PLOT_QUERY,
+                               "(B, H, n) or (H, n)",
+                               "its map is heads by queries (--heads and --queries choose them)"},
+    [PLOT_HEADS_BY_KEYS] = {true, PLOT_LEAD_ROW, PLOT_HEAD, PLOT_HEAD, PLOT_KEY,
+                            "(B, H, m) or (H, m)",
+                            "its map is heads by keys (--heads and --keys choose them)"},
+    [PLOT_GRID] = {false, PLOT_LEAD_NONE, PLOT_HEAD, PLOT_LAYER, PLOT_HEAD, "(L, H)",
+                   "it draws every layer and head of its grids (--what picks one grid)"},
+};
+
+/* The maps of a results file (attnrun --save) and of a rollout file. */
+static const plot_what_spec map_table[PLOT_WHAT_COUNT] = {
+    [PLOT_WEIGHTS] = {"weights", PLOT_PER_HEAD, PLOT_FROM_ZERO, "weights", "weights",
+                      "attnrun saves it by default or with --save weights"},
+    [PLOT_SCORES] = {"scores", PLOT_PER_HEAD, PLOT_FROM_MIN, "scores", "scores",
+                     "attnrun saves it by default or with --save scores"},
+    [PLOT_NORMS] = {"norms", PLOT_PER_HEAD, PLOT_FROM_ZERO, "norms \xE2\x80\x96\xCE\xB1 f(x)\xE2\x80\x96",
+                    "norms \xE2\x80\x96\xCE\xB1 f(x)\xE2\x80\x96",
+                    "run attnrun with --save norms to have one"},
+    [PLOT_MEAN] = {"mean", PLOT_ONE_MAP, PLOT_FROM_ZERO, "mean weights", "mean weights",
+                   "run attnrun with --save mean to have one"},
+    [PLOT_ENTROPY] = {"entropy", PLOT_HEADS_BY_QUERIES, PLOT_FROM_MIN, "entropy (nats)",
+                      "entropy (nats)", "run attnrun with --save entropy to have one"},
+    [PLOT_DISTANCE] = {"distance", PLOT_HEADS_BY_QUERIES, PLOT_FROM_MIN,
+                       "mean distance attended (positions)", "distance",
+                       "run attnrun with --save distance to have one"},
+    [PLOT_VALUE_NORM] = {"value_norm", PLOT_HEADS_BY_KEYS, PLOT_FROM_ZERO,
+                         "value norms \xE2\x80\x96" "f(x)\xE2\x80\x96", "value norm",
+                         "run attnrun with --save value_norm to have one"},
+    [PLOT_ROLLOUT] = {"rollout", PLOT_PER_LAYER, PLOT_FROM_ZERO, "rollout", "rollout",
+                      "attnrun rollout writes it"},
+};
+
+/* The grids of a census of attnrun heads, each (L, H), in the census's order. */
+static const plot_what_spec grid_table[PLOT_WHAT_COUNT] = {
+    [PLOT_ENTROPY] = {"entropy", PLOT_GRID, PLOT_FROM_ZERO, "entropy (nats)", NULL,
+                      "attnrun heads writes it"},
+    [PLOT_DISTANCE] = {"distance", PLOT_GRID, PLOT_FROM_ZERO, "distance (positions)", NULL,
+                       "attnrun heads writes it"},
+    [PLOT_FIRST] = {"first", PLOT_GRID, PLOT_FROM_UNIT, "first: weight on key 0", NULL,
+                    "attnrun heads writes it"},
+    [PLOT_PREVIOUS] = {"previous", PLOT_GRID, PLOT_FROM_UNIT,
+                       "previous: weight on key q\xE2\x88\x92" "1", NULL, "attnrun heads writes it"},
+    [PLOT_SELF] = {"self", PLOT_GRID, PLOT_FROM_UNIT, "self: weight on key q", NULL,
+                   "attnrun heads writes it"},
+    [PLOT_DUPLICATE] = {"duplicate", PLOT_GRID, PLOT_FROM_UNIT,
+                        "duplicate: weight on copies", NULL,
+                        "attnrun heads writes it when the results hold tokens"},
+    [PLOT_INDUCTION] = {"induction", PLOT_GRID, PLOT_FROM_UNIT,
+                        "induction: weight after copies", NULL,
+                        "attnrun heads writes it when the results hold tokens"},
+};
+
+const plot_axis_spec *plot_axis_of(plot_axis axis)
 {
-    return &what_table[what];
+    return &axis_table[axis];
+}
+
+const plot_panels_spec *plot_panels_of(plot_panels panels)
+{
+    return &panels_table[panels];
+}
+
+size_t plot_panels_rank(const plot_panels_spec *spec)
+{
+    /* [batch] [lead] [rows] cols: rows are the lead's indices with PLOT_LEAD_ROW */
+    return (size_t)spec->batch + (spec->lead != PLOT_LEAD_NONE) + (spec->lead != PLOT_LEAD_ROW) + 1;
+}
+
+const plot_what_spec *plot_map_of(plot_what what)
+{
+    return map_table[what].name != NULL ? &map_table[what] : NULL;
+}
+
+const plot_what_spec *plot_grid_of(plot_what what)
+{
+    return grid_table[what].name != NULL ? &grid_table[what] : NULL;
 }
 
 /* Largest head number --heads takes (attnrun's own limit on heads, less one). */
 #define MAX_HEAD ((size_t)(1u << 20) - 1)
 
+/* Largest index --queries and --keys take. */
+#define MAX_INDEX ((size_t)1 << 48)
+
 typedef struct plot_cli {
     plot_request rq;
     plot_range *ranges;           /* (rq.head_ranges) owned          */
+    plot_range zoom[2];           /* --queries, --keys               */
     const char *output;
     plot_format format;
     bool force, help;
@@ -115,9 +212,32 @@ static int parse_heads_option(void *settings, const cli_option *option, const ch
     return parse_heads(name, value, settings);
 }
 
+/* --queries A-B, --keys A-B (the row's .first: 0 queries, 1 keys): the
+ * indices A to B, both included, A <= B; "A" alone is A-A. */
+static int parse_zoom_option(void *settings, const cli_option *option, const char *name,
+                             const char *value)
+{
+    plot_cli *c = settings;
+    plot_range *r = &c->zoom[option->first];
+    const char *p = value;
+    bool good = cli_parse_number(p, MAX_INDEX, &r->first, &p);
+    r->last = r->first;
+    if (good && *p == '-')
+        good = cli_parse_number(p + 1, MAX_INDEX, &r->last, &p) && r->last >= r->first;
+    if (!good || *p != '\0')
+        return cli_usage_error("%s '%s': expected a range of indices FIRST-LAST such as 0-63 "
+                               "(FIRST <= LAST, both drawn)", name, value);
+    if (option->first == 0)
+        c->rq.queries = r;
+    else
+        c->rq.keys = r;
+    return EXIT_OK;
+}
+
+/* --what's words: a map's, else a census grid's. */
 static const char *what_name(int v)
 {
-    return what_table[v].name;
+    return map_table[v].name != NULL ? map_table[v].name : grid_table[v].name;
 }
 
 #define PLOT(field) offsetof(plot_cli, field)
@@ -133,11 +253,26 @@ static const cli_option options[] = {
      .help = "the batch item to draw (default 0)"},
     {"heads", 0, CLI_CUSTOM, 0, .parse = parse_heads_option, .value = "LIST",
      .help = "heads to draw, e.g. 0,3,5-7 (default: all)"},
+    {"queries", 0, CLI_CUSTOM, 0, .parse = parse_zoom_option, .first = 0, .value = "A-B",
+     .help = "draw queries A to B only (both included), labelled\n"
+             "with their own indices or tokens; unpooled when\n"
+             "they are at most 512"},
+    {"keys", 0, CLI_CUSTOM, 0, .parse = parse_zoom_option, .first = 1, .value = "A-B",
+     .help = "draw keys A to B only, the same way"},
     {"what", 0, CLI_CHOICE, PLOT(rq.what), .choice = what_name, .first = PLOT_WEIGHTS,
-     .last = PLOT_ENTROPY, .value = "W", .expected = "weights, scores or entropy",
-     .help = "weights (default), scores, or entropy: the entropy\n"
-             "dataset (saved by --save entropy) as one map of heads\n"
-             "by queries"},
+     .last = PLOT_WHAT_COUNT - 1, .value = "W",
+     .expected = "weights, scores, norms, mean, entropy, distance, value_norm, rollout, first, "
+                 "previous, self, duplicate or induction",
+     .help = "the dataset to draw: weights (the default), scores,\n"
+             "norms, mean (one map), rollout (a panel per layer;\n"
+             "the default for a rollout file), or entropy,\n"
+             "distance (a map of heads by queries), value_norm\n"
+             "(heads by keys); in a census of attnrun heads one\n"
+             "grid of entropy, distance, first, previous, self,\n"
+             "duplicate, induction (default: every grid)"},
+    {"color", 0, CLI_CHOICE, PLOT(rq.scale), .choice = plot_scale_name, .first = PLOT_LINEAR,
+     .last = PLOT_LOG, .value = "S", .expected = "linear, sqrt or log",
+     .help = "the colour scale: linear (default), sqrt or log"},
     {"force", 0, CLI_FLAG, PLOT(force),
      .help = "replace an existing FILE (a file, never a directory)"},
     {"help", 'h', CLI_FLAG, PLOT(help), .help = "this help"},
@@ -215,7 +350,8 @@ int plot_main(int argc, char **argv)
     plot_cli c;
     memset(&c, 0, sizeof c);
     c.rq.group = "/";
-    c.rq.what = PLOT_WEIGHTS;
+    c.rq.what = PLOT_WHAT_DEFAULT;
+    c.rq.scale = PLOT_LINEAR;
     cli_set_command("attnrun", "attnrun plot --help");
     int code = parse_arguments(argc, argv, &c);
     if (code != EXIT_OK || c.help) {

@@ -1,11 +1,15 @@
 /*
- * read.c - the results file for a picture (plot.h): one item's maps of
- * the chosen heads, read in blocks and max-pooled as they come, so memory
- * stays bounded whatever n and m are; their range; the tokens.
+ * read.c - the results file for a picture (plot.h): what the group holds
+ * (a run's results, a rollout, a census of heads), the maps of one item
+ * and of the chosen heads or layers, zoomed, read in blocks and max-pooled
+ * as they come, so memory stays bounded whatever n and m are; their
+ * ranges; the labels.
  *
- * Legend: B items, H heads, n queries, m keys, k heads drawn.  A source
- * map (rows, cols) is (n, m) of one head for scores and weights, (k, n)
- * for entropy; pooled it is (out_rows, out_cols).
+ * Legend: B items, H heads, L layers, n queries, m keys, k heads drawn.  A
+ * source map (rows, cols) is (n, m) of one head or layer, (k, n) for
+ * entropy, (L, H) for a census grid, or the block of it --queries and
+ * --keys choose, whose first row and column are row_first and col_first of
+ * the dataset; pooled it is (out_rows, out_cols).
  */
 #include "plot/plot.h"
 
@@ -21,32 +25,143 @@
  * floats (16 MiB), unless one pooled cell alone is larger. */
 #define BLOCK_VALUES ((size_t)1 << 22)
 
-/* The token datasets that label the axes, when a run stored them. */
-#define QUERY_TOKENS "query_token"
-#define KEY_TOKENS "key_token"
+/* The finite values of one colour bar seen so far. */
+typedef struct value_range {
+    double lo, hi;                /* the smallest and largest             */
+    double positive;              /* the smallest above 0                 */
+    bool any, any_positive;
+} value_range;
 
 /* The open results and what every read needs. */
 typedef struct source {
     const plot_request *rq;
     attn_results *results;
+    bool census;                  /* the group is a census of attnrun heads */
+    const plot_what_spec *specs[PLOT_WHAT_COUNT];   /* (spec_count) the datasets
+                                     drawn: one map, or a census's grids  */
+    size_t spec_count;
+    const plot_panels_spec *layout;
     size_t rank;
-    size_t dims[4];
+    size_t dims[4];               /* the dataset's shape (every grid's)   */
+    size_t *index;                /* (index_count) the heads or layers of
+                                     the lead axis drawn, ascending       */
+    size_t index_count;
+    value_range *ranges;          /* (panels) or (1), as d->bar_per_panel */
 } source;
 
-/* The finite values seen so far. */
-typedef struct value_range {
-    double lo, hi;
-    bool any;
-} value_range;
+/* ------------------------------------------------------ what is drawn */
 
-/* Finds the map dataset and checks its rank. */
-static int open_map(source *src, attn_error *err)
+/* "entropy, distance, first" into text (size): the grids of the census
+ * present. */
+static void grid_names(const source *src, char *text, size_t size)
+{
+    size_t at = 0;
+    text[0] = '\0';
+    for (size_t i = 0; i < src->spec_count && at < size; i++)
+        at += (size_t)snprintf(text + at, size - at, "%s%s", i > 0 ? ", " : "",
+                               src->specs[i]->name);
+}
+
+/* Whether the group holds the dataset `name`, with its shape in *info. */
+static int find_dataset(source *src, const char *name, attn_tensor_info *info, attn_error *err)
+{
+    *info = (attn_tensor_info){.name = name};
+    return attn_results_describe(src->results, info, err);
+}
+
+/* The census's grids: the one --what names, or every one present. */
+static int choose_grids(source *src, attn_error *err)
 {
     const plot_request *rq = src->rq;
-    const plot_what_spec *w = plot_what_of(rq->what);
-    attn_tensor_info map = {.name = w->name};
-    int status = attn_results_describe(src->results, &map, err);
-    if (status != ATTN_OK)
+    attn_tensor_info info;
+    char names[256];
+    for (int w = 0; w < PLOT_WHAT_COUNT; w++) {
+        const plot_what_spec *spec = plot_grid_of((plot_what)w);
+        if (spec == NULL)
+            continue;
+        int status = find_dataset(src, spec->name, &info, err);
+        if (status != ATTN_OK)
+            return status;
+        if (!info.present)
+            continue;
+        if (info.rank != 2) {
+            char text[256];
+            return attn_fail(err, ATTN_EINPUT, "%s: the census's %s has shape %s; expected (L, H)",
+                             rq->input, spec->name,
+                             attn_format_shape(text, sizeof text, info.dims, info.rank));
+        }
+        if (src->spec_count > 0 && (info.dims[0] != src->dims[0] || info.dims[1] != src->dims[1]))
+            return attn_fail(err, ATTN_EINPUT, "%s: the census's %s is (%zu, %zu) but %s is "
+                             "(%zu, %zu): one census has one shape", rq->input, spec->name,
+                             info.dims[0], info.dims[1], src->specs[0]->name, src->dims[0],
+                             src->dims[1]);
+        src->rank = 2;
+        memcpy(src->dims, info.dims, 2 * sizeof info.dims[0]);
+        src->specs[src->spec_count++] = spec;
+    }
+    grid_names(src, names, sizeof names);
+    if (src->spec_count == 0)
+        return attn_fail(err, ATTN_EINPUT, "%s: a census of attnrun heads with no grid (entropy, "
+                         "distance, first, ...) in group %s", rq->input, rq->group);
+    if (rq->what == PLOT_WHAT_DEFAULT)
+        return ATTN_OK;
+    const plot_what_spec *wanted = plot_grid_of(rq->what);
+    if (wanted == NULL)
+        return attn_fail(err, ATTN_EINPUT, "%s is a census of attnrun heads, which holds no %s; "
+                         "--what takes one of its grids: %s", rq->input,
+                         plot_map_of(rq->what)->name, names);
+    for (size_t i = 0; i < src->spec_count; i++)
+        if (src->specs[i] == wanted) {
+            src->specs[0] = wanted;
+            src->spec_count = 1;
+            return ATTN_OK;
+        }
+    return attn_fail(err, ATTN_EINPUT, "%s: this census has no grid %s (%s); it has %s",
+                     rq->input, wanted->name, wanted->made_by, names);
+}
+
+/* The map datasets of the group, "mean, entropy", into text (size). */
+static size_t present_maps(source *src, char *text, size_t size)
+{
+    size_t count = 0, at = 0;
+    attn_tensor_info info;
+    attn_error ignored;
+    text[0] = '\0';
+    for (int w = 0; w < PLOT_WHAT_COUNT && at < size; w++) {
+        const plot_what_spec *spec = plot_map_of((plot_what)w);
+        if (spec == NULL || find_dataset(src, spec->name, &info, &ignored) != ATTN_OK ||
+            !info.present)
+            continue;
+        at += (size_t)snprintf(text + at, size - at, "%s%s", count++ > 0 ? ", " : "", spec->name);
+    }
+    return count;
+}
+
+/* The map --what names, or by default weights -- rollout in a file that
+ * has rollout and no weights --; its rank checked. */
+static int choose_map(source *src, attn_error *err)
+{
+    const plot_request *rq = src->rq;
+    plot_what what = rq->what;
+    attn_tensor_info map;
+    int status;
+    if (what == PLOT_WHAT_DEFAULT) {
+        what = PLOT_WEIGHTS;
+        attn_tensor_info weights, rollout;
+        if ((status = find_dataset(src, "weights", &weights, err)) != ATTN_OK ||
+            (status = find_dataset(src, "rollout", &rollout, err)) != ATTN_OK)
+            return status;
+        if (!weights.present && rollout.present)
+            what = PLOT_ROLLOUT;
+    }
+    const plot_what_spec *spec = plot_map_of(what);
+    if (spec == NULL)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s is a grid of a census of attnrun heads "
+                         "(attnrun heads -o CENSUS.h5), and group %s is not one", rq->input,
+                         plot_grid_of(what)->name, rq->group);
+    src->specs[0] = spec;
+    src->spec_count = 1;
+    if ((status = find_dataset(src, spec->name, &map, err)) != ATTN_OK)
         return status;
     bool index;
     char names[256];
@@ -58,25 +173,66 @@ static int open_map(source *src, attn_error *err)
                              "choose one with --group", rq->input, groups, groups == 1 ? "" : "s",
                              names);
         return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; results are in %s; "
-                         "choose one with --group", rq->input, w->name, rq->group, names);
+                         "choose one with --group", rq->input, spec->name, rq->group, names);
     }
     if (!map.present) {
-        if (rq->what == PLOT_ENTROPY)
-            return attn_fail(err, ATTN_EINPUT, "%s: no dataset entropy in group %s; "
-                             "run attnrun with --save entropy to have one", rq->input, rq->group);
-        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; attnrun saves it by "
-                         "default or with --save %s", rq->input, w->name, rq->group, w->name);
+        if (present_maps(src, names, sizeof names) > 0)
+            return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s (%s); it holds %s: "
+                             "choose one with --what", rq->input, spec->name, rq->group,
+                             spec->made_by, names);
+        return attn_fail(err, ATTN_EINPUT, "%s: no dataset %s in group %s; %s", rq->input,
+                         spec->name, rq->group, spec->made_by);
     }
-    if (map.rank != w->batched_rank && map.rank != w->batched_rank - 1) {
+    const plot_panels_spec *layout = plot_panels_of(spec->panels);
+    size_t rank = plot_panels_rank(layout);
+    if (map.rank != rank && map.rank != rank - 1) {
         char text[256];
         return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s; expected %s", rq->input,
-                         w->name, attn_format_shape(text, sizeof text, map.dims, map.rank),
-                         w->shapes);
+                         spec->name, attn_format_shape(text, sizeof text, map.dims, map.rank),
+                         layout->shapes);
     }
     src->rank = map.rank;
     memcpy(src->dims, map.dims, map.rank * sizeof map.dims[0]);
     return ATTN_OK;
 }
+
+/* Whether the group is a census of attnrun heads (its attnrun_analysis). */
+static int is_census(source *src, attn_error *err)
+{
+    char *analysis = NULL;
+    int status = attn_results_attribute_text(src->results, PLOT_ANALYSIS_ATTRIBUTE, &analysis,
+                                             err);
+    src->census = status == ATTN_OK && analysis != NULL &&
+                  strcmp(analysis, PLOT_CENSUS_ANALYSIS) == 0;
+    free(analysis);
+    return status;
+}
+
+/* An option given that does not apply to what is drawn: ATTN_EUSAGE. */
+static int not_applying(const source *src, const char *option, attn_error *err)
+{
+    const char *what = src->census ? "a census of heads" : src->specs[0]->name;
+    return attn_fail(err, ATTN_EUSAGE, "%s does not apply to %s: %s", option, what,
+                     src->layout->is);
+}
+
+/* --heads, --queries and --keys each apply to an axis of the maps drawn. */
+static int check_options(const source *src, attn_error *err)
+{
+    const plot_request *rq = src->rq;
+    const plot_panels_spec *layout = src->layout;
+    bool heads = layout->lead != PLOT_LEAD_NONE && layout->lead_axis == PLOT_HEAD;
+    if (rq->heads != NULL && !heads)
+        return not_applying(src, "--heads", err);
+    const plot_range *zoom[2] = {rq->queries, rq->keys};
+    const plot_axis axes[2] = {PLOT_QUERY, PLOT_KEY};
+    for (size_t i = 0; i < 2; i++)
+        if (zoom[i] != NULL && layout->rows != axes[i] && layout->cols != axes[i])
+            return not_applying(src, plot_axis_of(axes[i])->option, err);
+    return ATTN_OK;
+}
+
+/* ------------------------------------------------------------- shapes */
 
 static int compare_sizes(const void *a, const void *b)
 {
@@ -84,16 +240,19 @@ static int compare_sizes(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* data->heads: the heads of --heads (every head without it), ascending,
- * each once, all below `total`. */
-static int select_heads(const plot_request *rq, size_t total, plot_data *d, attn_error *err)
+/* src->index: the heads of --heads (every index without it), ascending,
+ * each once, all below `total`, the lead axis's length. */
+static int select_index(source *src, size_t total, attn_error *err)
 {
-    const char *name = plot_what_of(rq->what)->name;
+    const plot_request *rq = src->rq;
+    const char *name = src->specs[0]->name;
+    const plot_axis_spec *axis = plot_axis_of(src->layout->lead_axis);
     plot_range all = {0, total - 1};
     const plot_range *ranges = rq->heads != NULL ? rq->heads : &all;
     if (rq->heads == NULL && total > PLOT_MAX_HEADS)      /* before listing them */
-        return attn_fail(err, ATTN_EINPUT, "%s: %zu heads are more than one picture shows (%d); "
-                         "choose some with --heads", rq->input, total, PLOT_MAX_HEADS);
+        return attn_fail(err, ATTN_EINPUT, "%s: %zu %s are more than one picture shows (%d)%s",
+                         rq->input, total, axis->plural, PLOT_MAX_HEADS,
+                         src->layout->lead_axis == PLOT_HEAD ? "; choose some with --heads" : "");
     size_t count = 0, nranges = rq->heads != NULL ? rq->head_ranges : 1;
     for (size_t i = 0; i < nranges; i++) {
         if (ranges[i].last >= total)
@@ -104,22 +263,44 @@ static int select_heads(const plot_request *rq, size_t total, plot_data *d, attn
             count > ((size_t)1 << 24))
             return attn_fail(err, ATTN_EINPUT, "%s: too many heads chosen", rq->input);
     }
-    d->heads = attn_calloc(count, sizeof d->heads[0]);
-    if (d->heads == NULL)
+    src->index = attn_calloc(count, sizeof src->index[0]);
+    if (src->index == NULL)
         return attn_fail(err, ATTN_ENOMEM, "out of memory");
     size_t at = 0;
     for (size_t i = 0; i < nranges; i++)
         for (size_t h = ranges[i].first; h <= ranges[i].last; h++)
-            d->heads[at++] = h;
-    qsort(d->heads, count, sizeof d->heads[0], compare_sizes);
+            src->index[at++] = h;
+    qsort(src->index, count, sizeof src->index[0], compare_sizes);
     size_t kept = 0;
     for (size_t i = 0; i < count; i++)
-        if (kept == 0 || d->heads[kept - 1] != d->heads[i])
-            d->heads[kept++] = d->heads[i];
-    d->head_count = kept;
+        if (kept == 0 || src->index[kept - 1] != src->index[i])
+            src->index[kept++] = src->index[i];
+    src->index_count = kept;
     if (kept > PLOT_MAX_HEADS)
         return attn_fail(err, ATTN_EINPUT, "%s: %zu heads are more than one picture shows (%d); "
                          "choose some with --heads", rq->input, kept, PLOT_MAX_HEADS);
+    return ATTN_OK;
+}
+
+/* The rows or columns of an axis of `length` that --queries or --keys
+ * keep: *first and *count; all of them without. */
+static int zoom_axis(const source *src, plot_axis axis, size_t length, size_t *first,
+                     size_t *count, attn_error *err)
+{
+    const plot_request *rq = src->rq;
+    const plot_range *zoom = axis == PLOT_QUERY ? rq->queries : axis == PLOT_KEY ? rq->keys : NULL;
+    *first = 0;
+    *count = length;
+    if (zoom == NULL)
+        return ATTN_OK;
+    const plot_axis_spec *a = plot_axis_of(axis);
+    if (zoom->last >= length)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s %zu-%zu is outside %s, which has %zu %s "
+                         "(0 to %zu)", rq->input, a->option, zoom->first, zoom->last,
+                         src->specs[0]->name, length, length == 1 ? a->name : a->plural,
+                         length - 1);
+    *first = zoom->first;
+    *count = zoom->last - zoom->first + 1;
     return ATTN_OK;
 }
 
@@ -129,83 +310,142 @@ static size_t pool_factor(size_t length)
     return length / PLOT_POOL_LIMIT + (length % PLOT_POOL_LIMIT != 0);
 }
 
-/* The shape of the picture's data from the dataset's: item, heads, pooling. */
-static int plan(const source *src, plot_data *d, attn_error *err)
+/* The item: in the batch axis when there is one, else only item 0. */
+static int check_item(const source *src, plot_data *d, attn_error *err)
 {
     const plot_request *rq = src->rq;
-    const char *name = plot_what_of(rq->what)->name;
-    const size_t *dims = src->dims;
-    d->batched = src->rank == plot_what_of(rq->what)->batched_rank;
-    const size_t *axes = dims + d->batched;          /* (H, n[, m]) */
+    const char *name = src->specs[0]->name;
+    d->batched = src->layout->batch && src->rank == plot_panels_rank(src->layout);
     if (!d->batched && rq->item > 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s has no batch axis (the run's X was rank 2), "
-                         "so there is no item %zu", rq->input, name, rq->item);
-    if (d->batched && rq->item >= dims[0])
+        return attn_fail(err, ATTN_EINPUT, "%s: %s has no batch axis%s, so there is no item %zu",
+                         rq->input, src->census ? "a census" : name,
+                         src->layout->batch ? " (the run's X was rank 2)" : "", rq->item);
+    if (d->batched && rq->item >= src->dims[0])
         return attn_fail(err, ATTN_EINPUT, "%s: item %zu is not in %s, which has %zu item%s",
-                         rq->input, rq->item, name, dims[0], dims[0] == 1 ? "" : "s");
+                         rq->input, rq->item, name, src->dims[0], src->dims[0] == 1 ? "" : "s");
     for (size_t i = 0; i < src->rank; i++)
-        if (dims[i] == 0) {
+        if (src->dims[i] == 0) {
             char text[256];
             return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s: nothing to draw", rq->input,
-                             name, attn_format_shape(text, sizeof text, dims, src->rank));
+                             name, attn_format_shape(text, sizeof text, src->dims, src->rank));
         }
     d->item = rq->item;
-    int status = select_heads(rq, axes[0], d, err);
+    return ATTN_OK;
+}
+
+/* The panels, the source map and its zoom: what the dataset's axes give. */
+static int shape_panels(source *src, plot_data *d, attn_error *err)
+{
+    const plot_panels_spec *layout = src->layout;
+    const size_t *axes = src->dims + d->batched;     /* [lead] [rows] cols */
+    int status = ATTN_OK;
+    if (layout->lead != PLOT_LEAD_NONE)
+        status = select_index(src, axes[0], err);
     if (status != ATTN_OK)
         return status;
-    if (rq->what == PLOT_ENTROPY) {
+    size_t length[2];                                /* the rows' and the columns' */
+    switch (layout->lead) {
+    case PLOT_LEAD_PANEL:
+        d->panels = src->index_count;
+        length[0] = axes[1];
+        length[1] = axes[2];
+        break;
+    case PLOT_LEAD_ROW:
         d->panels = 1;
-        d->rows = d->head_count;
-        d->cols = axes[1];
-    } else {
-        d->panels = d->head_count;
-        d->rows = axes[1];
-        d->cols = axes[2];
+        length[0] = src->index_count;
+        length[1] = axes[1];
+        break;
+    case PLOT_LEAD_NONE:
+    default:
+        d->panels = src->spec_count;                 /* a census's grids, or one map */
+        length[0] = axes[0];
+        length[1] = axes[1];
+        break;
     }
+    d->row_length = length[0];
+    d->col_length = length[1];
+    if (layout->lead == PLOT_LEAD_ROW)
+        d->rows = length[0];
+    else
+        status = zoom_axis(src, layout->rows, length[0], &d->row_first, &d->rows, err);
+    if (status == ATTN_OK)
+        status = zoom_axis(src, layout->cols, length[1], &d->col_first, &d->cols, err);
+    return status;
+}
+
+/* The shape of the picture's data from the dataset's: item, heads or
+ * layers, zoom, pooling; the values and ranges allocated. */
+static int plan(source *src, plot_data *d, attn_error *err)
+{
+    const plot_request *rq = src->rq;
+    int status = check_item(src, d, err);
+    if (status == ATTN_OK)
+        status = shape_panels(src, d, err);
+    if (status != ATTN_OK)
+        return status;
+    d->bar_per_panel = src->census;
     d->pool_rows = pool_factor(d->rows);
     d->pool_cols = pool_factor(d->cols);
     d->out_rows = d->rows / d->pool_rows + (d->rows % d->pool_rows != 0);
     d->out_cols = d->cols / d->pool_cols + (d->cols % d->pool_cols != 0);
-    size_t width, height, cells;
+    size_t width, height, cells, bytes, bars = d->bar_per_panel ? d->panels : 1;
     if (!plot_size(d, &width, &height))
-        return attn_fail(err, ATTN_EINPUT, "%s: %zu heads of (%zu, %zu) make a picture of %zu x %zu, "
-                         "more than one picture may be (32767 a side, 2^26 pixels); choose fewer "
-                         "heads with --heads", rq->input, d->head_count, d->rows, d->cols, width,
-                         height);
-    size_t bytes;
+        return attn_fail(err, ATTN_EINPUT, "%s: %zu panels of (%zu, %zu) make a picture of %zu x "
+                         "%zu, more than one picture may be (32767 a side, 2^26 pixels)%s",
+                         rq->input, d->panels, d->rows, d->cols, width, height,
+                         src->layout->lead == PLOT_LEAD_PANEL &&
+                         src->layout->lead_axis == PLOT_HEAD ? "; choose fewer heads with --heads"
+                                                             : "");
     if (!attn_size_mul(&cells, d->out_rows, d->out_cols) ||
         !attn_size_mul(&cells, cells, d->panels) ||
         !attn_size_mul(&bytes, cells, sizeof d->values[0]) ||
-        (d->values = attn_malloc(bytes)) == NULL)
+        (d->values = attn_malloc(bytes)) == NULL ||
+        (d->bars = attn_calloc(bars, sizeof d->bars[0])) == NULL ||
+        (src->ranges = attn_calloc(bars, sizeof src->ranges[0])) == NULL ||
+        (d->panel_titles = attn_calloc(d->panels, sizeof d->panel_titles[0])) == NULL)
         return attn_fail(err, ATTN_ENOMEM, "out of memory");
     for (size_t i = 0; i < cells; i++)
         d->values[i] = -INFINITY;        /* the max of nothing yet */
     return ATTN_OK;
 }
 
+/* --------------------------------------------------------------- maps */
+
 /* Reads rows [r0, r0 + nr) and columns [c0, c0 + nc) of panel p's source
- * map into block (nr, nc), as float.  For entropy nr is 1: each row is
- * another head. */
+ * map into block (nr, nc), as float.  With PLOT_LEAD_ROW nr is 1: each row
+ * is another head. */
 static int read_block(const source *src, const plot_data *d, size_t p, size_t r0, size_t nr,
                       size_t c0, size_t nc, float *block, attn_error *err)
 {
     size_t start[4], count[4], a = 0;
+    const char *name = src->specs[src->spec_count > 1 ? p : 0]->name;
     if (d->batched) {
         start[a] = d->item;
         count[a++] = 1;
     }
-    if (d->what == PLOT_ENTROPY) {
-        start[a] = d->heads[r0];
+    if (src->layout->lead != PLOT_LEAD_NONE) {
+        start[a] = src->index[src->layout->lead == PLOT_LEAD_ROW ? r0 : p];
         count[a++] = 1;
-    } else {
-        start[a] = d->heads[p];
-        count[a++] = 1;
-        start[a] = r0;
+    }
+    if (src->layout->lead != PLOT_LEAD_ROW) {
+        start[a] = d->row_first + r0;
         count[a++] = nr;
     }
-    start[a] = c0;
+    start[a] = d->col_first + c0;
     count[a++] = nc;
-    return attn_results_read(src->results, plot_what_of(d->what)->name, start, count, block, err);
+    return attn_results_read(src->results, name, start, count, block, err);
+}
+
+/* Widens *range by a finite v. */
+static void widen(value_range *range, float v)
+{
+    range->lo = range->any && range->lo < v ? range->lo : v;
+    range->hi = range->any && range->hi > v ? range->hi : v;
+    range->any = true;
+    if (v > 0) {
+        range->positive = range->any_positive && range->positive < v ? range->positive : v;
+        range->any_positive = true;
+    }
 }
 
 /* Folds block (nr, nc), at rows r0 and columns c0 of a source map, into
@@ -230,11 +470,8 @@ static void pool_block(const plot_data *d, const float *block, size_t r0, size_t
                 } else if (v > cell) {
                     cell = v;
                 }
-                if (isfinite(v)) {
-                    range->lo = range->any && range->lo < v ? range->lo : v;
-                    range->hi = range->any && range->hi > v ? range->hi : v;
-                    range->any = true;
-                }
+                if (isfinite(v))
+                    widen(range, v);
             }
             *out = cell;
         }
@@ -243,12 +480,12 @@ static void pool_block(const plot_data *d, const float *block, size_t r0, size_t
 
 /* Reads and pools every panel, in blocks of at most BLOCK_VALUES values:
  * whole rows while they fit (as many as fit), else parts of one row. */
-static int read_maps(const source *src, plot_data *d, value_range *range, attn_error *err)
+static int read_maps(const source *src, plot_data *d, attn_error *err)
 {
     const size_t nc = d->cols < BLOCK_VALUES ? d->cols : BLOCK_VALUES;
     size_t nr = BLOCK_VALUES / nc, bytes;
     nr = nr > d->rows ? d->rows : nr;
-    if (d->what == PLOT_ENTROPY)
+    if (src->layout->lead == PLOT_LEAD_ROW)
         nr = 1;                              /* each row another head */
     float *block = NULL;                     /* (nr, nc) */
     if (!attn_size_mul(&bytes, nr * nc, sizeof *block) || (block = attn_malloc(bytes)) == NULL)
@@ -256,6 +493,7 @@ static int read_maps(const source *src, plot_data *d, value_range *range, attn_e
     int status = ATTN_OK;
     for (size_t p = 0; p < d->panels && status == ATTN_OK; p++) {
         float *pooled = d->values + p * d->out_rows * d->out_cols;
+        value_range *range = &src->ranges[d->bar_per_panel ? p : 0];
         for (size_t r0 = 0; r0 < d->rows && status == ATTN_OK; r0 += nr) {
             size_t rows = d->rows - r0 < nr ? d->rows - r0 : nr;
             for (size_t c0 = 0; c0 < d->cols && status == ATTN_OK; c0 += nc) {
@@ -270,37 +508,137 @@ static int read_maps(const source *src, plot_data *d, value_range *range, attn_e
     return status;
 }
 
-/* The colour scale's range and the special values the picture shows. */
-static void finish_range(plot_data *d, const value_range *range)
+/* ------------------------------------------------------------- ranges */
+
+/* A bar's linear range: from 0, from the smallest value, or 0..1 widened
+ * to the values outside; one wide at least. */
+static plot_bar linear_range(plot_from from, const value_range *range)
 {
-    d->lo = plot_what_of(d->what)->from_zero ? 0 : range->any ? range->lo : 0;
+    plot_bar bar;
+    bar.lo = from == PLOT_FROM_MIN ? (range->any ? range->lo : 0)
+           : from == PLOT_FROM_UNIT && range->any ? fmin(0, range->lo) : 0;
+    bar.hi = range->any ? range->hi : bar.lo;
+    if (from == PLOT_FROM_UNIT)
+        bar.hi = fmax(1, bar.hi);
     /* An empty range gets a width that large values still see: lo + 1
      * would be lo itself beyond 2^53. */
-    d->hi = range->any ? range->hi : d->lo;
-    if (!(d->hi > d->lo))
-        d->hi = d->lo + fmax(1.0, fabs(d->lo) * 0x1p-20);
+    if (!(bar.hi > bar.lo))
+        bar.hi = bar.lo + fmax(1.0, fabs(bar.lo) * 0x1p-20);
+    return bar;
+}
+
+/* A bar's log range: from the smallest positive value, but at most
+ * PLOT_LOG_DECADES below the top, to the top; a decade below the top when
+ * only one positive value is there, 1e-6..1 when none is. */
+static plot_bar log_range(plot_from from, const value_range *range)
+{
+    plot_bar bar = {1e-6, 1};
+    if (!range->any_positive)
+        return bar;
+    bar.hi = from == PLOT_FROM_UNIT ? fmax(1, range->hi) : range->hi;
+    bar.lo = fmax(range->positive, bar.hi * pow(10, -PLOT_LOG_DECADES));
+    if (!(bar.lo < bar.hi))
+        bar.lo = bar.hi / 10;
+    return bar;
+}
+
+/* Each bar's range and the special values the picture shows; ATTN_EUSAGE
+ * for a log scale over negative values. */
+static int finish_ranges(const source *src, plot_data *d, attn_error *err)
+{
+    size_t bars = d->bar_per_panel ? d->panels : 1;
+    for (size_t b = 0; b < bars; b++) {
+        const plot_what_spec *spec = src->specs[src->spec_count > 1 ? b : 0];
+        const value_range *range = &src->ranges[b];
+        if (d->scale == PLOT_LOG && range->any && range->lo < 0)
+            return attn_fail(err, ATTN_EUSAGE, "--color log: %s has negative values (down to "
+                             "%.4g), which no log scale shows; use --color sqrt or --color linear",
+                             spec->name, range->lo);
+        d->bars[b] = d->scale == PLOT_LOG ? log_range(spec->from, range)
+                                          : linear_range(spec->from, range);
+    }
     size_t cells = d->panels * d->out_rows * d->out_cols;
     for (size_t i = 0; i < cells; i++)
         d->specials |= plot_special(d->values[i]);
+    return ATTN_OK;
 }
 
-/* The picture's axes: tokens where the group holds them. */
-static int read_tokens(const source *src, plot_data *d, attn_error *err)
+/* ------------------------------------------------------------- labels */
+
+/* "head 3": an index of an axis named, as a string of its own. */
+static char *index_label(plot_axis axis, size_t index)
 {
-    if (d->what == PLOT_ENTROPY)                 /* rows are heads */
-        return attn_results_labels(src->results, QUERY_TOKENS, d->item, d->cols,
-                                   &d->col_labels, err);
-    int status = attn_results_labels(src->results, QUERY_TOKENS, d->item, d->rows,
-                                     &d->row_labels, err);
-    if (status == ATTN_OK)
-        status = attn_results_labels(src->results, KEY_TOKENS, d->item, d->cols,
-                                     &d->col_labels, err);
+    char text[64];
+    snprintf(text, sizeof text, "%s %zu", plot_axis_of(axis)->name, index);
+    return attn_strdup(text);
+}
+
+/* The labels of an axis of the dataset's `length`: its string dataset
+ * (query_token, layer_group) when the group holds it, else NULL. */
+static int axis_labels(const source *src, const plot_data *d, plot_axis axis, size_t length,
+                       char ***labels, attn_error *err)
+{
+    const char *dataset = plot_axis_of(axis)->labels;
+    *labels = NULL;
+    if (dataset == NULL)
+        return ATTN_OK;
+    return attn_results_labels(src->results, dataset, d->item, length, labels, err);
+}
+
+/* "head 3" for each row of a map of heads by queries or keys. */
+static int head_rows(const source *src, plot_data *d, attn_error *err)
+{
+    d->row_labels = attn_calloc(d->row_length, sizeof d->row_labels[0]);
+    for (size_t i = 0; d->row_labels != NULL && i < d->row_length; i++)
+        if ((d->row_labels[i] = index_label(PLOT_HEAD, src->index[i])) == NULL)
+            return attn_fail(err, ATTN_ENOMEM, "out of memory");
+    return d->row_labels == NULL ? attn_fail(err, ATTN_ENOMEM, "out of memory") : ATTN_OK;
+}
+
+/* Each panel's title: its head, its layer (its group of layer_group, when
+ * the file holds that), or the quantity. */
+static int panel_titles(const source *src, plot_data *d, attn_error *err)
+{
+    const plot_panels_spec *layout = src->layout;
+    char **names = NULL;                      /* (length) */
+    size_t length = src->dims[d->batched];
+    int status = ATTN_OK;
+    if (layout->lead == PLOT_LEAD_PANEL)
+        status = axis_labels(src, d, layout->lead_axis, length, &names, err);
+    for (size_t p = 0; p < d->panels && status == ATTN_OK; p++) {
+        if (layout->lead != PLOT_LEAD_PANEL)
+            d->panel_titles[p] = attn_strdup(src->specs[src->spec_count > 1 ? p : 0]->title);
+        else if (names != NULL)
+            d->panel_titles[p] = attn_strdup(names[src->index[p]]);
+        else
+            d->panel_titles[p] = index_label(layout->lead_axis, src->index[p]);
+        if (d->panel_titles[p] == NULL)
+            status = attn_fail(err, ATTN_ENOMEM, "out of memory");
+    }
+    attn_labels_free(names, length);
     return status;
 }
 
-static int read_all(source *src, plot_data *d, attn_error *err)
+/* The picture's axes and titles: tokens and layer groups where the group
+ * holds them, heads by name, else indices. */
+static int read_labels(const source *src, plot_data *d, attn_error *err)
 {
-    value_range range = {0, 0, false};
+    int status;
+    if (src->layout->lead == PLOT_LEAD_ROW)
+        status = head_rows(src, d, err);
+    else
+        status = axis_labels(src, d, d->row_axis, d->row_length, &d->row_labels, err);
+    if (status == ATTN_OK)
+        status = axis_labels(src, d, d->col_axis, d->col_length, &d->col_labels, err);
+    if (status == ATTN_OK)
+        status = panel_titles(src, d, err);
+    return status;
+}
+
+/* --------------------------------------------------------------- all */
+
+static int open_results(source *src, attn_error *err)
+{
     int status = attn_results_open(src->rq->input, src->rq->group, &src->results, err);
     bool index;
     char names[256];
@@ -312,28 +650,46 @@ static int read_all(source *src, plot_data *d, attn_error *err)
         snprintf(err->msg + used, sizeof err->msg - used, "; %s %s; choose one with --group",
                  index ? "the index's groups are" : "results are in", names);
     }
+    return status;
+}
+
+static int read_all(source *src, plot_data *d, attn_error *err)
+{
+    int status = open_results(src, err);
     if (status == ATTN_OK)
-        status = open_map(src, err);
+        status = is_census(src, err);
+    if (status == ATTN_OK)
+        status = src->census ? choose_grids(src, err) : choose_map(src, err);
+    if (status != ATTN_OK)
+        return status;
+    src->layout = plot_panels_of(src->specs[0]->panels);
+    d->title = src->census ? PLOT_CENSUS_TITLE : src->specs[0]->title;
+    d->bar_title = src->specs[0]->bar;
+    d->row_axis = src->layout->rows;
+    d->col_axis = src->layout->cols;
+    status = check_options(src, err);
     if (status == ATTN_OK)
         status = plan(src, d, err);
     if (status == ATTN_OK)
-        status = read_maps(src, d, &range, err);
+        status = read_maps(src, d, err);
     if (status == ATTN_OK)
-        status = read_tokens(src, d, err);
+        status = finish_ranges(src, d, err);
     if (status == ATTN_OK)
-        finish_range(d, &range);
+        status = read_labels(src, d, err);
     return status;
 }
 
 int plot_read(const plot_request *rq, plot_data *data, attn_error *err)
 {
     memset(data, 0, sizeof *data);
-    data->what = rq->what;
     data->input = rq->input;
     data->group = rq->group;
+    data->scale = rq->scale;
     source src = {.rq = rq, .results = NULL};
     int status = read_all(&src, data, err);
     attn_results_close(src.results);
+    free(src.index);
+    free(src.ranges);
     if (status != ATTN_OK)
         plot_data_free(data);
     return status;
@@ -341,11 +697,12 @@ int plot_read(const plot_request *rq, plot_data *data, attn_error *err)
 
 void plot_data_free(plot_data *data)
 {
-    free(data->heads);
     free(data->values);
-    attn_labels_free(data->row_labels, data->rows);
-    attn_labels_free(data->col_labels, data->cols);
-    data->heads = NULL;
+    free(data->bars);
+    attn_labels_free(data->panel_titles, data->panels);
+    attn_labels_free(data->row_labels, data->row_length);
+    attn_labels_free(data->col_labels, data->col_length);
     data->values = NULL;
-    data->row_labels = data->col_labels = NULL;
+    data->bars = NULL;
+    data->panel_titles = data->row_labels = data->col_labels = NULL;
 }

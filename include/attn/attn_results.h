@@ -98,6 +98,20 @@ int attn_results_groups(const char *path, attn_result_groups *groups, attn_error
 void attn_result_groups_free(attn_result_groups *groups);
 
 /*
+ * The string attribute `name` of the group opened (of the file's root for
+ * "/"), such as the attnrun_analysis an analysis file carries, into
+ * *value: a string of its own (free it), or NULL when the group has no
+ * such attribute.  ATTN_EINPUT when it is not one string (variable- or
+ * fixed-length, scalar or of one element), ATTN_ENOMEM.
+ *
+ *     char *kind;
+ *     attn_results_attribute_text(r, "attnrun_analysis", &kind, &err);  // "heads", or NULL
+ *     free(kind);
+ */
+int attn_results_attribute_text(attn_results *results, const char *name, char **value,
+                                attn_error *err);
+
+/*
  * Writing an analysis of results (attnrun rollout, attnrun heads) into a
  * new file: float datasets with labelled axes, each axis a dimension scale
  * (a dataset named after the axis holding 0, 1, ...), strings as

@@ -483,3 +483,71 @@ void attn_result_groups_free(attn_result_groups *groups)
     free(groups->paths);
     memset(groups, 0, sizeof *groups);
 }
+
+/* The string of the attribute `name` of the group: one string, variable-
+ * or fixed-length, read NUL-terminated into *value (its own copy). */
+static int read_attribute_text(const attn_results *r, const char *name, char **value,
+                               attn_error *err)
+{
+    *value = NULL;
+    if (H5Aexists(r->group, name) <= 0) {
+        H5Eclear2(H5E_DEFAULT);
+        return ATTN_OK;
+    }
+    int status = ATTN_OK;
+    hid_t attribute = H5Aopen(r->group, name, H5P_DEFAULT);
+    hid_t type = attribute < 0 ? H5I_INVALID_HID : H5Aget_type(attribute);
+    hid_t space = attribute < 0 ? H5I_INVALID_HID : H5Aget_space(attribute);
+    hid_t memory_type = H5I_INVALID_HID;
+    htri_t variable = type < 0 ? -1 : H5Tis_variable_str(type);
+    hssize_t points = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+    size_t size = type < 0 ? 0 : H5Tget_size(type);
+    char *text = NULL;                           /* fixed: (size + 1) */
+    if (type < 0 || H5Tget_class(type) != H5T_STRING || variable < 0 || points != 1 ||
+        (!variable && size == 0)) {
+        status = attn_fail(err, ATTN_EINPUT, "%s: attribute %s of group %s is not one string",
+                           r->path, name, r->group_name);
+        goto out;
+    }
+    memory_type = H5Tcopy(H5T_C_S1);
+    if (memory_type < 0 || H5Tset_cset(memory_type, H5Tget_cset(type)) < 0 ||
+        H5Tset_size(memory_type, variable ? H5T_VARIABLE : size + 1) < 0 ||
+        (!variable && H5Tset_strpad(memory_type, H5T_STR_NULLTERM) < 0)) {
+        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->path, name);
+        goto out;
+    }
+    if (variable) {
+        char *held = NULL;                       /* HDF5's */
+        if (H5Aread(attribute, memory_type, &held) < 0) {
+            status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->path, name);
+            goto out;
+        }
+        *value = attn_strdup(held != NULL ? held : "");
+        H5free_memory(held);
+    } else {
+        if ((text = attn_malloc(size + 1)) == NULL) {
+            status = attn_fail(err, ATTN_ENOMEM, "out of memory");
+            goto out;
+        }
+        if (H5Aread(attribute, memory_type, text) < 0) {
+            status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->path, name);
+            goto out;
+        }
+        text[size] = '\0';
+        *value = attn_strdup(text);
+    }
+    if (*value == NULL)
+        status = attn_fail(err, ATTN_ENOMEM, "out of memory");
+out:
+    free(text);
+    h5_close(memory_type, space, type, attribute);
+    H5Eclear2(H5E_DEFAULT);
+    return status;
+}
+
+int attn_results_attribute_text(attn_results *results, const char *name, char **value,
+                                attn_error *err)
+{
+    attn_parsing_enter();
+    return parsed(read_attribute_text(results, name, value, err));
+}

@@ -363,7 +363,7 @@ expect_failure 2 "plot: unknown option: did you mean" \
     --stderr-has "unknown option '--haeds'; did you mean --heads? (see attnrun plot --help)" -- \
     plot "$GOOD" -o "$O/c41.png" --haeds 0
 expect_failure 2 "plot: unknown --what: did you mean" \
-    --stderr-has "--what 'entropie': expected weights, scores or entropy; did you mean entropy?" -- \
+    --stderr-has "--what 'entropie': expected weights, scores, norms, mean, entropy, distance, value_norm, rollout, first, previous, self, duplicate or induction; did you mean entropy?" -- \
     plot "$GOOD" -o "$O/c42.png" --what entropie
 
 # Weights stored for the other layout: the hint names it, and it works.
@@ -440,7 +440,7 @@ expect_failure 3 "plot: no results at /: the group holding them" \
     --stderr-has "inplace.h5: no dataset weights in group /; results are in /layer3/results; choose one with --group" -- \
     plot "$I/inplace.h5" -o "$O/c72.png"
 expect_failure 3 "plot: a group holding results but not the map: no other group named" \
-    --stderr-has "inplace.h5: no dataset entropy in group /layer3/results; run attnrun with --save entropy to have one" -- \
+    --stderr-has "inplace.h5: no dataset entropy in group /layer3/results (run attnrun with --save entropy to have one)" -- \
     plot "$I/inplace.h5" -o "$O/c73.png" --group /layer3/results --what entropy
 
 # Informational options.

@@ -35,7 +35,7 @@ cases=(
     'in.h5 -o o.h5 --compress 10|attnrun: --compress '\''10'\'': expected a level from 0 to 9'
     'in.h5 -o o.h5 --casual|attnrun: unknown option '\''--casual'\'''
     'in.h5 -o o.h5 --heads|attnrun: --heads: missing its value'
-    'plot r.h5 -o p.png --what heads|attnrun: --what '\''heads'\'': expected weights, scores or entropy (see attnrun plot --help)'
+    'plot r.h5 -o p.png --what heads|attnrun: --what '\''heads'\'': expected weights, scores, norms, mean, entropy, distance, value_norm, rollout, first, previous, self, duplicate or induction (see attnrun plot --help)'
     'plot r.h5 -o p.png --item x|attnrun: --item '\''x'\'': expected a whole number from 0'
 )
 for case in "${cases[@]}"; do

@@ -18,8 +18,17 @@
 #     write (ulimit -f) leaves nothing; --help;
 #   * with FAULT_ATTNRUN (make test): each allocation of attnrun's own
 #     failing in turn ends with exit 1 and one line, and no file;
-#   * README's picture (docs/images/toy-weights.png) shows the toy's weights.
-# About 45 runs, ~15 s on two cores.  Expected colours are computed from
+#   * README's picture (docs/images/toy-weights.png) shows the toy's weights;
+#   * tests/ref/plot_views_check.py: --color linear, sqrt and log (every
+#     cell, the bar's ticks, its title), zooms (--queries, --keys: unpooled
+#     64 x 64 of 200 x 200 at the true indices, pooled from the zoom's
+#     start, tokens and indices of the range), norms, mean, distance,
+#     value_norm, rollout files (a panel per layer titled by layer_group)
+#     and census files of attnrun heads (a grid and a bar per score, NaN,
+#     absent grids), all written with h5py;
+#   * the refusals of options that do not apply (exit 2), of zooms outside
+#     the map (exit 3), of --color log over negative values (exit 2).
+# About 110 runs, ~30 s on two cores.  Expected colours are computed from
 # docs/pictures.md's control points in tests/ref/plot_check.py, never read
 # from attnrun's output.
 #
@@ -43,7 +52,8 @@ TOP=$(dirname "$TESTS")
 
 suite_setup plot numpy h5py
 self_check plot_check.py
-if ! "$PY" "$TESTS/ref/plot_check.py" make "$T" >"$T/make.log" 2>&1; then
+if ! "$PY" "$TESTS/ref/plot_check.py" make "$T" >"$T/make.log" 2>&1 ||
+    ! PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/plot_views_check.py" make "$T" >>"$T/make.log" 2>&1; then
     bad "setup: cannot write the fixtures: $(tail -n 2 "$T/make.log" | tr '\n' ' ')"
     finish
 fi
@@ -109,8 +119,42 @@ expect "the same tokens, item 1" 0 plot "$T/tokens.h5" --group /same --item 1 -o
 expect "100 tokens" 0 plot "$T/many.h5" -o "$T/many.png"
 expect "100 indices" 0 plot "$T/many.h5" --group /plain/ -o "$T/many_plain.png"
 
+# colour scales, zooms, other maps, rollout and census files
+for colour in linear sqrt log; do
+    expect "--color $colour" 0 plot "$T/scales.h5" --color "$colour" -o "$T/scales_$colour.png"
+done
+expect "--color log over nine decades" 0 plot "$T/scales.h5" --group /deep --color log -o "$T/scales_deep.png"
+expect "--queries 100-163 --keys 37-100" 0 plot "$T/zoom.h5" --queries 100-163 --keys 37-100 -o "$T/zoom.png"
+expect "--queries 600-1799 of 2000" 0 plot "$T/big.h5" --queries 600-1799 -o "$T/zoom_pooled.png"
+expect "a zoom with tokens" 0 plot "$T/many.h5" --queries 40-43 --keys 50-53 -o "$T/zoom_tok.png"
+expect "a zoom with indices" 0 plot "$T/many.h5" --group /plain --queries 40-43 --keys 50-53 \
+    -o "$T/zoom_idx.png"
+expect "the zoomed block as a file, tokens" 0 plot "$T/shifted.h5" -o "$T/shifted.png"
+expect "the zoomed block as a file, tokens of indices" 0 plot "$T/shifted.h5" --group /indexed \
+    -o "$T/shifted_idx.png"
+expect "the zoomed block as a file, no tokens" 0 plot "$T/shifted.h5" --group /plain -o "$T/shifted_plain.png"
+expect "entropy --queries 1-3" 0 plot "$K" --what entropy --queries 1-3 -o "$T/zoom_e.png"
+expect "--what norms" 0 plot "$T/maps.h5" --what norms --item 1 -o "$T/norms.png"
+expect "--what norms --color sqrt" 0 plot "$T/maps.h5" --what norms --color sqrt -o "$T/norms_sqrt.png"
+expect "--what mean" 0 plot "$T/maps.h5" --what mean -o "$T/mean.png"
+expect "--what distance" 0 plot "$T/maps.h5" --what distance -o "$T/distance.png"
+expect "--what value_norm" 0 plot "$T/maps.h5" --what value_norm --heads 1 -o "$T/value_norm.png"
+expect "--what mean of (n, m)" 0 plot "$T/mean2.h5" --what mean -o "$T/mean2.png"
+expect "a rollout file" 0 plot "$T/rollout.h5" --item 1 -o "$T/rollout.png"
+expect "a rollout file --color log" 0 plot "$T/rollout.h5" --what rollout --color log -o "$T/rollout_log.png"
+expect "a rollout with layers named as heads" 0 plot "$T/named.h5" -o "$T/named.png"
+expect "the same maps as weights" 0 plot "$T/as_weights.h5" -o "$T/as_weights.png"
+expect "a census" 0 plot "$T/census.h5" -o "$T/census.png"
+expect "a census without duplicate and induction" 0 plot "$T/census5.h5" -o "$T/census5.png"
+expect "a census, --what induction" 0 plot "$T/census.h5" --what induction -o "$T/census_induction.png"
+expect "a census --color sqrt" 0 plot "$T/census.h5" --color sqrt -o "$T/census_sqrt.png"
+expect "a census --color log" 0 plot "$T/census.h5" --color log -o "$T/census_log.png"
+expect "an SVG census" 0 plot "$T/census.h5" -o "$T/census.svg"
+
 "$PY" "$TESTS/ref/plot_check.py" verify "$T" >"$T/verify.log" 2>&1
 report_verdicts "$T/verify.log" $?
+PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/plot_views_check.py" verify "$T" >"$T/views.log" 2>&1
+report_verdicts "$T/views.log" $?
 
 # ---------------------------------------------------------------- errors
 
@@ -164,7 +208,32 @@ done
 for item in '' -1 1.5 x 1e3 ' 1'; do
     refuse "--item '$item'" 2 "--item" plot "$K" --item "$item" -o "$O"
 done
-refuse "--what bogus" 2 "weights, scores or entropy" plot "$K" --what bogus -o "$O"
+refuse "--what bogus" 2 "weights, scores, norms, mean, entropy, distance, value_norm, rollout, first" \
+    plot "$K" --what bogus -o "$O"
+refuse "--color bogus" 2 "linear, sqrt or log" plot "$K" --color bogus -o "$O"
+refuse "--color log on scores" 2 "--color sqrt" plot "$K" --what scores --color log -o "$O"
+for zoom in '' a 5-3 1- -1 1,2 ' 1' 0x1 99999999999999999999-1; do
+    refuse "--queries '$zoom'" 2 "--queries" plot "$T/zoom.h5" --queries "$zoom" -o "$O"
+done
+refuse "--keys '3-'" 2 "--keys" plot "$T/zoom.h5" --keys 3- -o "$O"
+refuse "--queries beyond the map" 3 "200 queries (0 to 199)" plot "$T/zoom.h5" --queries 0-200 -o "$O"
+refuse "--keys beyond the map" 3 "200 keys (0 to 199)" plot "$T/zoom.h5" --keys 150-250 -o "$O"
+refuse "--queries beyond entropy's queries" 3 "5 queries" plot "$K" --what entropy --queries 5 -o "$O"
+refuse "--keys on entropy" 2 "--keys does not apply to entropy" plot "$K" --what entropy --keys 0-1 -o "$O"
+refuse "--queries on value_norm" 2 "--queries does not apply" plot "$T/maps.h5" --what value_norm \
+    --queries 0-1 -o "$O"
+refuse "--heads on a rollout" 2 "layers" plot "$T/rollout.h5" --heads 0 -o "$O"
+refuse "--heads on the mean" 2 "--heads does not apply to mean" plot "$T/maps.h5" --what mean --heads 0 -o "$O"
+refuse "--heads on a census" 2 "--heads does not apply to a census" plot "$T/census.h5" --heads 0 -o "$O"
+refuse "--queries on a census" 2 "--queries does not apply" plot "$T/census.h5" --queries 0-1 -o "$O"
+refuse "--item 1 of a census" 3 "no batch axis" plot "$T/census.h5" --item 1 -o "$O"
+refuse "weights of a census" 3 "census of attnrun heads" plot "$T/census.h5" --what weights -o "$O"
+refuse "a grid the census lacks" 3 "no grid induction" plot "$T/census5.h5" --what induction -o "$O"
+refuse "a census grid of results" 3 "census of attnrun heads" plot "$K" --what first -o "$O"
+refuse "attnrun_analysis that is not a string" 3 "attribute attnrun_analysis of group / is not one string" \
+    plot "$T/marker.h5" -o "$O"
+refuse "no norms" 3 "--save norms" plot "$K" --what norms -o "$O"
+refuse "no rollout" 3 "attnrun rollout" plot "$K" --what rollout -o "$O"
 refuse "--group relative" 2 "absolute" plot "$K" --group results -o "$O"
 refuse "unknown option" 2 "--bogus" plot "$K" --bogus -o "$O"
 refuse "a directory's name without --force" 2 "exists" plot "$K" -o "$E/dir.png"
@@ -230,6 +299,8 @@ if [ -n "${FAULT_ATTNRUN:-}" ] && [ -x "$FAULT_ATTNRUN" ]; then
     export LSAN_OPTIONS=suppressions=$TESTS/lib/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=exitcode=87
     alloc_sweep "plot" 200 "$K" plot IN --item 1 --heads 0-2 -o OUT.png
+    alloc_sweep "plot a census" 200 "$T/census.h5" plot IN --color log -o OUT.png
+    alloc_sweep "plot a rollout, zoomed" 200 "$T/rollout.h5" plot IN --queries 1-4 --color sqrt -o OUT.png
 else
     echo "    (no FAULT_ATTNRUN: the allocation-failure sweep is skipped)"
 fi

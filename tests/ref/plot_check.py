@@ -135,29 +135,86 @@ def colour_at(t):
     return tuple(int(math.floor(a[c] + u * (b[c] - a[c]) + 0.5)) for c in range(3))
 
 
-def colour_of(v, lo, hi):
+def position(v, lo, hi, colour="linear"):
+    """Where a finite value sits on a bar of --color `colour` (not clamped):
+    linear (v - lo) / (hi - lo); sqrt its square root (0 below lo); log
+    (log10 v - log10 lo) / (log10 hi - log10 lo), 0 at or below lo."""
+    if colour == "log":
+        return 0.0 if v <= lo else (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+    t = (v - lo) / (hi - lo)
+    if colour == "sqrt":
+        return math.sqrt(t) if t > 0 else 0.0
+    return t
+
+
+def colour_of(v, lo, hi, colour="linear"):
     v = float(v)
     if math.isnan(v):
         return NAN
     if math.isinf(v):
         return NEG_INF if v < 0 else POS_INF
-    return colour_at((v - lo) / (hi - lo))
+    return colour_at(position(v, lo, hi, colour))
 
 
-def scale(values, from_zero):
-    """The colour scale's range: 0 (weights) or the smallest finite value,
-    to the largest; one wide when that would be empty."""
+def bar_range(values, start, colour="linear"):
+    """A colour bar's range over the values drawn.  start: "zero" (weights,
+    norms, mean, rollout: from 0), "min" (scores, entropy: from the
+    smallest finite value), "unit" (a census's fractions: 0..1, widened to
+    values outside).  Linear and sqrt: to the largest finite value, one wide
+    when that would be empty.  Log: from the smallest positive value, but
+    no lower than 1e-6 of the top, to the largest (1 at least for "unit");
+    a decade when the two meet; 1e-6..1 when nothing is positive."""
     v = np.asarray(values, np.float64)
     fin = v[np.isfinite(v)]
-    lo = 0.0 if from_zero else (float(fin.min()) if fin.size else 0.0)
+    if colour == "log":
+        pos = fin[fin > 0]
+        if pos.size == 0:
+            return 1e-6, 1.0
+        hi = float(fin.max())
+        hi = max(1.0, hi) if start == "unit" else hi
+        lo = max(float(pos.min()), hi * 1e-6)
+        return (lo, hi) if lo < hi else (hi / 10, hi)
+    if start == "zero":
+        lo = 0.0
+    elif start == "unit":
+        lo = min(0.0, float(fin.min())) if fin.size else 0.0
+    else:
+        lo = float(fin.min()) if fin.size else 0.0
     hi = float(fin.max()) if fin.size else lo
+    hi = max(1.0, hi) if start == "unit" else hi
     return (lo, hi) if hi > lo else (lo, lo + max(1.0, abs(lo) * 2.0 ** -20))
+
+
+def scale(values, from_zero, colour="linear"):
+    """The colour scale's range: 0 (weights) or the smallest finite value,
+    to the largest; one wide when that would be empty."""
+    return bar_range(values, "zero" if from_zero else "min", colour)
+
+
+def tick_rows(colour, lo, hi):
+    """The pixel rows of a bar's ticks, 0 on top: top, middle, bottom
+    (linear); top, the quarters, bottom (sqrt); the ends and every power of
+    ten between that is not on an end's row (log)."""
+    def row(t):
+        return int(math.floor((BAR_H - 1) * (1 - t) + 0.5))
+    if colour == "linear":
+        return [row(t) for t in (1, 0.5, 0)]
+    if colour == "sqrt":
+        return [row(t) for t in (1, 0.75, 0.5, 0.25, 0)]
+    top, bottom = math.log10(hi), math.log10(lo)
+    rows = [row(1)]
+    for k in range(math.floor(top), math.ceil(bottom) - 1, -1):
+        r = row((k - bottom) / (top - bottom))
+        if r not in (row(1), row(0)):
+            rows.append(r)
+    return rows + [row(0)]
 
 # -------------------------------------------------------------- layout
 
 MARGIN, TITLE_H, HEAD_TITLE_H, ROW_LABEL_W, COL_LABEL_H, GAP = 16, 28, 20, 80, 80, 16
 BAR_COLUMN_W, BAR_OFFSET, BAR_W, BAR_H = 150, 24, 16, 160
 LEGEND_OFFSET, LEGEND_STEP, SWATCH, FOOT_H, MIN_CONTENT_H, TARGET, POOL = 24, 18, 12, 36, 260, 256, 512
+PANEL_BAR_W, PANEL_BAR_OFFSET = 96, 12
 
 
 def pool_shape(length):
@@ -165,8 +222,9 @@ def pool_shape(length):
     return f, -(-length // f)
 
 
-def layout(panels, rows, cols):
-    """docs/pictures.md's formulas for `panels` source maps of (rows, cols)."""
+def layout(panels, rows, cols, bar_per_panel=False):
+    """docs/pictures.md's formulas for `panels` source maps of (rows, cols);
+    bar_per_panel: each panel its own colour bar at its right (a census)."""
     fq, out_rows = pool_shape(rows)
     fk, out_cols = pool_shape(cols)
     L = dict(fq=fq, fk=fk, out_rows=out_rows, out_cols=out_cols)
@@ -176,7 +234,7 @@ def layout(panels, rows, cols):
     gc = math.ceil(math.sqrt(panels))
     gr = math.ceil(panels / gc)
     L["grid_cols"], L["grid_rows"] = gc, gr
-    slot_w = ROW_LABEL_W + L["panel_w"]
+    slot_w = ROW_LABEL_W + L["panel_w"] + (PANEL_BAR_W if bar_per_panel else 0)
     slot_h = HEAD_TITLE_H + L["panel_h"] + COL_LABEL_H
     grid_w = gc * slot_w + (gc - 1) * GAP
     grid_h = gr * slot_h + (gr - 1) * GAP
@@ -185,6 +243,8 @@ def layout(panels, rows, cols):
     L["panels"] = [(MARGIN + (p % gc) * (slot_w + GAP) + ROW_LABEL_W,
                     MARGIN + TITLE_H + (p // gc) * (slot_h + GAP) + HEAD_TITLE_H) for p in range(panels)]
     L["bar"] = (MARGIN + grid_w + BAR_OFFSET, MARGIN + TITLE_H + HEAD_TITLE_H)
+    L["bars"] = [(x + L["panel_w"] + PANEL_BAR_OFFSET, y) for x, y in L["panels"]]
+    L["legend"] = (L["bar"][0], L["bar"][1] + (0 if bar_per_panel else BAR_H + LEGEND_OFFSET))
     return L
 
 
@@ -214,6 +274,14 @@ def self_test():
     p = pool(a, 2, 2)
     assert p[0, 0] == 2 and p[0, 1] == -np.inf and np.isnan(p[1, 0]) and p[1, 1] == -np.inf
     assert scale([0.5, 0.5], False) == (0.5, 1.5) and scale([-np.inf, 2.0, 0.25], True) == (0.0, 2.0)
+    assert bar_range([0, 1e-9, 0.5], "zero", "log") == (0.5e-6, 0.5)
+    assert bar_range([0, 3e-5, 0.5], "zero", "log") == (3e-5, 0.5) and bar_range([0.0], "zero", "log") == (1e-6, 1)
+    assert bar_range([0.25, np.nan], "unit") == (0.0, 1.0) and bar_range([0.25], "unit", "log") == (0.25, 1.0)
+    assert position(0.25, 0, 1, "sqrt") == 0.5 and position(1e-3, 1e-6, 1, "log") == 0.5
+    assert position(0, 1e-6, 1, "log") == 0 and position(-1, 0, 1, "sqrt") == 0
+    assert tick_rows("linear", 0, 1) == [0, 80, 159] and tick_rows("sqrt", 0, 1) == [0, 40, 80, 119, 159]
+    # decades 1e-1 .. 1e-4 of 3e-5 .. 0.5, 4.22 decades: 159 (k - log 3e-5) / 4.22 rows up
+    assert tick_rows("log", 3e-5, 0.5) == [0, 26, 64, 102, 139, 159], tick_rows("log", 3e-5, 0.5)
     rng = np.random.default_rng(7)
     px = rng.integers(0, 256, (9, 7, 3)).astype(np.uint8)
     with tempfile.TemporaryDirectory() as d:
@@ -329,14 +397,21 @@ def cell_colours(img, L, p):
     return img[ys][:, xs].astype(np.int64)
 
 
-def expected_colours(values, lo, hi):
-    return np.array([[colour_of(v, lo, hi) for v in row] for row in values], np.int64)
+def expected_colours(values, lo, hi, colour="linear"):
+    return np.array([[colour_of(v, lo, hi, colour) for v in row] for row in values], np.int64)
 
 
-def check_maps(name, path, maps, from_zero, specials=None):
+def bar_ticks(img, bx, by):
+    """The rows (0 on top) of the tick marks right of the bar at (bx, by)."""
+    return [int(r) if r == int(r) else r for r in ink_runs(img[by:by + BAR_H, bx + BAR_W + 2])]
+
+
+def check_maps(name, path, maps, from_zero, specials=None, colour="linear", start=None, ticks=True):
     """The picture at path shows maps (panels, rows, cols), in this order:
-    its size, every pooled cell's colour, uniform cells, the colour bar
-    and the legend."""
+    its size, every pooled cell's colour on the --color scale, uniform
+    cells, the colour bar and its ticks (unless not ticks), and the
+    legend.  start: the scale's start ("zero", "min", "unit"), by default
+    from_zero's."""
     try:
         img = png_read(path)
     except (OSError, ValueError) as e:
@@ -348,17 +423,17 @@ def check_maps(name, path, maps, from_zero, specials=None):
         check(f"{name}: size", False, f"{img.shape[1]}x{img.shape[0]}, layout says {L['width']}x{L['height']}")
         return None
     check(f"{name}: size {L['width']}x{L['height']} as the layout says", True)
-    lo, hi = scale(maps, from_zero)
+    lo, hi = bar_range(maps, start or ("zero" if from_zero else "min"), colour)
     worst, blocks = 0, True
     for p, a in enumerate(maps):
         pooled = pool(a, L["fq"], L["fk"])
         got = cell_colours(img, L, p)
-        worst = max(worst, int(np.abs(got - expected_colours(pooled, lo, hi)).max()))
+        worst = max(worst, int(np.abs(got - expected_colours(pooled, lo, hi, colour)).max()))
         x0, y0 = L["panels"][p]
         panel = img[y0:y0 + L["panel_h"], x0:x0 + L["panel_w"]].astype(np.int64)
         cells = panel.reshape(L["out_rows"], L["cell_h"], L["out_cols"], L["cell_w"], 3)
         blocks = blocks and bool((cells == cells[:, :1, :, :1]).all())
-    check(f"{name}: every cell's colour (range {lo:.6g}..{hi:.6g})", worst <= 1,
+    check(f"{name}: every cell's colour ({colour} range {lo:.6g}..{hi:.6g})", worst <= 1,
           f"a channel off by {worst}")
     check(f"{name}: each cell a block of equal pixels (no smoothing)", blocks, "pixels differ inside a cell")
     bx, by = L["bar"]
@@ -366,6 +441,9 @@ def check_maps(name, path, maps, from_zero, specials=None):
     want = [colour_at((BAR_H - 1 - j) / (BAR_H - 1)) for j in range(BAR_H)]
     off = max(abs(a - b) for g, w in zip(bar, want) for a, b in zip(g, w))
     check(f"{name}: colour bar from the top colour down to the bottom one", off <= 1, f"off by {off}")
+    got, want = bar_ticks(img, bx, by), tick_rows(colour, lo, hi)
+    if ticks:
+        check(f"{name}: the bar's ticks at rows {want} ({colour})", got == want, f"ticks at {got}")
     if specials is not None:
         at = by + BAR_H + LEGEND_OFFSET + SWATCH // 2
         got = [tuple(int(c) for c in img[at + i * LEGEND_STEP, bx + SWATCH // 2]) for i in range(3)]
@@ -513,13 +591,15 @@ def vector(d):
 
 
 def readme_picture(d):
-    """README's picture is the toy example's weights (fixtures/toy.expected.h5)."""
+    """README's picture is the toy example's weights (fixtures/toy.expected.h5).
+    `make pictures` draws it, perhaps with an earlier build than the one
+    under test: its cells and bar are checked, not the ticks' rows."""
     import h5py
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with h5py.File(f"{top}/fixtures/toy.expected.h5") as f:
         w = f["weights"][...]
     check_maps("docs/images/toy-weights.png shows the toy's weights", f"{top}/docs/images/toy-weights.png",
-               w, True, specials=[])
+               w, True, specials=[], ticks=False)
 
 
 if __name__ == "__main__":
