@@ -8,8 +8,10 @@
 #include "cli/cli.h"
 
 #include "attn_atomic.h"
+#include "attn_math.h"
 #include "cli/process.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stddef.h>
@@ -113,25 +115,47 @@ static const plot_what_spec map_table[PLOT_WHAT_COUNT] = {
                       "attnrun rollout writes it"},
 };
 
-/* The grids of a census of attnrun heads, each (L, H), in the census's order. */
-static const plot_what_spec grid_table[PLOT_WHAT_COUNT] = {
-    [PLOT_ENTROPY] = {"entropy", PLOT_GRID, PLOT_FROM_ZERO, "entropy (nats)", NULL,
-                      "attnrun heads writes it"},
-    [PLOT_DISTANCE] = {"distance", PLOT_GRID, PLOT_FROM_ZERO, "distance (positions)", NULL,
-                       "attnrun heads writes it"},
-    [PLOT_FIRST] = {"first", PLOT_GRID, PLOT_FROM_UNIT, "first: weight on key 0", NULL,
-                    "attnrun heads writes it"},
-    [PLOT_PREVIOUS] = {"previous", PLOT_GRID, PLOT_FROM_UNIT,
-                       "previous: weight on key q\xE2\x88\x92" "1", NULL, "attnrun heads writes it"},
-    [PLOT_SELF] = {"self", PLOT_GRID, PLOT_FROM_UNIT, "self: weight on key q", NULL,
-                   "attnrun heads writes it"},
-    [PLOT_DUPLICATE] = {"duplicate", PLOT_GRID, PLOT_FROM_UNIT,
-                        "duplicate: weight on copies", NULL,
-                        "attnrun heads writes it when the results hold tokens"},
-    [PLOT_INDUCTION] = {"induction", PLOT_GRID, PLOT_FROM_UNIT,
-                        "induction: weight after copies", NULL,
-                        "attnrun heads writes it when the results hold tokens"},
+/* The grids of a census of attnrun heads, each (L, H): the census's
+ * scores (attn_math.h's table names them), how each is drawn. */
+static const struct grid_row {
+    attn_census_kind kind;
+    plot_from from;
+    const char *title;
+} grid_rows[] = {
+    {ATTN_CENSUS_ENTROPY, PLOT_FROM_ZERO, "entropy (nats)"},
+    {ATTN_CENSUS_DISTANCE, PLOT_FROM_ZERO, "distance (positions)"},
+    {ATTN_CENSUS_FIRST, PLOT_FROM_UNIT, "first: weight on key 0"},
+    {ATTN_CENSUS_PREVIOUS, PLOT_FROM_UNIT, "previous: weight on key q\xE2\x88\x92" "1"},
+    {ATTN_CENSUS_SELF, PLOT_FROM_UNIT, "self: weight on key q"},
+    {ATTN_CENSUS_DUPLICATE, PLOT_FROM_UNIT, "duplicate: weight on copies"},
+    {ATTN_CENSUS_INDUCTION, PLOT_FROM_UNIT, "induction: weight after copies"},
 };
+static_assert(sizeof grid_rows / sizeof grid_rows[0] == ATTN_CENSUS_COUNT,
+              "a row for every score of the census");
+
+/* --what's word of each score: the two a map shares, then the rest */
+static const plot_what grid_what[ATTN_CENSUS_COUNT] = {
+    [ATTN_CENSUS_ENTROPY] = PLOT_ENTROPY, [ATTN_CENSUS_DISTANCE] = PLOT_DISTANCE,
+    [ATTN_CENSUS_FIRST] = PLOT_FIRST, [ATTN_CENSUS_PREVIOUS] = PLOT_PREVIOUS,
+    [ATTN_CENSUS_SELF] = PLOT_SELF, [ATTN_CENSUS_DUPLICATE] = PLOT_DUPLICATE,
+    [ATTN_CENSUS_INDUCTION] = PLOT_INDUCTION,
+};
+
+/* The grids as --what rows, made once from the two tables above. */
+static const plot_what_spec *grid_table(void)
+{
+    static plot_what_spec table[PLOT_WHAT_COUNT];
+    static bool made;
+    for (size_t i = 0; !made && i < ATTN_CENSUS_COUNT; i++) {
+        const struct grid_row *g = &grid_rows[i];
+        table[grid_what[g->kind]] = (plot_what_spec){
+            attn_census_name(g->kind), PLOT_GRID, g->from, g->title, NULL,
+            attn_census_needs_tokens(g->kind) ? "attnrun heads writes it when the results hold tokens"
+                                              : "attnrun heads writes it"};
+    }
+    made = true;
+    return table;
+}
 
 const plot_axis_spec *plot_axis_of(plot_axis axis)
 {
@@ -156,7 +180,7 @@ const plot_what_spec *plot_map_of(plot_what what)
 
 const plot_what_spec *plot_grid_of(plot_what what)
 {
-    return grid_table[what].name != NULL ? &grid_table[what] : NULL;
+    return grid_table()[what].name != NULL ? &grid_table()[what] : NULL;
 }
 
 /* Largest head number --heads takes (attnrun's own limit on heads, less one). */
@@ -237,7 +261,7 @@ static int parse_zoom_option(void *settings, const cli_option *option, const cha
 /* --what's words: a map's, else a census grid's. */
 static const char *what_name(int v)
 {
-    return map_table[v].name != NULL ? map_table[v].name : grid_table[v].name;
+    return map_table[v].name != NULL ? map_table[v].name : grid_table()[v].name;
 }
 
 #define PLOT(field) offsetof(plot_cli, field)
