@@ -1,9 +1,12 @@
 #!/bin/sh
-# Regenerates the README's pictures (docs/images/) with attnrun itself:
-# the toy example run as in README's worked example, with its four tokens
-# (written beside a copy of the input with h5py), then drawn with attnrun
-# plot.  The runs happen in a temporary directory, so the
-# picture's title names toy.out.h5 as the README does.
+# Regenerates the pictures of README and docs/ (docs/images/) with attnrun
+# itself: the toy example run as in README's worked example, with its four
+# tokens (written beside a copy of the input with h5py), its weights and
+# its norms (docs/whole-model.md); then the walkthrough's 12 stand-in
+# GPT-2 layers (examples/hf-export.py --stand-in) appended into one
+# results file, their rollout and their census of heads.  The runs happen
+# in a temporary directory, so the pictures' titles name the files as the
+# pages do.
 #
 #   sh scripts/make-pictures.sh [build/attnrun]      (make pictures)
 set -eu
@@ -25,3 +28,20 @@ with h5py.File(sys.argv[1], "a") as f:
 "$attnrun" plot toy.out.h5 -o toy-weights.png
 mv toy-weights.png "$top/docs/images/toy-weights.png"
 echo "wrote docs/images/toy-weights.png"
+"$attnrun" toy.h5 -o toy-norms.h5 --heads 1 --tokens tokens --save weights,norms,value_norm -q
+"$attnrun" plot toy-norms.h5 --what norms -o toy-norms.png
+mv toy-norms.png "$top/docs/images/toy-norms.png"
+echo "wrote docs/images/toy-norms.png"
+for L in 0 1 2 3 4 5 6 7 8 9 10 11; do
+    "${PYTHON:-/usr/bin/python3}" "$top/examples/hf-export.py" --stand-in --layer "$L" "layer$L.h5" >/dev/null
+    "$attnrun" "layer$L.h5" -o results.h5 --group "/layer$L" --append --preset gpt2 --heads 12 \
+        --mask attention_mask --tokens tokens --save weights,entropy,output -q
+done
+"$attnrun" rollout results.h5 -o rollout.h5
+"$attnrun" plot rollout.h5 -o rollout.png
+mv rollout.png "$top/docs/images/rollout.png"
+echo "wrote docs/images/rollout.png"
+"$attnrun" heads results.h5 -o census.h5 >/dev/null
+"$attnrun" plot census.h5 -o census.png
+mv census.png "$top/docs/images/census.png"
+echo "wrote docs/images/census.png"
