@@ -298,6 +298,8 @@ void attnrun_print_usage(FILE *out)
 {
     fputs("Usage: attnrun [OPTIONS] IN.h5 (-o OUT.h5 | --in-place)\n"
           "       attnrun plot OUT.h5 -o FILE.png|.svg|.pdf [OPTIONS]  (see attnrun plot --help)\n"
+          "       attnrun rollout OUT.h5 -o ROLLOUT.h5 [OPTIONS]  (see attnrun rollout --help)\n"
+          "       attnrun heads OUT.h5 [-o CENSUS.h5] [OPTIONS]  (see attnrun heads --help)\n"
           "       mpirun ... attnrun-mpi [OPTIONS] IN.h5 -o OUT.h5  (the MPI build, make MPI=1)\n"
           "\n"
           "Multi-head scaled dot-product attention for every sequence of a batch stored\n"
@@ -319,6 +321,8 @@ void attnrun_print_usage(FILE *out)
           "  attnrun layer3.h5 -o results.h5 --group /layer3 --append --preset gpt2 --heads 12 \\\n"
           "          --tokens tokens --save weights,entropy,output\n"
           "  attnrun plot results.h5 --group /layer3 --heads 0-3 -o layer3.png\n"
+          "  attnrun rollout results.h5 -o rollout.h5\n"
+          "  attnrun heads results.h5 -o census.h5 >census.csv\n"
           "  h5dump -d /weights -s 0,0,0,0 -c 1,1,4,4 out.h5\n"
           "\n"
           "Exit status: 0 success, 1 runtime or I/O failure (or interrupted),\n"

@@ -20,7 +20,10 @@
 #     tests/ref/models_ref.py's gpt2() and with the export's /reference;
 #   * the manual page, the one reference of the options, names every choice
 #     of every option that takes one, as --help does and as the program
-#     accepts (--save, --preset, --store, ...; tests/ref/man_help_check.py).
+#     accepts (--save, --preset, --store, ...), for attnrun and each
+#     subcommand (plot, rollout, heads) in its own section; the options
+#     known to check their values refuse a nonsense one
+#     (tests/ref/man_help_check.py).
 # That every command the pages show runs as written is
 # tests/cli/test_doc_commands.sh's.  The checks of numbers are in
 # tests/ref/docs_check.py, those of the walkthrough's files against each

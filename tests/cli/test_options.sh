@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# tests/cli/test_options.sh - each command's options are named alike in its
-# option table (the source), its --help and the manual page, and the
-# program accepts every one of them (tests/ref/options_check.py, which
-# collects each list on its own); and the usage errors the table's rows
-# produce name the option as typed and what it expects.
+# tests/cli/test_options.sh - each command's options (attnrun, attnrun plot,
+# attnrun rollout, attnrun heads) are named alike in its option table (the
+# source), its --help and its section of the manual page, and the program
+# accepts every one of them (tests/ref/options_check.py, which collects
+# each list on its own); and the usage errors the table's rows produce
+# name the option as typed and what it expects.
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_options.sh     # from the repository root
 set -u
@@ -13,7 +14,7 @@ TESTS=$(cd "$(dirname "$0")/.." && pwd)
 . "$TESTS/lib/checks.sh"
 suite_setup options h5py
 
-for command in attnrun plot; do
+for command in attnrun plot rollout heads; do
     "$PY" "$TESTS/ref/options_check.py" "$command" "$ATTNRUN" "$ROOT/man/attnrun.1" "$ROOT" \
         >"$T/$command.log" 2>&1
     report_verdicts "$T/$command.log" $?
@@ -37,6 +38,14 @@ cases=(
     'in.h5 -o o.h5 --heads|attnrun: --heads: missing its value'
     'plot r.h5 -o p.png --what heads|attnrun: --what '\''heads'\'': expected weights, scores, norms, mean, entropy, distance, value_norm, rollout, first, previous, self, duplicate or induction (see attnrun plot --help)'
     'plot r.h5 -o p.png --item x|attnrun: --item '\''x'\'': expected a whole number from 0'
+    'rollout r.h5 -o o.h5 --residual 2|attnrun: --residual '\''2'\'': expected a number from 0 to 1 (see attnrun rollout --help)'
+    'rollout r.h5 -o o.h5 --memory 5Q|attnrun: --memory '\''5Q'\'': expected a size such as 512K, 256M or 2G'
+    'rollout r.h5 -o o.h5 --groups layer0|attnrun: --groups '\''layer0'\'': expected absolute group paths separated by commas'
+    'rollout r.h5 -o o.h5 --residul 0.3|attnrun: unknown option '\''--residul'\''; did you mean --residual?'
+    'heads r.h5 --groups /a,b|attnrun: --groups '\''/a,b'\'': expected absolute group paths separated by commas'
+    'heads r.h5 --groups /a,/a|attnrun: --groups: /a is named twice (see attnrun heads --help)'
+    'heads r.h5 -o|attnrun: -o: missing its value'
+    'heads r.h5 --quite|attnrun: unknown option '\''--quite'\''; did you mean --quiet?'
 )
 for case in "${cases[@]}"; do
     args=${case%%|*} expected=${case#*|}

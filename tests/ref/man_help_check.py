@@ -5,18 +5,21 @@ values an option takes, for tests/cli/test_docs.sh.
 
 tests/ref/options_check.py checks that the manual page, --help and the
 option tables name the same options; this checks what the options take.
-For every option of `attnrun` and `attnrun plot` that takes a value, it
-asks the program itself which words it accepts: it tries a nonsense value
-(the option is a choice when the program refuses it by quoting it) and
-then each word of the option's --help text and of that refusal, and keeps
-those the program does not refuse.  Those are the option's choices
+For every option of `attnrun`, `attnrun plot`, `attnrun rollout` and
+`attnrun heads` that takes a value, it asks the program itself which words
+it accepts: it tries a nonsense value (the option is a choice when the
+program refuses it by quoting it) and then each word of the option's
+--help text and of that refusal, and keeps those the program does not
+refuse.  Those are the option's choices
 (--precision f32 f64, --save scores ... result, --preset gpt2 ...).  Then:
   * --help names every choice in the option's lines (or in the list it
     points to: "Outputs (--save):", "Presets (--preset):");
   * the manual page names every choice in the option's entry;
   * docs/outputs.md's table of datasets names every --save choice;
-  * at least the options known to take choices were found to (so that a
-    change in how refusals read cannot empty the check).
+  * at least the options known to take choices were found to, and those
+    known to check their values refused the nonsense (so that a change in
+    how refusals read, or a command line that never reaches the option,
+    cannot empty the check).
 An option that accepts fewer than two of those words (a number, a path)
 has no named choices and is left out.
 Prints "ok NAME" or "FAIL NAME: WHY" per check and exits 0.
@@ -27,12 +30,29 @@ import subprocess
 import sys
 
 BOGUS = "zqx9"
-HELP_END = {"attnrun": "Examples:", "plot": "Colours:"}
-SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "MPI")}
+COMMANDS = ("attnrun", "plot", "rollout", "heads")
+HELP_END = {"attnrun": "Examples:", "plot": "Colours:", "rollout": "OUT.h5 holds",
+            "heads": "Scores (p:"}
+# Each command's section of the manual page: from its heading to the next.
+SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "ROLLOUT"),
+            "rollout": ("ROLLOUT", "HEADS"), "heads": ("HEADS", "MPI")}
 # Options that must come out as taking choices, at the least.
 EXPECTED = {"attnrun": {"--precision", "--store", "--layout", "--qkv-split", "--rope-style",
                         "--preset", "--save"},
-            "plot": {"--what"}}
+            "plot": {"--what"},
+            "rollout": set(),             # numbers and paths only
+            "heads": set()}
+# Options that must refuse the nonsense value, quoting it, at the least.
+CHECKED = {"attnrun": EXPECTED["attnrun"] | {"--heads", "--memory"},
+           "plot": EXPECTED["plot"] | {"--item"},
+           "rollout": {"--groups", "--residual", "--memory"},
+           "heads": {"--groups"}}
+# The command line each option is tried on, before the option and its value:
+# toy.h5 is an input, results.h5 a copy of it (no results file).
+TRIED_ON = {"attnrun": ["toy.h5", "--heads", "1", "--dry-run"],
+            "plot": ["plot", "results.h5", "-o", "picture.png"],
+            "rollout": ["rollout", "results.h5", "-o", "rollout.h5"],
+            "heads": ["heads", "results.h5"]}
 WORD = re.compile(r"[a-z][a-z0-9_-]*")
 
 
@@ -47,7 +67,7 @@ def has_word(text, word):
 def help_entries(binary, command):
     """option -> its --help text (the lines of its entry, and a list such as
     "Outputs (--save):" that names it); the options that take a value."""
-    argv = [binary] + (["plot"] if command == "plot" else []) + ["--help"]
+    argv = [binary] + ([] if command == "attnrun" else [command]) + ["--help"]
     text = subprocess.run(argv, capture_output=True, text=True).stdout
     text = text[:text.index(HELP_END[command])]
     entries, valued, current = {}, set(), None
@@ -92,10 +112,7 @@ def man_entries(man, command):
 
 def refused(binary, command, option, value, workdir):
     """Whether the program refuses value for option, quoting it."""
-    if command == "plot":
-        argv = [binary, "plot", "results.h5", "-o", "picture.png", option, value]
-    else:
-        argv = [binary, "toy.h5", "--heads", "1", "--dry-run", option, value]
+    argv = [binary] + TRIED_ON[command] + [option, value]
     err = subprocess.run(argv, capture_output=True, text=True, cwd=workdir, timeout=30).stderr
     return "'%s'" % value in err, err
 
@@ -120,12 +137,14 @@ def main(argv):
     with open(os.path.join(root, "docs", "outputs.md"), encoding="utf-8") as f:
         outputs = f.read()
     datasets = set(re.findall(r"^\| `([a-z_]+)` \| \(", outputs, re.M))
-    for command in ("attnrun", "plot"):
+    for command in COMMANDS:
         helped, valued = help_entries(binary, command)
         manned = man_entries(man, command)
-        found = {}
+        found, checked = {}, set()
         for option in sorted(valued):
             c = choices(binary, command, option, helped.get(option, ""), workdir)
+            if c is not None:
+                checked.add(option)
             if c is None or len(c) < 2:
                 continue                  # any value, or numbers, paths: no named choices
             found[option] = c
@@ -140,8 +159,12 @@ def main(argv):
                 verdict(set(c) <= datasets, "attnrun --save: docs/outputs.md's table of datasets "
                         "lists every choice", "missing %s" % sorted(set(c) - datasets))
         missing = EXPECTED[command] - set(found)
-        verdict(not missing, "%s: the options known to take choices were found to (%d in all)" % (
-            command, len(found)), "not found: %s" % sorted(missing))
+        if EXPECTED[command]:
+            verdict(not missing, "%s: the options known to take choices were found to (%d in all)"
+                    % (command, len(found)), "not found: %s" % sorted(missing))
+        missing = CHECKED[command] - checked
+        verdict(not missing, "%s: the options known to check their values refused '%s' "
+                "(%d in all)" % (command, BOGUS, len(checked)), "not refused: %s" % sorted(missing))
     return 0
 
 

@@ -1,17 +1,21 @@
 """tests/ref/options_check.py - the options of a command, named alike in its
 option table, its --help and the manual page, for tests/cli/test_options.sh.
 
-    python3 tests/ref/options_check.py attnrun BIN MAN ROOT
-    python3 tests/ref/options_check.py plot BIN MAN ROOT
+    python3 tests/ref/options_check.py COMMAND BIN MAN ROOT
+
+COMMAND is attnrun (the run) or a subcommand: plot, rollout, heads.
 
 Collects each command's options four ways, independently of each other:
-  table  the rows of its cli_option table in the source (cmd/attnrun/
-         options.c, cmd/plot/plot.c): `{"name", 'x', ...` and the DATASET
-         rows, read as text
-  help   the option lines of `BIN [plot] --help` (an option at the start
-         of a line, before the lists that follow the options)
+  table  the rows of its cli_option table in the source (SOURCES:
+         cmd/attnrun/options.c, cmd/plot/plot.c, cmd/rollout/rollout.c,
+         cmd/heads/heads.c): `{"name", 'x', ...` and the DATASET rows, read
+         as text
+  help   the option lines of `BIN [SUBCOMMAND] --help` (an option at the
+         start of a line, before the text that follows the options:
+         HELP_END)
   man    the tag lines of its section of the manual page, rendered by man
-         (OPTIONS up to PLOT for attnrun; PLOT up to MPI for plot)
+         (SECTIONS: OPTIONS up to PLOT for attnrun, PLOT up to ROLLOUT,
+         ROLLOUT up to HEADS, HEADS up to MPI)
   getopt BIN itself: every option of the table is accepted (the program
          never says "unknown option" of it)
 and prints an ok/FAIL line for each agreement, long names and short
@@ -22,9 +26,22 @@ import re
 import subprocess
 import sys
 
-SOURCES = {"attnrun": "cmd/attnrun/options.c", "plot": "cmd/plot/plot.c"}
-SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "MPI")}
-HELP_END = {"attnrun": "Outputs (--save):", "plot": "Colours:"}
+SOURCES = {"attnrun": "cmd/attnrun/options.c", "plot": "cmd/plot/plot.c",
+           "rollout": "cmd/rollout/rollout.c", "heads": "cmd/heads/heads.c"}
+# Each command's section of the manual page: from its heading to the next.
+SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "ROLLOUT"),
+            "rollout": ("ROLLOUT", "HEADS"), "heads": ("HEADS", "MPI")}
+# The first words of --help after the options.
+HELP_END = {"attnrun": "Outputs (--save):", "plot": "Colours:", "rollout": "OUT.h5 holds",
+            "heads": "Scores (p:"}
+# The fewest option names (long and short) each table has: a table read
+# wrong comes out short.
+AT_LEAST = {"attnrun": 40, "plot": 6, "rollout": 10, "heads": 8}
+
+
+def command_line(binary, command):
+    """BIN, or BIN SUBCOMMAND."""
+    return [binary] + ([] if command == "attnrun" else [command])
 
 
 def verdict(ok, name, detail=""):
@@ -46,7 +63,7 @@ def from_table(root, command):
 
 
 def from_help(binary, command):
-    argv = [binary] + (["plot"] if command == "plot" else []) + ["--help"]
+    argv = command_line(binary, command) + ["--help"]
     out = subprocess.run(argv, capture_output=True, text=True).stdout
     out = out[:out.index(HELP_END[command])]
     names = set()
@@ -79,7 +96,7 @@ def unknown_to_getopt(binary, command, names):
     """The names BIN says are unknown options."""
     bad = []
     for name in sorted(names):
-        argv = [binary] + (["plot"] if command == "plot" else []) + [name]
+        argv = command_line(binary, command) + [name]
         err = subprocess.run(argv, capture_output=True, text=True, timeout=30).stderr
         if "unknown option" in err:
             bad.append(name)
@@ -91,7 +108,7 @@ def main(argv):
     table = from_table(root, command)
     helped = from_help(binary, command)
     manned = from_man(man, command)
-    verdict(len(table) >= (40 if command == "attnrun" else 6),
+    verdict(len(table) >= AT_LEAST[command],
             "%s: the table has %d option names" % (command, len(table)))
     verdict(table == helped, "%s: --help lists exactly the table's %d options" % (command, len(table)),
             "only in the table %s, only in --help %s" % (sorted(table - helped), sorted(helped - table)))
