@@ -400,7 +400,7 @@ void attn_head_mean(const attn_config *cfg, attn_slice *s, size_t rows);
  * weights[q, k] v_k W_O[h], with v_k of K/V head g(h) (b_V included) and
  * W_O[h] the head's (dv, D) rows of W_O; its length is
  * weights[q, k] || v_k W_O[h] ||.  The squared length is the quadratic
- * form v_k (W_O[h] W_O[h]^T) v_k^T, so each key costs dv^2 / 2
+ * form v_k (W_O[h] W_O[h]^T) v_k^T, so each key costs dv^2
  * multiply-adds (in double) instead of dv D.
  */
 
