@@ -880,7 +880,8 @@ static void test_output_names(void **state)
 {
     (void)state;
     const char *names[ATTN_OUT_COUNT] = {"scores", "weights", "heads", "output", "q", "k", "v",
-                                         "entropy", "argmax", "distance", "mean", "result"};
+                                         "entropy", "argmax", "distance", "mean", "result",
+                                         "norms", "value_norm"};
     for (int i = 0; i < ATTN_OUT_COUNT; i++) {
         assert_string_equal(attn_output_name((attn_output)i), names[i]);
         assert_non_null(attn_output_description((attn_output)i));

@@ -390,6 +390,7 @@ static void test_dry_run_fills_report_and_creates_no_file(void **state)
         [ATTN_OUT_ENTROPY] = B * H * N * 4,    [ATTN_OUT_ARGMAX] = B * H * N * 4,
         [ATTN_OUT_DISTANCE] = B * H * N * 4,   [ATTN_OUT_MEAN] = B * N * N * 4,
         [ATTN_OUT_RESULT] = B * N * H * D * 4,
+        [ATTN_OUT_NORMS] = B * H * N * N * 4,  [ATTN_OUT_VALUE_NORM] = B * H * N * 4,
     };
     for (int i = 0; i < ATTN_OUT_COUNT; i++)
         assert_int_equal(report.output_bytes[i], expected[i]);
