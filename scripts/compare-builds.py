@@ -45,8 +45,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
 import same_file  # noqa: E402  (tests/ref/same_file.py)
 
 IGNORED = ("created_utc", "command_line", "attnrun_version")
-FULL = "scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result"
-ONLINE = "heads,output,q,k,v,entropy,argmax,distance,result"
+FULL = "scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result,norms,value_norm"
+ONLINE = "heads,output,q,k,v,entropy,argmax,distance,result,value_norm"
 PATHS = (("full", FULL), ("online", ONLINE))
 SETS = ("fixtures", "presets", "variants", "bench")
 SAME = ["--threads", "1", "--memory", "256M", "-q"]

@@ -139,6 +139,39 @@ typedef enum attn_summary {
 /* Whether summary s holds int32 values (else floats of the precision). */
 bool attn_summary_is_integer(attn_summary s);
 
+/*
+ * The per-key summaries: one value per item, head and key, made once per
+ * item when its keys are projected (attn_key_summaries), (c, H, m) each
+ * in the precision.  Then the maps made from the weights of a block of
+ * rows (attn_weight_maps), each the weights times one per-key summary of
+ * the key, (c, H, rows, m).  One row each: its name, and for a map the
+ * summary it scales by.  The enums below, attn_output, the plan's sizes,
+ * the slices' buffers and the pipeline's calls follow these lists; each
+ * per-key summary's kernel is in lib/math/kernels.inc (key_kernels).
+ */
+#define ATTN_KEY_SUMMARIES(X)                                                  \
+    X(VALUE_NORM)        /* || v_k W_O[h] ||, from w->wo_gram           */
+
+#define ATTN_WEIGHT_MAPS(X)                                                    \
+    X(NORMS, VALUE_NORM) /* weights * value_norm (Kobayashi et al. 2020) */
+
+typedef enum attn_key_summary {
+#define ATTN_KEY_SUMMARY_ENUM(NAME) ATTN_KEY_SUMMARY_##NAME,
+    ATTN_KEY_SUMMARIES(ATTN_KEY_SUMMARY_ENUM)
+#undef ATTN_KEY_SUMMARY_ENUM
+    ATTN_KEY_SUMMARY_COUNT
+} attn_key_summary;
+
+typedef enum attn_weight_map {
+#define ATTN_WEIGHT_MAP_ENUM(NAME, factor) ATTN_WEIGHT_MAP_##NAME,
+    ATTN_WEIGHT_MAPS(ATTN_WEIGHT_MAP_ENUM)
+#undef ATTN_WEIGHT_MAP_ENUM
+    ATTN_WEIGHT_MAP_COUNT
+} attn_weight_map;
+
+/* The per-key summary weight map `map` multiplies the weights by. */
+attn_key_summary attn_weight_map_factor(attn_weight_map map);
+
 /* Where a computation from finite inputs gave a NaN or an infinity (the
  * values exceed the precision's range), as bits of attn_slice.overflow. */
 enum {
@@ -179,7 +212,8 @@ typedef struct attn_weights {
     const void *k_norm;  /* (dk): the same for k                           */
     const double *wo_gram;  /* (H, dv, dv): W_O[h] W_O[h]^T of each head's
                                rows of W_O, in double (attn_value_gram), for
-                               attn_value_norms; NULL when not needed     */
+                               the per-key summary value_norm; NULL when
+                               not needed                                */
 } attn_weights;
 
 /* One slice of the batch: inputs, then every buffer attn_forward fills. */
@@ -231,11 +265,11 @@ typedef struct attn_slice {
     void *summary[ATTN_SUMMARY_COUNT];
     void *mean;                  /* (c, rows, m): the weights averaged over
                                     heads (attn_head_mean); may be NULL    */
-    void *value_norm;            /* (c, H, m): || v_k W_O[h] || of each
-                                    key (attn_value_norms); may be NULL    */
-    void *norms;                 /* (c, H, rows, m): weights times the
-                                    key's value_norm (attn_norms); may be
-                                    the weights' own buffer; may be NULL  */
+    void *key_summary[ATTN_KEY_SUMMARY_COUNT];  /* (c, H, m) each, of all m
+                                    keys (attn_key_summaries), or NULL    */
+    void *weight_map[ATTN_WEIGHT_MAP_COUNT];    /* (c, H, rows, m) each
+                                    (attn_weight_maps), or NULL; one may be
+                                    the weights' own buffer               */
     void *result;                /* (c, n, H, D): each head's part of the
                                     output, without b_O (attn_project_result);
                                     (c, block_rows, H, D) with block_rows   */
@@ -409,15 +443,16 @@ void attn_head_mean(const attn_config *cfg, attn_slice *s, size_t rows);
  * triangles. */
 void attn_value_gram(const attn_config *cfg, const attn_weights *w, double *gram, double *rows);
 
-/* s->value_norm (c, H, m) = || v_k W_O[h] || of every key of every item
- * (w->wo_gram set), from s->v (all m keys), in double, rounded once to the
- * precision; NaN when v_k holds one. */
-void attn_value_norms(const attn_config *cfg, const attn_weights *w, attn_slice *s);
+/* Every per-key summary s->key_summary[] asks for (not NULL), of every
+ * key of every item, from s->v (all m keys): value_norm = || v_k W_O[h] ||
+ * (w->wo_gram set) in double, rounded once to the precision, NaN when v_k
+ * holds one. */
+void attn_key_summaries(const attn_config *cfg, const attn_weights *w, attn_slice *s);
 
-/* s->norms (c, H, rows, m) = s->weights (c, H, rows, m) times the key's
- * s->value_norm, of the rows attn_attend just computed (in place when
- * s->norms is s->weights). */
-void attn_norms(const attn_config *cfg, attn_slice *s, size_t rows);
+/* Every map s->weight_map[] asks for, (c, H, rows, m) = s->weights (c, H,
+ * rows, m) times its per-key summary of the key, of the rows attn_attend
+ * just computed (in place when the map is s->weights). */
+void attn_weight_maps(const attn_config *cfg, attn_slice *s, size_t rows);
 
 /*
  * The kernels attn_forward is made of, for float and for double.

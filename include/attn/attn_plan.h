@@ -85,14 +85,21 @@ typedef struct attn_layout {
 
 /* The output datasets (docs/contract.md §3), then the summaries: one per
  * per-query summary of attn_math.h's list (ATTN_OUT_ENTROPY ...), the
- * head mean and each head's part of the output. */
+ * head mean, each head's part of the output, one per map made from the
+ * weights (ATTN_OUT_NORMS) and one per per-key summary (ATTN_OUT_VALUE_NORM). */
 typedef enum attn_output {
     ATTN_OUT_SCORES, ATTN_OUT_WEIGHTS, ATTN_OUT_HEADS, ATTN_OUT_OUTPUT,
     ATTN_OUT_Q, ATTN_OUT_K, ATTN_OUT_V,
 #define ATTN_OUT_OF_SUMMARY(NAME, integer) ATTN_OUT_##NAME,
     ATTN_SUMMARIES(ATTN_OUT_OF_SUMMARY)
 #undef ATTN_OUT_OF_SUMMARY
-    ATTN_OUT_MEAN, ATTN_OUT_RESULT, ATTN_OUT_NORMS, ATTN_OUT_VALUE_NORM,
+    ATTN_OUT_MEAN, ATTN_OUT_RESULT,
+#define ATTN_OUT_OF_WEIGHT_MAP(NAME, factor) ATTN_OUT_##NAME,
+    ATTN_WEIGHT_MAPS(ATTN_OUT_OF_WEIGHT_MAP)
+#undef ATTN_OUT_OF_WEIGHT_MAP
+#define ATTN_OUT_OF_KEY_SUMMARY(NAME) ATTN_OUT_##NAME,
+    ATTN_KEY_SUMMARIES(ATTN_OUT_OF_KEY_SUMMARY)
+#undef ATTN_OUT_OF_KEY_SUMMARY
     ATTN_OUT_COUNT
 } attn_output;
 
@@ -111,8 +118,8 @@ typedef enum attn_source {
     ATTN_FROM_SUMMARY,                     /* (c, H, n): attn_slice.summary    */
     ATTN_FROM_MEAN,                        /* (c, rows, m): a block of rows    */
     ATTN_FROM_RESULT,                      /* (c, n, H, D)                     */
-    ATTN_FROM_NORMS,                       /* (c, H, rows, m): attn_slice.norms */
-    ATTN_FROM_VALUE_NORM                   /* (c, H, m): attn_slice.value_norm */
+    ATTN_FROM_WEIGHT_MAP,                  /* (c, H, rows, m): attn_slice.weight_map */
+    ATTN_FROM_KEY_SUMMARY                  /* (c, H, m): attn_slice.key_summary */
 } attn_source;
 
 /* One row of the output table. */
@@ -122,6 +129,8 @@ typedef struct attn_output_spec {
     attn_axis axes[3];         /* after the batch axis (when X has one)       */
     attn_source source;
     attn_summary summary;      /* which, for ATTN_FROM_SUMMARY                */
+    int index;                 /* which attn_weight_map or attn_key_summary,
+                                  for ATTN_FROM_WEIGHT_MAP, _KEY_SUMMARY  */
 } attn_output_spec;
 
 /* The row of the output table for `which`. */
@@ -216,8 +225,9 @@ typedef struct attn_slice_sizes {
     size_t map_count;        /* maps kept in memory: 2 with scores saved, 1
                                 with weights or mean only, 0 for none of
                                 them (online softmax)                      */
-    size_t value_norm;       /* H*m when norms or value_norm is saved
-                                (kept for whole items), else 0            */
+    size_t key_summary[ATTN_KEY_SUMMARY_COUNT];  /* H*m each when it or a map
+                                made from it is saved (kept for whole
+                                items), else 0                          */
     size_t mean;             /* m when mean is saved (one (n, m) map
                                 per item), else 0                          */
     size_t heads, concat, output;   /* n*H*dv, n*H*dv, n*D (by rows)       */
@@ -343,10 +353,23 @@ int attn_plan_slice(const attn_layout *layout, attn_precision precision, unsigne
                     size_t *items, attn_error *err);
 
 /* The (H, n, m) maps a step keeps in memory for the outputs in `save`:
- * 2 with scores, 1 with weights, mean or norms, 0 for none of them (then
- * the softmax runs online, without maps); one more for norms beside the
- * weights (without them, norms take the weights' place). */
+ * 2 with scores, 1 with weights, mean or a map made from the weights, 0
+ * for none of them (then the softmax runs online, without maps); one more
+ * for each map made from the weights, but the first when the weights are
+ * not saved (it takes their place). */
 size_t attn_plan_map_count(unsigned save);
+
+/* The output of a map made from the weights, of a per-key summary. */
+attn_output attn_weight_map_output(attn_weight_map map);
+attn_output attn_key_summary_output(attn_key_summary key);
+
+/* Whether the outputs in `save` need per-key summary `key`: it, or a map
+ * made from it, is saved. */
+bool attn_plan_needs_key_summary(unsigned save, attn_key_summary key);
+
+/* The map made from the weights that takes the weights' own buffer (the
+ * first saved when the weights are not), or -1. */
+int attn_plan_map_in_weights_place(unsigned save);
 
 /* Blocks of one step of `items` items and sizes->rows rows: items * H *
  * ceil(rows / task_rows), the units attn_attend hands to threads. */

@@ -223,20 +223,32 @@ void attn_value_gram(const attn_config *cfg, const attn_weights *w, double *gram
         value_gram_f32(cfg, w, gram, rows);
 }
 
-void attn_value_norms(const attn_config *cfg, const attn_weights *w, attn_slice *s)
+void attn_key_summaries(const attn_config *cfg, const attn_weights *w, attn_slice *s)
 {
     if (cfg->precision == ATTN_F64)
-        value_norms_f64(cfg, w, s);
+        key_summaries_f64(cfg, w, s);
     else
-        value_norms_f32(cfg, w, s);
+        key_summaries_f32(cfg, w, s);
 }
 
-void attn_norms(const attn_config *cfg, attn_slice *s, size_t rows)
+void attn_weight_maps(const attn_config *cfg, attn_slice *s, size_t rows)
 {
     if (cfg->precision == ATTN_F64)
-        norms_f64(cfg, s, rows);
+        weight_maps_f64(cfg, s, rows);
     else
-        norms_f32(cfg, s, rows);
+        weight_maps_f32(cfg, s, rows);
+}
+
+attn_key_summary attn_weight_map_factor(attn_weight_map map)
+{
+    static const attn_key_summary factors[] = {
+#define FACTOR(NAME, factor) ATTN_KEY_SUMMARY_##factor,
+        ATTN_WEIGHT_MAPS(FACTOR)
+#undef FACTOR
+    };
+    static_assert(sizeof factors / sizeof factors[0] == ATTN_WEIGHT_MAP_COUNT,
+                  "a factor for every map");
+    return factors[map];
 }
 
 void attn_head_mean(const attn_config *cfg, attn_slice *s, size_t rows)

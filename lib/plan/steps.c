@@ -106,11 +106,14 @@ static size_t map_chunk_rows(const attn_layout *layout, size_t elem)
 
 size_t attn_plan_map_count(unsigned save)
 {
-    const bool saved_weights = (save >> ATTN_OUT_WEIGHTS) & 1u, norms = (save >> ATTN_OUT_NORMS) & 1u;
-    const size_t beside = norms && saved_weights ? 1 : 0;   /* norms' own map */
+    size_t made = 0;              /* maps made from the weights, saved */
+    for (int map = 0; map < ATTN_WEIGHT_MAP_COUNT; map++)
+        made += (save >> attn_weight_map_output((attn_weight_map)map)) & 1u;
+    const size_t beside = made - (attn_plan_map_in_weights_place(save) >= 0 ? 1 : 0);
     if ((save >> ATTN_OUT_SCORES) & 1u)
         return 2 + beside;
-    return (saved_weights || norms || ((save >> ATTN_OUT_MEAN) & 1u) ? 1 : 0) + beside;
+    const bool weights = ((save >> ATTN_OUT_WEIGHTS) & 1u) || ((save >> ATTN_OUT_MEAN) & 1u);
+    return (weights || made > 0 ? 1 : 0) + beside;
 }
 
 /* The buffers of one item (sizes) and their bytes: kept whole, by slot,
@@ -133,7 +136,6 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     memset(sizes, 0, sizeof *sizes);
     sizes->map_count = attn_plan_map_count(save);
     sizes->mean = (save >> ATTN_OUT_MEAN) & 1u ? d->m : 0;
-    const bool value_norms = ((save >> ATTN_OUT_NORMS) & 1u) || ((save >> ATTN_OUT_VALUE_NORM) & 1u);
     sizes->least_rows = map_chunk_rows(layout, elem);
     bool ok = attn_size_mul(&hk, d->heads, d->d_k) && attn_size_mul(&hv, d->heads, d->d_v) &&
               attn_size_mul(&gk, G, d->d_k) && attn_size_mul(&gv, G, d->d_v) &&
@@ -149,7 +151,6 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
               attn_size_mul(&sizes->output, d->n, d->d_model) &&
               attn_size_product(&sizes->result, (size_t[]){d->n, result_per_row}, 2) &&
               attn_size_mul(&hn, d->heads, d->n) &&
-              attn_size_mul(&sizes->value_norm, value_norms ? d->heads : 0, d->m) &&
               plan_staging(layout, req, sizes->least_rows, sizes);
     /* Per query row: the maps kept, the mean, q, heads, output, result
      * and the bias's row, in the precision; then the packed room. */
@@ -191,7 +192,13 @@ static bool size_item(const attn_layout *layout, const attn_step_request *req,
     ok = ok && attn_size_add(&bytes, bytes, sizes->staging);
     for (int i = 0; ok && i < ATTN_SUMMARY_COUNT; i++)
         ok = attn_size_add(&bytes, bytes, sizes->summary[i]);
-    ok = ok && add_product(&bytes, sizes->value_norm, elem);
+    /* each per-key summary needed: (H, m) in the precision */
+    for (int i = 0; ok && i < ATTN_KEY_SUMMARY_COUNT; i++) {
+        ok = attn_size_mul(&sizes->key_summary[i],
+                           attn_plan_needs_key_summary(save, (attn_key_summary)i) ? d->heads : 0,
+                           d->m) &&
+             add_product(&bytes, sizes->key_summary[i], elem);
+    }
     sizes->bytes_per_base = bytes;
     padded_n = (d->n + sizes->least_rows - 1) / sizes->least_rows * sizes->least_rows;
     ok = ok && add_product(&bytes, sizes->bytes_per_row, padded_n);

@@ -73,11 +73,13 @@ static const attn_output_spec output_table[ATTN_OUT_COUNT] = {
     [ATTN_OUT_NORMS] = {"norms",
         "norm-based attention (Kobayashi et al. 2020): weights times value_norm of the key, "
         "|| weight * (v W_O[head]) ||; 0 where every key is masked",
-        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_KEY}, ATTN_FROM_NORMS},
+        {ATTN_AXIS_HEAD, ATTN_AXIS_QUERY, ATTN_AXIS_KEY}, ATTN_FROM_WEIGHT_MAP,
+        .index = ATTN_WEIGHT_MAP_NORMS},
     [ATTN_OUT_VALUE_NORM] = {"value_norm",
         "length of each key's transformed value: || v W_O[head] ||, v with b_V, W_O[head] the "
         "head's rows of W_O, without b_O",
-        {ATTN_AXIS_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_NONE}, ATTN_FROM_VALUE_NORM},
+        {ATTN_AXIS_HEAD, ATTN_AXIS_KEY, ATTN_AXIS_NONE}, ATTN_FROM_KEY_SUMMARY,
+        .index = ATTN_KEY_SUMMARY_VALUE_NORM},
 };
 
 const char *attn_qkv_split_name(attn_qkv_split split)
@@ -102,7 +104,48 @@ bool attn_output_is_map(attn_output which)
 {
     const attn_source source = output_table[which].source;
     return source == ATTN_FROM_SCORES || source == ATTN_FROM_WEIGHTS || source == ATTN_FROM_MEAN ||
-           source == ATTN_FROM_NORMS;
+           source == ATTN_FROM_WEIGHT_MAP;
+}
+
+attn_output attn_weight_map_output(attn_weight_map map)
+{
+    static const attn_output outputs[] = {
+#define OUTPUT(NAME, factor) ATTN_OUT_##NAME,
+        ATTN_WEIGHT_MAPS(OUTPUT)
+#undef OUTPUT
+    };
+    static_assert(sizeof outputs / sizeof outputs[0] == ATTN_WEIGHT_MAP_COUNT, "every map");
+    return outputs[map];
+}
+
+attn_output attn_key_summary_output(attn_key_summary key)
+{
+    static const attn_output outputs[] = {
+#define OUTPUT(NAME) ATTN_OUT_##NAME,
+        ATTN_KEY_SUMMARIES(OUTPUT)
+#undef OUTPUT
+    };
+    static_assert(sizeof outputs / sizeof outputs[0] == ATTN_KEY_SUMMARY_COUNT, "every summary");
+    return outputs[key];
+}
+
+bool attn_plan_needs_key_summary(unsigned save, attn_key_summary key)
+{
+    bool needed = (save >> attn_key_summary_output(key)) & 1u;
+    for (int map = 0; map < ATTN_WEIGHT_MAP_COUNT; map++)
+        needed = needed || (attn_weight_map_factor((attn_weight_map)map) == key &&
+                            ((save >> attn_weight_map_output((attn_weight_map)map)) & 1u));
+    return needed;
+}
+
+int attn_plan_map_in_weights_place(unsigned save)
+{
+    if ((save >> ATTN_OUT_WEIGHTS) & 1u)
+        return -1;
+    for (int map = 0; map < ATTN_WEIGHT_MAP_COUNT; map++)
+        if ((save >> attn_weight_map_output((attn_weight_map)map)) & 1u)
+            return map;
+    return -1;
 }
 
 bool attn_output_by_rows(attn_output which)

@@ -192,8 +192,9 @@ static int load_alibi(run_state *st, attn_error *err)
     return status;
 }
 
-/* W_O[h] W_O[h]^T of each head, for the lengths of the values (norms,
- * value_norm): (H, dv, dv) doubles, through rows of W_O in double. */
+/* W_O[h] W_O[h]^T of each head, for the per-key summary value_norm (and
+ * the norms made from it): (H, dv, dv) doubles, through rows of W_O in
+ * double. */
 static int load_value_gram(run_state *st, attn_error *err)
 {
     const attn_dims *d = &st->report->layout.dims;
@@ -237,7 +238,7 @@ int run_load_parameters(run_state *st, attn_error *err)
         if (status != ATTN_OK)
             return status;
     }
-    if (run_saved(st, ATTN_OUT_NORMS) || run_saved(st, ATTN_OUT_VALUE_NORM)) {
+    if (attn_plan_needs_key_summary(st->opt->save, ATTN_KEY_SUMMARY_VALUE_NORM)) {
         int status = load_value_gram(st, err);
         if (status != ATTN_OK)
             return status;

@@ -112,8 +112,8 @@ static attn_block block_of(const run_state *st, const step *s, attn_output which
         [ATTN_FROM_SUMMARY] = {slice->summary[spec->summary], H * n, 0, n},
         [ATTN_FROM_MEAN] = {slice->mean, rows * m, 0, m},
         [ATTN_FROM_RESULT] = {slice->result, rows * H * D, H * D, D},
-        [ATTN_FROM_NORMS] = {slice->norms, H * rows * m, rows * m, m},
-        [ATTN_FROM_VALUE_NORM] = {slice->value_norm, H * m, 0, m},
+        [ATTN_FROM_WEIGHT_MAP] = {slice->weight_map[spec->index], H * rows * m, rows * m, m},
+        [ATTN_FROM_KEY_SUMMARY] = {slice->key_summary[spec->index], H * m, 0, m},
     };
     const attn_stored *stored = &st->stored[which];
     const attn_source source = spec->source;
@@ -385,13 +385,13 @@ static void compute_step(run_state *st, const step *s)
     } else {
         attn_project_rows(&st->cfg, &st->weights, slice, s->starts);
     }
-    if (s->starts && slice->value_norm != NULL)      /* every key of the items */
-        attn_value_norms(&st->cfg, &st->weights, slice);
+    if (s->starts)                        /* of every key of the items */
+        attn_key_summaries(&st->cfg, &st->weights, slice);
     attn_attend(&st->cfg, slice, s->row, s->rows);
     if (slice->mean != NULL)
         attn_head_mean(&st->cfg, slice, s->rows);
-    if (slice->norms != NULL)             /* after the mean: may take the weights' place */
-        attn_norms(&st->cfg, slice, s->rows);
+    attn_weight_maps(&st->cfg, slice, s->rows);    /* after the mean: one may take
+                                                      the weights' place */
     attn_project_output(&st->cfg, &st->weights, slice);
     if (slice->result != NULL)
         attn_project_result(&st->cfg, &st->weights, slice);

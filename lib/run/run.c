@@ -227,14 +227,17 @@ static plan_basis plan_basis_of(const attn_run_options *opt)
 /* Fills the report: layout, scale, slice size, bytes and FLOPs. */
 /* The window under which the steps may slide their keys (run_sliding),
  * or 0: causal self-attention with a window, no k or v saved (they are
- * written whole), nor norms or value_norm (every key's value length), and finite inputs (a NaN or an infinity in v reaches
- * every query, beyond the window: attn_attend). */
+ * written whole), no per-key summary needed (of every key), and finite
+ * inputs (a NaN or an infinity in v reaches every query, beyond the
+ * window: attn_attend). */
 static size_t slide_window(const run_state *st)
 {
     const attn_variant *v = &st->cfg.variant;
+    bool every_key = run_saved(st, ATTN_OUT_K) || run_saved(st, ATTN_OUT_V);
+    for (int i = 0; i < ATTN_KEY_SUMMARY_COUNT; i++)
+        every_key = every_key || attn_plan_needs_key_summary(st->opt->save, (attn_key_summary)i);
     if (st->report->layout.cross || !v->causal || v->window == 0 || st->opt->allow_nonfinite ||
-        run_saved(st, ATTN_OUT_K) || run_saved(st, ATTN_OUT_V) ||
-        run_saved(st, ATTN_OUT_NORMS) || run_saved(st, ATTN_OUT_VALUE_NORM))
+        every_key)
         return 0;
     return v->window;
 }

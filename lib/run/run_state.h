@@ -61,8 +61,9 @@ typedef struct run_state {
                                      (m), positions, attention bias
                                      without a batch axis)               */
     double *alibi;                /* (H) ALiBi slopes, or NULL              */
-    double *wo_gram;              /* (H, dv, dv) W_O[h] W_O[h]^T, when norms
-                                     or value_norm is saved, else NULL   */
+    double *wo_gram;              /* (H, dv, dv) W_O[h] W_O[h]^T, when the
+                                     per-key summary value_norm is needed,
+                                     else NULL                          */
     void *fused;                  /* [W_Q | W_K | W_V]: (D, F), linear (F, D),
                                      F = H*dk + G*dk + G*dv                */
     void *fused_bias;             /* (F), zeros for absent biases           */

@@ -36,8 +36,9 @@ typedef struct slot_buffers {
     void *summary[ATTN_SUMMARY_COUNT];   /* (c, H, n) each               */
     void *mean;                   /* (c, rows, m)                           */
     void *result;                 /* (c, rows, H, D)                        */
-    void *norms;                  /* (c, H, rows, m) beside saved weights   */
-    void *value_norm;             /* (c, H, m)                              */
+    void *weight_map[ATTN_WEIGHT_MAP_COUNT];     /* (c, H, rows, m) each,
+                                     but one in the weights' place        */
+    void *key_summary[ATTN_KEY_SUMMARY_COUNT];   /* (c, H, m) each         */
 } slot_buffers;
 
 /*
@@ -164,8 +165,13 @@ static size_t projection_bytes(const run_state *st, size_t i)
     return (run_q_over_x(st) ? 0 : by_rows(st, st->sizes.q)) + elements(st, st->sizes.k + st->sizes.v);
 }
 static size_t scores_bytes(const run_state *st, size_t i) { (void)i; return run_saved(st, ATTN_OUT_SCORES) ? map_block(st, 2) : 0; }
-static size_t norms_bytes(const run_state *st, size_t i) { (void)i; return run_saved(st, ATTN_OUT_NORMS) && run_saved(st, ATTN_OUT_WEIGHTS) ? map_block(st, 1) : 0; }
-static size_t value_norm_bytes(const run_state *st, size_t i) { (void)i; return elements(st, st->sizes.value_norm); }
+static size_t weight_map_bytes(const run_state *st, size_t i)
+{
+    const bool own = run_saved(st, attn_weight_map_output((attn_weight_map)i)) &&
+                     attn_plan_map_in_weights_place(st->opt->save) != (int)i;
+    return own ? map_block(st, 1) : 0;
+}
+static size_t key_summary_bytes(const run_state *st, size_t i) { return elements(st, st->sizes.key_summary[i]); }
 static size_t weights_bytes(const run_state *st, size_t i) { (void)i; return map_block(st, 1); }
 static size_t concat_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.concat); }
 static size_t output_bytes(const run_state *st, size_t i) { (void)i; return by_rows(st, st->sizes.output); }
@@ -207,8 +213,8 @@ static const struct slice_buffer {
     {"summary", offsetof(slot_buffers, summary), ATTN_SUMMARY_COUNT, SHARED, summary_bytes},
     {"mean", offsetof(slot_buffers, mean), 1, SHARED, mean_bytes},
     {"result", offsetof(slot_buffers, result), 1, SHARED, result_bytes},
-    {"norms", offsetof(slot_buffers, norms), 1, SHARED, norms_bytes},
-    {"value_norm", offsetof(slot_buffers, value_norm), 1, SHARED, value_norm_bytes},
+    {"weight maps", offsetof(slot_buffers, weight_map), ATTN_WEIGHT_MAP_COUNT, SHARED, weight_map_bytes},
+    {"key summaries", offsetof(slot_buffers, key_summary), ATTN_KEY_SUMMARY_COUNT, SHARED, key_summary_bytes},
 };
 
 /* Whether slot 1 takes slot 0's buffer of row `row`. */
@@ -255,9 +261,11 @@ static void place_slot(run_state *st, int i, const slot_buffers *b)
     memcpy(slice->summary, b->summary, sizeof slice->summary);
     slice->mean = b->mean;
     slice->result = b->result;
-    slice->value_norm = b->value_norm;
-    /* norms beside the weights saved, or in their place */
-    slice->norms = b->norms != NULL ? b->norms : run_saved(st, ATTN_OUT_NORMS) ? b->weights : NULL;
+    memcpy(slice->key_summary, b->key_summary, sizeof slice->key_summary);
+    /* maps made from the weights: beside the weights, or one in their place */
+    for (int map = 0; map < ATTN_WEIGHT_MAP_COUNT; map++)
+        slice->weight_map[map] = map == attn_plan_map_in_weights_place(st->opt->save)
+                                     ? b->weights : b->weight_map[map];
     st->maps[i][0] = b->scores;
     st->maps[i][1] = b->weights;
     st->bias[i] = b->bias;        /* a 4-D bias: the step of parity i's rows */

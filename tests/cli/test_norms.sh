@@ -82,8 +82,14 @@ print("both layers")
 PY
 expect "--append: each layer's norms in its group" grep -q "both layers" app.txt
 
-# the online softmax keeps no maps: norms need them, so they take full rows
+# the online softmax keeps no maps: norms need them, so they take full
+# rows; value_norm alone needs no map and keeps the online softmax
 "$ATTNRUN" "${SMALL[@]}" --causal --save norms,entropy -o x.h5 --dry-run >plan.txt 2>&1
 expect "norms take the full rows of the softmax" grep -q "full rows" plan.txt
+"$ATTNRUN" "${SMALL[@]}" --causal --save value_norm,output -o x.h5 --dry-run >plan.txt 2>&1
+expect "value_norm alone keeps the online softmax" grep -q "online, no maps kept" plan.txt
+attn "${SMALL[@]}" --causal --save value_norm,output --memory 1M -o online.h5
+expect "value_norm on the online softmax, in blocks of rows: the same bits" \
+    check same value_norm online.h5 a-f32.h5
 
 finish

@@ -1568,10 +1568,12 @@ static void test_value_norms_by_hand(void **state)
             w.wo_gram = gram;
             attn_slice s = {.count = 1, .v = f64 ? (void *)v : (void *)vf,
                             .weights = f64 ? (void *)weights : (void *)weightsf,
-                            .value_norm = f64 ? (void *)out : (void *)outf,
-                            .norms = f64 ? (void *)normsd : (void *)normsf};
-            attn_value_norms(&cfg, &w, &s);
-            attn_norms(&cfg, &s, 2);
+                            .key_summary[ATTN_KEY_SUMMARY_VALUE_NORM] = f64 ? (void *)out
+                                                                             : (void *)outf,
+                            .weight_map[ATTN_WEIGHT_MAP_NORMS] = f64 ? (void *)normsd
+                                                                     : (void *)normsf};
+            attn_key_summaries(&cfg, &w, &s);
+            attn_weight_maps(&cfg, &s, 2);
             for (size_t i = 0; i < 4; i++)
                 assert_near(f64 ? out[i] : outf[i], value_norm[i], 1e-6);
             for (size_t i = 0; i < 8; i++)
