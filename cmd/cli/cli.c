@@ -1,9 +1,11 @@
 /* cli.c - the ends of attnrun's command lines (cli.h). */
 #include "cli/cli.h"
 
+#include "attn_atomic.h"
 #include "attn_results.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -58,4 +60,18 @@ size_t cli_other_groups(const char *path, const char *group, bool *index, char *
 out:
     attn_result_groups_free(&groups);
     return count;
+}
+
+int cli_check_output(const char *output, const char *input, bool force)
+{
+    struct stat st;
+    if (attn_same_file(output, input))
+        return cli_usage_error("-o '%s' names the results file itself", output);
+    if (lstat(output, &st) == 0) {
+        if (!force)
+            return cli_usage_error("%s: output exists; use --force to replace it", output);
+        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+            return cli_usage_error("%s: output exists and is not a regular file", output);
+    }
+    return EXIT_OK;
 }

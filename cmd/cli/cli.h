@@ -1,7 +1,8 @@
 /*
- * cli.h - what attnrun's commands (a run, and `attnrun plot`) share at the
- * end of their command lines: the exit code of a library status, the
- * setting a library hint stands for, and standard output closed cleanly.
+ * cli.h - what attnrun's commands (a run, and its subcommands) share at
+ * the end of their command lines: the exit code of a library status, the
+ * setting a library hint stands for, the file a reader of results writes
+ * checked, and standard output closed cleanly.
  * Their options are tables (options.h).
  *
  *     int status = attn_run(&opt, &report, &err);
@@ -40,6 +41,14 @@ const char *cli_hint_of(const attn_error *err);
  */
 size_t cli_other_groups(const char *path, const char *group, bool *index, char *names,
                         size_t len);
+
+/*
+ * The file a reader of results writes (attnrun plot, rollout, heads),
+ * checked before any work: not the results file itself, and when it
+ * exists, replaced only with `force` and only when a regular file or a
+ * symbolic link.  EXIT_OK, or EXIT_USAGE (printed).
+ */
+int cli_check_output(const char *output, const char *input, bool force);
 
 /* Flushes and closes stdout; a write error there turns EXIT_OK into
  * EXIT_RUNTIME (printed).  Returns the exit code. */

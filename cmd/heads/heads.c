@@ -141,16 +141,7 @@ static int parse_arguments(int argc, char **argv, heads_cli *c)
         return EXIT_OK;
     if (c->output[0] == '\0')
         return cli_usage_error("-o '': expected the name of the census file to write");
-    if (attn_same_file(c->output, c->input))
-        return cli_usage_error("-o '%s' names the results file itself", c->output);
-    struct stat st;
-    if (lstat(c->output, &st) == 0) {
-        if (!c->force)
-            return cli_usage_error("%s: output exists; use --force to replace it", c->output);
-        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-            return cli_usage_error("%s: output exists and is not a regular file", c->output);
-    }
-    return EXIT_OK;
+    return cli_check_output(c->output, c->input, c->force);
 }
 
 /* text from `column` of the current line on, wrapped at `width` columns,

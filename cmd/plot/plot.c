@@ -320,16 +320,7 @@ static int parse_arguments(int argc, char **argv, plot_cli *c)
         return cli_usage_error("no picture to write: give -o FILE.png, FILE.svg or FILE.pdf");
     if (!plot_format_of(c->output, &c->format))
         return cli_usage_error("-o '%s': the name must end in .png, .svg or .pdf", c->output);
-    if (attn_same_file(c->output, c->rq.input))
-        return cli_usage_error("-o '%s' names the results file itself", c->output);
-    struct stat st;
-    if (lstat(c->output, &st) == 0) {
-        if (!c->force)
-            return cli_usage_error("%s: output exists; use --force to replace it", c->output);
-        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-            return cli_usage_error("%s: output exists and is not a regular file", c->output);
-    }
-    return EXIT_OK;
+    return cli_check_output(c->output, c->rq.input, c->force);
 }
 
 static int print_help(void)

@@ -180,16 +180,7 @@ static int parse_arguments(int argc, char **argv, rollout_cli *c)
     c->rq.input = argv[optind];
     if (c->output == NULL || c->output[0] == '\0')
         return cli_usage_error("no file to write: give -o OUT.h5");
-    if (attn_same_file(c->output, c->rq.input))
-        return cli_usage_error("-o '%s' names the results file itself", c->output);
-    struct stat st;
-    if (lstat(c->output, &st) == 0) {
-        if (!c->force)
-            return cli_usage_error("%s: output exists; use --force to replace it", c->output);
-        if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-            return cli_usage_error("%s: output exists and is not a regular file", c->output);
-    }
-    return EXIT_OK;
+    return cli_check_output(c->output, c->rq.input, c->force);
 }
 
 static int print_help(void)
