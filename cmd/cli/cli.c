@@ -5,6 +5,7 @@
 #include "attn_results.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,5 +74,16 @@ int cli_check_output(const char *output, const char *input, bool force)
         if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
             return cli_usage_error("%s: output exists and is not a regular file", output);
     }
+    return EXIT_OK;
+}
+
+int cli_results_file(int argc, char **argv, const char **input)
+{
+    if (optind >= argc)
+        return cli_usage_error("no results file given");
+    if (argc - optind > 1)
+        return cli_usage_error("one results file expected, got %d ('%s', '%s' ...)",
+                                argc - optind, argv[optind], argv[optind + 1]);
+    *input = argv[optind];
     return EXIT_OK;
 }

@@ -42,6 +42,11 @@ const char *cli_hint_of(const attn_error *err);
 size_t cli_other_groups(const char *path, const char *group, bool *index, char *names,
                         size_t len);
 
+/* The one results file a reader of results takes, the word left after its
+ * options (argv[optind], cli_parse): EXIT_OK with *input set, or
+ * EXIT_USAGE (printed) for none or more than one. */
+int cli_results_file(int argc, char **argv, const char **input);
+
 /*
  * The file a reader of results writes (attnrun plot, rollout, heads),
  * checked before any work: not the results file itself, and when it

@@ -129,12 +129,8 @@ static int parse_arguments(int argc, char **argv, heads_cli *c)
     int code = cli_parse(options, argc, argv, c);
     if (code != EXIT_OK || c->help)
         return code;
-    if (optind == argc)
-        return cli_usage_error("no results file given");
-    if (argc - optind > 1)
-        return cli_usage_error("one results file expected, got %d ('%s', '%s' ...)",
-                                argc - optind, argv[optind], argv[optind + 1]);
-    c->input = argv[optind];
+    if ((code = cli_results_file(argc, argv, &c->input)) != EXIT_OK)
+        return code;
     if (c->output == NULL && c->force)
         return cli_usage_error("--force without -o: there is no CENSUS.h5 to replace");
     if (c->output == NULL)

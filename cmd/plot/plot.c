@@ -310,12 +310,8 @@ static int parse_arguments(int argc, char **argv, plot_cli *c)
         return code;
     if (c->help)
         return EXIT_OK;
-    if (optind == argc)
-        return cli_usage_error("no results file given");
-    if (argc - optind > 1)
-        return cli_usage_error("one results file expected, got %d ('%s', '%s' ...)",
-                                argc - optind, argv[optind], argv[optind + 1]);
-    c->rq.input = argv[optind];
+    if ((code = cli_results_file(argc, argv, &c->rq.input)) != EXIT_OK)
+        return code;
     if (c->output == NULL)
         return cli_usage_error("no picture to write: give -o FILE.png, FILE.svg or FILE.pdf");
     if (!plot_format_of(c->output, &c->format))

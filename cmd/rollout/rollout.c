@@ -172,12 +172,8 @@ static int parse_arguments(int argc, char **argv, rollout_cli *c)
         return code;
     if (c->help)
         return EXIT_OK;
-    if (optind == argc)
-        return cli_usage_error("no results file given");
-    if (argc - optind > 1)
-        return cli_usage_error("one results file expected, got %d ('%s', '%s' ...)",
-                                argc - optind, argv[optind], argv[optind + 1]);
-    c->rq.input = argv[optind];
+    if ((code = cli_results_file(argc, argv, &c->rq.input)) != EXIT_OK)
+        return code;
     if (c->output == NULL || c->output[0] == '\0')
         return cli_usage_error("no file to write: give -o OUT.h5");
     return cli_check_output(c->output, c->rq.input, c->force);
