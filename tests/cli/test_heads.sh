@@ -45,12 +45,6 @@ if ! ref heads_ref.py make "$T" >"$T/make.log" 2>&1; then
 fi
 VERSION=$("$ATTNRUN" --version | sed -n 's/^attnrun //p')
 
-# run ARGS...: attnrun with ARGS; rc and $T/stdout, $T/stderr.
-run() {
-    timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
-    rc=$?
-}
-
 # made NAME ARGS...: a run of attnrun that makes a results file succeeds.
 made() {
     local name=$1
@@ -185,23 +179,6 @@ made "a layer of 2 heads" "$T/in_two.h5" -o "$R/twoheads.h5" --append --group /f
     --save weights
 made "a layer of 2 heads" "$T/in_two.h5" -o "$R/twoheads.h5" --append --group /two --heads 2 \
     --save weights
-# refuse NAME STATUS WORDS ARGS...: fails with STATUS, one line holding
-# WORDS, nothing on stdout, and leaves $E as it was (no file, no temporary).
-refuse() {
-    local name=$1 status=$2 words=$3 why before
-    shift 3
-    before=$(ls -A "$E" | tr '\n' ' ')
-    run "$@"
-    why=$(run_problem "$rc" "$status" "$T/stderr")
-    if [ -z "$why" ] && ! grep -qF -- "$words" "$T/stderr"; then
-        why="the message lacks '$words': $(head -c 300 "$T/stderr")"
-    fi
-    [ -z "$why" ] && [ -s "$T/stdout" ] && why="printed $(head -c 100 "$T/stdout")"
-    if [ -z "$why" ] && [ "$(ls -A "$E" | tr '\n' ' ')" != "$before" ]; then
-        why="left $(ls -A "$E" | tr '\n' ' ')"
-    fi
-    if [ -z "$why" ]; then ok "$name: exit $status"; else bad "$name: $why"; fi
-}
 O=$E/census.h5
 M=$R/mixed.h5
 refuse "missing file" 3 "missing.h5" heads "$E/missing.h5" -o "$O"

@@ -58,12 +58,6 @@ if ! "$PY" "$TESTS/ref/plot_check.py" make "$T" >"$T/make.log" 2>&1 ||
     finish
 fi
 
-# run ARGS...: attnrun with ARGS; rc and $T/stdout, $T/stderr.
-run() {
-    timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
-    rc=$?
-}
-
 # expect NAME STATUS ARGS...: one run ends with STATUS (and one line when
 # it fails).
 expect() {
@@ -162,23 +156,6 @@ E=$T/errors
 mkdir "$E"
 mkdir "$E/dir.png"
 printf 'not HDF5\n' >"$E/text.h5"
-# refuse NAME STATUS WORDS ARGS...: fails with STATUS, one line holding
-# WORDS, and leaves $E as it was (no picture, no temporary).
-refuse() {
-    local name=$1 status=$2 words=$3 why
-    shift 3
-    local before
-    before=$(ls -A "$E" | tr '\n' ' ')
-    run "$@"
-    why=$(run_problem "$rc" "$status" "$T/stderr")
-    if [ -z "$why" ] && ! grep -qF -- "$words" "$T/stderr"; then
-        why="the message lacks '$words': $(head -c 300 "$T/stderr")"
-    fi
-    if [ -z "$why" ] && [ "$(ls -A "$E" | tr '\n' ' ')" != "$before" ]; then
-        why="left $(ls -A "$E" | tr '\n' ' ')"
-    fi
-    if [ -z "$why" ]; then ok "$name: exit $status"; else bad "$name: $why"; fi
-}
 O=$E/out.png
 refuse "missing file" 3 "missing.h5" plot "$E/missing.h5" -o "$O"
 refuse "not an HDF5 file" 3 "not an HDF5 file" plot "$E/text.h5" -o "$O"

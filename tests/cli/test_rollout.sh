@@ -56,12 +56,6 @@ if ! ref rollout_ref.py inputs "$T" >"$T/inputs.log" 2>&1; then
 fi
 M=$T/model.h5
 
-# run ARGS...: attnrun with ARGS; rc and $T/stdout, $T/stderr.
-run() {
-    timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
-    rc=$?
-}
-
 # runs NAME STATUS ARGS...: one run ends with STATUS (and one line when it
 # fails); ok NAME or FAIL NAME.
 runs() {
@@ -202,22 +196,6 @@ layer "$T/none.h5" /layer1 1 --save output --causal
 E=$T/errors
 mkdir "$E"
 mkdir "$E/dir.h5"
-# refuse NAME STATUS WORDS ARGS...: fails with STATUS, one line holding
-# WORDS, and leaves $E as it was (no output, no temporary).
-refuse() {
-    local name=$1 status=$2 words=$3 why before
-    shift 3
-    before=$(ls -A "$E" | tr '\n' ' ')
-    run "$@"
-    why=$(run_problem "$rc" "$status" "$T/stderr")
-    if [ -z "$why" ] && ! grep -qF -- "$words" "$T/stderr"; then
-        why="the message lacks '$words': $(head -c 300 "$T/stderr")"
-    fi
-    if [ -z "$why" ] && [ "$(ls -A "$E" | tr '\n' ' ')" != "$before" ]; then
-        why="left $(ls -A "$E" | tr '\n' ' ')"
-    fi
-    if [ -z "$why" ]; then ok "$name: exit $status"; else bad "$name: $why"; fi
-}
 OUT=$E/out.h5
 refuse "layers of other sizes" 3 "group /layer1 holds 2 items of 7 tokens, but group /layer0" \
     rollout "$T/sizes.h5" -o "$OUT"

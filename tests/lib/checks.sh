@@ -109,6 +109,34 @@ report_verdicts() {
     [ "$2" -eq 0 ] || bad "$(basename "$1" .log) ended with status $2: $(tail -n 2 "$1" | tr '\n' ' ')"
 }
 
+# run ARGS...: attnrun ($ATTNRUN) with ARGS, standard input closed, killed
+# after $TIME_LIMIT seconds (60 unless the suite sets it); its status in
+# rc, what it printed in $T/stdout and $T/stderr.  (Some suites run it
+# their own way: their run replaces this one.)
+run() {
+    timeout -s KILL "${TIME_LIMIT:-60}" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+}
+
+# refuse NAME STATUS WORDS ARGS...: a run (above) that fails with STATUS,
+# one 'attnrun: ' line holding WORDS, nothing on standard output, and
+# leaves the directory $E as it was (no file, no temporary).
+refuse() {
+    local name=$1 status=$2 words=$3 why before
+    shift 3
+    before=$(ls -A "$E" | tr '\n' ' ')
+    run "$@"
+    why=$(run_problem "$rc" "$status" "$T/stderr")
+    if [ -z "$why" ] && ! grep -qF -- "$words" "$T/stderr"; then
+        why="the message lacks '$words': $(head -c 300 "$T/stderr")"
+    fi
+    [ -z "$why" ] && [ -s "$T/stdout" ] && why="printed $(head -c 100 "$T/stdout")"
+    if [ -z "$why" ] && [ "$(ls -A "$E" | tr '\n' ' ')" != "$before" ]; then
+        why="left $(ls -A "$E" | tr '\n' ' ')"
+    fi
+    if [ -z "$why" ]; then ok "$name: exit $status"; else bad "$name: $why"; fi
+}
+
 run_problem() {
     local rc=$1 status=$2 stderr=$3
     if [ "$rc" -eq 137 ]; then
