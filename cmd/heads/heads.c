@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* The help text, in parts (each within what C compilers must support). */
 static const char *const heads_usage[] = {

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 /* The help text, in parts (each within what C compilers must support). */
 static const char *const plot_usage[] = {
