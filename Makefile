@@ -93,7 +93,7 @@ UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps demo test check unit cli install clean bench fuzz memcheck
-.PHONY: pictures
+.PHONY: pictures mutate
 all: $(BIN)
 
 $(BUILD)/lib/%.o: lib/%.c
@@ -219,6 +219,20 @@ test: deps
 endif
 
 check: test
+
+# make mutate [MUTANTS=N] [SEED=S] [MUTATE_FILES=lib/math/,lib/plan/]: single
+# mutations of lib/, each rebuilt and judged by the cmocka tests and the
+# suites tests/mutate/suites names for its file, in scratch copies under
+# build/mutate/ (tests/mutate/mutate.py, tests/README.md).  MUTANTS=0 (the
+# default) runs every mutant; exits 1 when one survives that
+# tests/mutate/equivalent does not list.
+MUTANTS      ?= 0
+SEED         ?= 23
+MUTATE_FILES ?=
+MUTATE_JOBS  ?= 2
+mutate: deps
+	@$(PYTHON) tests/mutate/mutate.py --mutants $(MUTANTS) --seed $(SEED) --jobs $(MUTATE_JOBS) \
+	    $(if $(MUTATE_FILES),--files $(MUTATE_FILES))
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer (clang) over the input path, see
 # tests/fuzz/fuzz_input.c.  Findings land in build/fuzz/findings/;

@@ -11,7 +11,13 @@ ROOT=$(dirname "${TESTS:-tests}")
 pass=0
 fail=0
 ok()  { echo "ok $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+# With ATTN_TEST_FAIL_FAST set (make mutate), the first failed check ends
+# the suite.
+bad() {
+    echo "FAIL $*"
+    fail=$((fail + 1))
+    [ -z "${ATTN_TEST_FAIL_FAST:-}" ] || finish
+}
 finish() {
     echo "$SUITE: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
