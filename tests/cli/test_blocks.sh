@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# tests/cli/test_blocks.sh - shapes that cross the blocks: every variant
+# (RoPE with and without --positions, sliding window, ALiBi, GQA, biases and
+# --attn-bias, QK-norm) and every summary (entropy, argmax, distance, mean,
+# result, norms, value_norm) at sequence lengths n on both sides of
+# attnrun's internal work blocks, on both softmax paths (the full rows when
+# a map is saved, the online one when none is) and in --memory row blocks,
+# against the float64 references of tests/ref/models_ref.py and
+# tests/ref/summaries_ref.py (tests/ref/blocks_ref.py), never against
+# attnrun's own output.
+#
+#   ATTNRUN=build/attnrun bash tests/cli/test_blocks.sh     # from the repository root
+#
+# Environment:
+#   ATTNRUN     the binary under test (default: build/attnrun)
+#   PYTHON      a python with numpy and h5py (default: /usr/bin/python3)
+#   TIME_LIMIT  hang guard of one run in seconds (default 30)
+#
+# The block sizes are read from the source the suite sits in, never
+# copied: the #defines PROJECT_ROWS, QUERY_BLOCK, ONLINE_QUERY_BLOCK,
+# KEY_BLOCK and MEAN_KEYS of lib/math/math.c and ATTN_MAP_TILE of
+# include/attn/attn_plan.h (a missing one fails the suite).  The lengths
+# are PROJECT_ROWS - 1, PROJECT_ROWS, PROJECT_ROWS + 1 and 2 PROJECT_ROWS +
+# 1 (255, 256, 257, 513 today), with C + 1 added for any other block C
+# that the longest of them does not cross.
+#
+# Five cases (tests/ref/blocks_ref.py: RoPE + QK-norm + GQA + biases;
+# RoPE at --positions + ALiBi at them; ALiBi of 6 heads + GQA + a 4-D
+# --attn-bias; --window --causal with RoPE at --positions and MQA; --window
+# alone), each at each n, run with every output on the full rows (maps) and
+# every output the online softmax allows (online); where n exceeds
+# ATTN_MAP_TILE, both again with --batch-slice 1 (whole query rows) and
+# under --memory 1K (query rows in blocks of one tile), and for the causal
+# window once more with sliding keys.  Each run's --dry-run --json plan
+# must say the path, the row blocks and the sliding keys meant; each output
+# must match the reference within the other suites' tolerances; the runs of
+# one path must be the same bits whatever the step (docs/contract.md,
+# section 2).  About 85 runs, 25 s on two cores.
+# Each check prints "ok NAME" or "FAIL NAME: WHY"; the last line is
+# "blocks: N passed, M failed"; the exit status is 1 when M > 0.
+set -u
+
+TIME_LIMIT=${TIME_LIMIT:-30}
+
+SUITE="blocks"
+TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, blocks_ref.py, models_ref.py
+. "$TESTS/lib/checks.sh"
+
+suite_setup blocks numpy h5py
+
+# ------------------------------------------------------ the block sizes
+
+# define FILE NAME: N of the line "#define NAME ((size_t)N)" (or "#define
+# NAME N") of FILE, relative to the repository's root; nothing when FILE
+# has no such line or more than one.
+define() {
+    local found
+    found=$(sed -nE "s/^[[:space:]]*#[[:space:]]*define[[:space:]]+$2[[:space:]]+\(*(\(size_t\)[[:space:]]*)?([0-9]+)[uUlL]*\)*([[:space:]].*)?$/\2/p" \
+        "$ROOT/$1" 2>/dev/null)
+    [ "$(printf '%s\n' "$found" | grep -c .)" -eq 1 ] && echo "$found"
+}
+
+BLOCK_CONSTANTS=""
+said=""
+for source in lib/math/math.c:PROJECT_ROWS lib/math/math.c:QUERY_BLOCK \
+              lib/math/math.c:ONLINE_QUERY_BLOCK lib/math/math.c:KEY_BLOCK \
+              lib/math/math.c:MEAN_KEYS include/attn/attn_plan.h:ATTN_MAP_TILE; do
+    file=${source%%:*} name=${source#*:}
+    value=$(define "$file" "$name")
+    if [ -z "$value" ] || [ "$value" -lt 2 ]; then
+        bad "setup: no single '#define $name <size>' in $ROOT/$file: the suite cannot tell the blocks"
+        finish
+    fi
+    printf -v "$name" '%s' "$value"
+    BLOCK_CONSTANTS="$BLOCK_CONSTANTS $name=$value"
+    said="$said $name=$value ($file)"
+done
+ns=($((PROJECT_ROWS - 1)) "$PROJECT_ROWS" $((PROJECT_ROWS + 1)) $((2 * PROJECT_ROWS + 1)))
+for block in "$QUERY_BLOCK" "$ONLINE_QUERY_BLOCK" "$KEY_BLOCK" "$MEAN_KEYS" "$ATTN_MAP_TILE"; do
+    [ "$block" -ge "${ns[-1]}" ] && ns+=($((block + 1)))
+done
+BLOCK_NS="${ns[*]}"
+export BLOCK_CONSTANTS BLOCK_NS
+ok "block sizes read from the source:$said; n = $BLOCK_NS"
+
+# ------------------------------------------------------- the inputs and runs
+
+# The fixtures and the table of runs: tests/ref/blocks_ref.py (make_table,
+# verify_table: tests/lib/run_table.sh).  Each run is planned first
+# (--dry-run --json, beside its output as OUT.plan.json), then run.
+. "$TESTS/lib/run_table.sh"
+make_table blocks_ref.py cases
+
+: >"$T/done.tsv"
+failed=0
+while IFS=$'\t' read -r -u 3 case mode args; do
+    read -r -a argv <<<"$args"
+    out=$T/o/$case.$mode.h5
+    in=$T/c/$case/in.h5
+    timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" -q "$in" -o "$out" "${argv[@]}" --dry-run --json \
+        </dev/null >"$out.plan.json" 2>"$T/o/$case.$mode.log"
+    rc=$?
+    if [ "$rc" -ne 0 ]; then
+        bad "$case $mode: attnrun IN -o OUT $args --dry-run --json: $(run_problem "$rc" 0 "$T/o/$case.$mode.log")"
+        failed=$((failed + 1))
+        continue
+    fi
+    timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" -q "$in" -o "$out" "${argv[@]}" \
+        </dev/null >"$T/o/$case.$mode.log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] || [ ! -f "$out" ]; then
+        bad "$case $mode: attnrun IN -o OUT $args: $(run_problem "$rc" 0 "$T/o/$case.$mode.log")"
+        failed=$((failed + 1))
+    else
+        printf '%s\t%s\t%s\t%s\n' "$case" "$mode" "$out" "$args" >>"$T/done.tsv"
+    fi
+done 3<"$T/c/runs.tsv"
+[ "$failed" -eq 0 ] && ok "every run and its plan ended with status 0 ($(wc -l <"$T/done.tsv") runs)"
+
+verify_table blocks_ref.py
+
+finish
