@@ -28,7 +28,12 @@
 #   - the groups are listed in the order appended (h5py, netCDF4, h5dump
 #     --sort_by=creation_order), a replaced group keeps its place, and an
 #     index of attnrun 1.5 (listed by name) is appended to and then keeps
-#     the order.
+#     the order;
+#   - groups whose names differ only in case (/Layer0, /layer0, /LAYER0, with
+#     another group and a user's empty group between them, then one of
+#     them replaced with --force): each holds its own fixture's values and
+#     links to a part of its own, no two part names the same once case is
+#     folded (on macOS or a Windows share they would be one file).
 # The checks of files are tests/ref/append_index.py, fixture_tolerances.py,
 # identical_outputs.py and tree_snapshot.py; the lock's driver is
 # lock_contention.py.  Each check prints "ok NAME", "FAIL NAME: WHY" or
@@ -528,6 +533,85 @@ check_order() {
         ref fixture_tolerances.py within "$FIX" "$d/old/results.h5" /layer0=causal /layer1=toy /layer10=toy
 }
 
+# ------------------------------------------------- 7c. groups whose names differ only in case
+
+# link_targets INDEX: "NAME FILE" for each external link of INDEX's root (h5ls).
+link_targets() { h5ls "$1" | sed -n 's|^\([^ ]*\)  *External Link {\(.*\)//.*}$|\1 \2|p'; }
+
+# parts_fold_apart NAME INDEX GROUP...: each GROUP (a name in INDEX's root)
+# is an external link to a regular file of INDEX's parts directory, no two
+# of these files' names are the same once case is folded, and the parts
+# directory holds these files and nothing else.
+parts_fold_apart() {
+    local name=$1 index=$2 g target targets=() why="" links folded files named
+    shift 2
+    links=$(link_targets "$index")
+    for g in "$@"; do
+        target=$(awk -v g="$g" '$1 == g { print $2 }' <<<"$links")
+        if [ -z "$target" ]; then
+            why="$g is not an external link: $(tr '\n' ' ' <<<"$links")"
+            break
+        elif [ ! -f "$(dirname "$index")/$target" ] || [ -L "$(dirname "$index")/$target" ]; then
+            why="$g's part $target is not a regular file"
+            break
+        fi
+        targets+=("${target##*/}")
+    done
+    if [ -z "$why" ]; then
+        folded=$(printf '%s\n' "${targets[@]}" | tr 'A-Z' 'a-z' | LC_ALL=C sort | uniq -d | paste -sd ' ' -)
+        files=$(ls -A "$index.parts" | LC_ALL=C sort | tr '\n' ' ')
+        named=$(printf '%s\n' "${targets[@]}" | LC_ALL=C sort | tr '\n' ' ')
+        if [ -n "$folded" ]; then
+            why="part names equal once case is folded ($folded): $* link to ${targets[*]}"
+        elif [ "$files" != "$named" ]; then
+            why="the parts directory holds $files; the links name $named"
+        fi
+    fi
+    [ -z "$why" ] && ok "$name" || bad "$name: $why"
+}
+
+# twin GROUP CASE ARGS...: fixture CASE appended to $d/r.h5 as GROUP with
+# ARGS (its fixtures/cases.tsv arguments); a failure added to $failed.
+twin() {
+    run "$FIX/$2.h5" -o "$d/r.h5" "${@:3}" --append --group "$1"
+    [ $rc -eq 0 ] || failed="$failed $1: exit $rc: $(err1);"
+}
+
+# On a file system that folds case (macOS, Windows shares) "Layer0.1.h5"
+# and "layer0.1.h5" are one file, so groups whose names differ only in case
+# must get parts whose names differ otherwise, or the later append would
+# overwrite the earlier one's part.  The twins are appended with another
+# group and a user's empty group (kept as it is) between them, then one is
+# replaced with --force (its new generation must avoid the others' too);
+# each group's values against its fixture's numpy reference.
+check_case_twins() {
+    local d failed=""
+    d=$(workdir casefold)
+    twin /Layer0 toy --heads 1
+    "$PY" -c 'import sys, h5py; h5py.File(sys.argv[1], "a").create_group("notes")' "$d/r.h5"
+    twin /mid toy --heads 1
+    twin /layer0 causal --heads 2 --causal
+    twin /LAYER0 perhead3d
+    if [ -n "$failed" ]; then
+        bad "groups differing only in case appended:$failed"
+        return
+    fi
+    within "/Layer0, /layer0, /LAYER0 each hold their own fixture's values, /notes kept" \
+        "$d/r.h5" /Layer0=toy /mid=toy /layer0=causal /LAYER0=perhead3d + \
+        ref append_index.py groups "$d/r.h5" Layer0 mid layer0 LAYER0 notes
+    parts_fold_apart "/Layer0, /layer0, /LAYER0 each link to a part of its own, no two names equal but for case" \
+        "$d/r.h5" Layer0 mid layer0 LAYER0
+    twin /Layer0 cross_mask --heads 2 --kv KV --mask key_mask --force
+    if [ -n "$failed" ]; then
+        bad "--force on /Layer0 beside /layer0 and /LAYER0:$failed"
+        return
+    fi
+    within "--force on /Layer0: its new values, its twins' unchanged" \
+        "$d/r.h5" /Layer0=cross_mask /mid=toy /layer0=causal /LAYER0=perhead3d
+    parts_fold_apart "--force on /Layer0: a new part no twin's name folds to, the old one removed" \
+        "$d/r.h5" Layer0 mid layer0 LAYER0
+}
+
 # ------------------------------------------------- 8. every allocation failing in turn
 
 # With the fault-injection build (make builds build/fault/attnrun;
@@ -582,5 +666,6 @@ check_concurrent
 check_moves
 check_symlink_and_mode
 check_order
+check_case_twins
 check_alloc
 finish

@@ -2,7 +2,8 @@
  * test_index.c - unit tests for attn_index: part names (escaping, long
  * groups, generations read back), and appends committed into an index in
  * a temporary directory per test -- what the index holds, what a refused
- * or failed append leaves (nothing).
+ * or failed append leaves (nothing), part names of groups that differ only
+ * in case apart once case is folded.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -379,6 +380,58 @@ static void test_force_replaces_the_part_and_removes_the_old(void **state)
     assert_listing(f->parts, "layer0.3.h5 layer1.1.h5");
 }
 
+/* On a file system that folds case (macOS, Windows shares) "Layer0.1.h5"
+ * and "layer0.1.h5" are one file: groups whose names differ only in case
+ * take the first generation whose name no other part's folds to, also
+ * with another group between them and when one is replaced with --force. */
+static void test_groups_differing_only_in_case_get_parts_of_their_own(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    assert_int_equal(append(f, "/Layer0", 1, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/mid", 2, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/layer0", 3, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/LAYER0", 4, false, &err), ATTN_OK);
+    assert_listing(f->parts, "LAYER0.3.h5 Layer0.1.h5 layer0.2.h5 mid.1.h5");
+    assert_int_equal(layer_through_index(f, "/Layer0"), 1);
+    assert_int_equal(layer_through_index(f, "/mid"), 2);
+    assert_int_equal(layer_through_index(f, "/layer0"), 3);
+    assert_int_equal(layer_through_index(f, "/LAYER0"), 4);
+    /* Layer0.2 and .3 fold to its twins' parts */
+    assert_int_equal(append(f, "/Layer0", 5, true, &err), ATTN_OK);
+    assert_listing(f->parts, "LAYER0.3.h5 Layer0.4.h5 layer0.2.h5 mid.1.h5");
+    assert_int_equal(layer_through_index(f, "/Layer0"), 5);
+    assert_int_equal(layer_through_index(f, "/layer0"), 3);
+    assert_int_equal(layer_through_index(f, "/LAYER0"), 4);
+}
+
+/* An empty group someone made in the index names no part: the next
+ * appends choose their part names past it, and it is kept. */
+static void test_an_empty_group_in_the_index_is_kept(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    assert_int_equal(append(f, "/layer0", 1, false, &err), ATTN_OK);
+    hid_t file = H5Fopen(f->index, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = file >= 0 ? H5Gcreate2(file, "/notes", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+                        : H5I_INVALID_HID;
+    assert_true(g >= 0);
+    H5Gclose(g);
+    assert_true(H5Fclose(file) >= 0);
+    assert_int_equal(append(f, "/layer1", 2, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/Layer0", 3, false, &err), ATTN_OK);   /* past notes to .2 */
+    assert_listing(f->parts, "Layer0.2.h5 layer0.1.h5 layer1.1.h5");
+    assert_int_equal(layer_through_index(f, "/layer0"), 1);
+    assert_int_equal(layer_through_index(f, "/layer1"), 2);
+    assert_int_equal(layer_through_index(f, "/Layer0"), 3);
+    H5G_info_t members;
+    file = H5Fopen(f->index, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(file >= 0);
+    assert_true(H5Gget_info_by_name(file, "/notes", &members, H5P_DEFAULT) >= 0);
+    assert_int_equal(members.nlinks, 0);
+    H5Fclose(file);
+}
+
 static void test_groups_above_or_inside_others_are_refused(void **state)
 {
     index_fixture *f = *state;
@@ -474,6 +527,8 @@ int main(void)
         test_with_fixture(test_appends_gather_groups_in_one_index),
         test_with_fixture(test_results_groups_of_an_index_and_of_a_file),
         test_with_fixture(test_force_replaces_the_part_and_removes_the_old),
+        test_with_fixture(test_groups_differing_only_in_case_get_parts_of_their_own),
+        test_with_fixture(test_an_empty_group_in_the_index_is_kept),
         test_with_fixture(test_groups_above_or_inside_others_are_refused),
         test_with_fixture(test_a_file_that_is_not_an_index_is_refused_untouched),
         test_with_fixture(test_a_failed_commit_leaves_everything_as_it_was),
