@@ -468,11 +468,11 @@ def read_equivalents():
     return out
 
 
-def read_suites():
+def read_suites(path=SUITES):
     """tests/mutate/suites: 'PREFIX SUITE...' lines; the longest prefix of
     a file's path names its command-line suites, in order."""
     table = []
-    with open(SUITES) as f:
+    with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.split("#", 1)[0].split()
             if not line:
@@ -521,8 +521,8 @@ def object_of(path):
 class Worker:
     """A scratch copy of the repository with its own build."""
 
-    def __init__(self, n, files_to_copy, make_jobs):
-        self.dir = os.path.join(ROOT, "build", "mutate", f"tree{n}")
+    def __init__(self, n, files_to_copy, make_jobs, scratch):
+        self.dir = os.path.join(scratch, f"tree{n}")
         self.make_jobs = make_jobs
         if os.path.isdir(self.dir):
             shutil.rmtree(self.dir)
@@ -682,8 +682,17 @@ def main():
     ap.add_argument("--list", action="store_true", help="print the mutants drawn, run nothing")
     ap.add_argument("--confirm", action="store_true",
                     help="run every other suite on a survivor too, and say which one kills it")
-    ap.add_argument("--report", default=os.path.join(ROOT, "build", "mutate", "report"),
-                    help="where report.txt and report.json go (without the extension)")
+    ap.add_argument("--scratch", default=os.path.join(ROOT, "build", "mutate"),
+                    help="the folder of the scratch copies (one run at a time each)")
+    ap.add_argument("--report", default=None,
+                    help="where report.txt and report.json go, without the extension "
+                         "(default: SCRATCH/report)")
+    ap.add_argument("--suites", default=SUITES, help="the table of suites per file")
+    ap.add_argument("--only", default="",
+                    help="only the mutants at these FILE:LINE places (comma-separated)")
+    ap.add_argument("--again", default="",
+                    help="a report.json: judge again the mutants that survived there, the "
+                         "others keep their outcome (the table after new tests)")
     args = ap.parse_args()
     if args.mutants < 0 or args.jobs < 1:
         ap.error("--mutants must be 0 or more, --jobs 1 or more")
@@ -695,17 +704,36 @@ def main():
         if not files:
             ap.error(f"no file of lib/ starts with {args.files}")
     equivalents = read_equivalents()
-    suite_table = read_suites()
+    suite_table = read_suites(args.suites)
     every = generate(files)
     known = {m.key for m in every}
     stale = [k for k in equivalents if k[0] in files and k not in known]
     for k in stale:
         print(f"mutate: warning: {EQUIVALENT} lists a mutant no longer made: {k[0]}: {k[1]} => {k[2]}",
               file=sys.stderr)
+    if args.report is None:
+        args.report = os.path.join(args.scratch, "report")
     # The sample is drawn from every mutant, so that listing one as
     # equivalent leaves the rest of a seed's sample as it was.
     drawn = every if args.mutants == 0 or args.mutants >= len(every) else \
         random.Random(args.seed).sample(every, args.mutants)
+    if args.only:
+        places = set(args.only.split(","))
+        drawn = [m for m in every if f"{m.path}:{m.line}" in places]
+    kept = {}                                   # key -> outcome, detail of --again
+    if args.again:
+        with open(args.again) as f:
+            earlier = json.load(f)
+        by_key = {(e["file"], e["from"], e["to"], e["nth"]): e for e in earlier}
+        drawn = [m for m in every if m.key in by_key]
+        for m in drawn:
+            e = by_key[m.key]
+            if e["outcome"] != "survived":
+                kept[m.key] = (e["outcome"], e["detail"])
+        gone = len(by_key) - len(drawn)
+        if gone:
+            print(f"mutate: {gone} mutants of {args.again} are no longer made (their code changed)",
+                  file=sys.stderr)
     listed_by_file = {}
     sample = []
     for m in drawn:
@@ -713,6 +741,10 @@ def main():
             listed_by_file[m.path] = listed_by_file.get(m.path, 0) + 1
         else:
             sample.append(m)
+    for m in sample:
+        if m.key in kept:
+            m.outcome, m.detail = kept[m.key]
+    carried = [m for m in sample if m.outcome]
     sample.sort(key=lambda m: (m.path, m.start, m.new))
     print(f"mutate: {len(every)} mutants of {len(files)} files ({len(equivalents)} listed as equivalent); "
           f"drew {len(drawn)}" + (f" with seed {args.seed}" if len(drawn) < len(every) else "") +
@@ -724,14 +756,14 @@ def main():
 
     start = time.time()
     copy = tracked_files()
-    jobs = min(args.jobs, max(1, len(sample)))
-    workers = [Worker(n, copy, max(1, 2 // jobs)) for n in range(jobs)]
+    jobs = min(args.jobs, max(1, len(sample) - len(carried)))
+    workers = [Worker(n, copy, max(1, 2 // jobs), os.path.abspath(args.scratch)) for n in range(jobs)]
     for w in workers:
         problem = w.baseline(files)
         if problem:
             print(f"mutate: {problem}", file=sys.stderr)
             return 2
-    needed = sorted({s for m in sample for s in suites_for(m.path, suite_table)})
+    needed = sorted({s for m in sample if not m.outcome for s in suites_for(m.path, suite_table)})
     pending = list(needed)
     failures = []
 
@@ -758,7 +790,7 @@ def main():
     print(f"mutate: the unmutated build passes its cmocka tests and {len(needed)} suites "
           f"({time.time() - start:.0f} s)", flush=True)
 
-    queue = list(sample)
+    queue = [m for m in sample if not m.outcome]
     done = [0]
 
     def work(w):
@@ -776,7 +808,7 @@ def main():
             m.seconds = time.time() - t0
             with lock:
                 done[0] += 1
-                print(f"[{done[0]}/{len(sample)}] {m.outcome:12} {m.path}:{m.line} [{m.kind}] "
+                print(f"[{done[0]}/{len(sample) - len(carried)}] {m.outcome:12} {m.path}:{m.line} [{m.kind}] "
                       f"{m.after.strip()[:70]}  ({m.seconds:.0f} s) {m.detail[:90]}", flush=True)
 
     threads = [threading.Thread(target=work, args=(w,)) for w in workers]
