@@ -747,7 +747,8 @@ def main():
     carried = [m for m in sample if m.outcome]
     sample.sort(key=lambda m: (m.path, m.start, m.new))
     print(f"mutate: {len(every)} mutants of {len(files)} files ({len(equivalents)} listed as equivalent); "
-          f"drew {len(drawn)}" + (f" with seed {args.seed}" if len(drawn) < len(every) else "") +
+          f"drew {len(drawn)}" +
+          (f" with seed {args.seed}" if len(drawn) < len(every) and not (args.only or args.again) else "") +
           f", of which {len(drawn) - len(sample)} listed: running {len(sample)}", flush=True)
     if args.list:
         for m in sample:

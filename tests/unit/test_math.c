@@ -973,6 +973,18 @@ static void test_census_by_hand(void **state)
  * the identity; the row of 0 with r = .5 is I's row, [0 1 0].
  * Every value is a binary fraction: the results are exact.
  */
+/* attn_rollout_accumulate adds exactly count values: the element past
+ * them, in sum and in values, is neither written nor read. */
+static void test_rollout_accumulate_stops_at_count(void **state)
+{
+    (void)state;
+    static const float values[4] = {1, 2, 4, 1000};
+    double sum[4] = {0.5, 0.5, 0.5, 7};
+    attn_rollout_accumulate(3, 0.25, values, sum);
+    static const double want[4] = {0.75, 1, 1.5, 7};
+    assert_doubles_near(sum, want, 4, 0, "sum");
+}
+
 static void test_rollout_by_hand(void **state)
 {
     (void)state;
@@ -1026,6 +1038,7 @@ int main(void)
         cmocka_unit_test(test_forward_summaries_of_uniform_attention),
         cmocka_unit_test(test_attend_counts_and_reports_pairs),
         cmocka_unit_test(test_census_by_hand),
+        cmocka_unit_test(test_rollout_accumulate_stops_at_count),
         cmocka_unit_test(test_rollout_by_hand),
     };
     attn_set_threads(1);
