@@ -276,7 +276,7 @@ for e in 19 30; do
 done
 
 d=$T/c/7_one_masked
-refused "7 one score past float32 under a key mask: float32 overflow refused" 3 "--precision f64" \
+refused "7 one score below float32 (-inf) under a key mask: float32 overflow refused" 3 "--precision f64" \
     "$d" "$TIME_LIMIT" "$d/in.h5" -o "$d/out.h5" --heads 2 --mask M
 
 d=$T/c/7_x19
