@@ -8,7 +8,9 @@
 #     (h5py, h5dump, xarray) still sees -inf scores and 0 weights there;
 #   * --compress N: shuffle + deflate on every output, the same bits as
 #     --compress 0;
-#   * --threads 1, 2, 4 and --memory row blocks: the same bits.
+#   * --threads 1, 2, 4 and --memory row blocks: the same bits;
+#   * the chunks as stored (read_direct_chunk): whole, the padding past the
+#     dataset's end the fill.
 # Inputs are generated at test time with fixed seeds: "big" (B=2, n=m=600,
 # d_model=32, H=2: 3 x 3 tiles per map, partial at the edges), the same in
 # HDF5's newest format for --in-place, "ovf" (scores beyond 65504 with

@@ -689,6 +689,43 @@ def check_h5dump():
             return "; ".join(p)
 
 
+# store.h: a chunk is whole even past the dataset's end, the padding the
+# fill; what a file stores there is visible to any reader of its chunks
+# (h5py's read_direct_chunk).  Each chunk as stored must equal the
+# dataset's values padded with its HDF5 fill value (-inf scores, 0 the
+# others) -- the edge rows and keys of the tiles (n = 257, 300, 520, 600;
+# m = 700), compressed or not, every output of a64_16z.
+PADDED = ("e32", "eb16", "c32", "c16_z1", "w16z", "r16z", "x16", "a64_16z")
+
+
+def check_padding():
+    for run in PADDED:
+        @check("%s: every chunk stored holds the values and, past the dataset's end, the fill "
+               "(read_direct_chunk)" % run, run)
+        def _():
+            p, edges = [], 0
+            with open_(run) as f:
+                for k in [k for k in RESULTS if k in RUNS[run]["save"]]:
+                    ds = f[k]
+                    want = S.padded_bits(ds)
+                    for off, chunk in S.stored_chunks(ds):
+                        region = tuple(slice(o, o + c) for o, c in zip(off, ds.chunks))
+                        edges += any(o + c > s for o, c, s in zip(off, ds.chunks, ds.shape))
+                        if not np.array_equal(chunk, want[region]):
+                            bad = np.argwhere(chunk != want[region])
+                            at = tuple(int(o + j) for o, j in zip(off, bad[0]))
+                            past = any(a >= s for a, s in zip(at, ds.shape))
+                            p.append("%s chunk at %s: %d of %d elements differ, first at %s (%s): "
+                                     "0x%x, expected 0x%x" % (
+                                         k, off, len(bad), chunk.size, at,
+                                         "past the end" if past else "inside",
+                                         int(chunk[tuple(bad[0])]), int(want[region][tuple(bad[0])])))
+                            break
+            if not p and edges == 0:
+                p.append("no chunk stored reaches past the dataset's end: the check checks nothing")
+            return "; ".join(p)
+
+
 def check_sizes():
     @check("compressible fixture: --compress 1 file smaller than --compress 0", "f_z0", "f_z1")
     def _():
@@ -720,6 +757,7 @@ def verify(top_, done_path):
     check_overflow()
     check_xarray()
     check_h5dump()
+    check_padding()
     check_sizes()
 
 

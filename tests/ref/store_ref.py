@@ -17,7 +17,14 @@ from attnrun's output), for tests/cli/test_store.sh.
     one visible (query, key) pair: --causal hides k > q, --window W hides
     k <= q - W.
   * read_raw_u16: the stored 16-bit patterns of a dataset, read with the
-    file's own type as the memory type (no conversion by HDF5).
+    file's own type as the memory type (no conversion by HDF5); read_raw_bits
+    the same for any element size.
+  * stored_chunks: each chunk a dataset stores, as its bytes in the file
+    (h5py's read_direct_chunk), inflated (zlib) and unshuffled (HDF5's
+    shuffle filter puts byte j of element i at j * count + i) when the
+    dataset has those filters: the whole chunk, its part past the
+    dataset's end included.  fill_bits: the dataset's fill value as the
+    bit pattern of its type (numpy's casts; bf16 by bf16_bits_from_f64).
 """
 import numpy as np
 
@@ -64,6 +71,65 @@ def read_raw_u16(ds):
         raise ValueError("element size %d, not 2" % ftype.get_size())
     out = np.empty(ds.shape, np.uint16)
     ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out, mtype=ftype)
+    return out
+
+
+def read_raw_bits(ds):
+    """The stored patterns of h5py dataset ds as unsigned integers of its
+    element size, unconverted."""
+    import h5py
+    ftype = ds.id.get_type()
+    out = np.empty(ds.shape, np.dtype("<u%d" % ftype.get_size()))
+    ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out, mtype=ftype)
+    return out
+
+
+def fill_bits(ds):
+    """The fill value of h5py dataset ds as the pattern of its type (a
+    little-endian float: binary16, bfloat16, float32, float64, or int32)."""
+    import h5py
+    t = ds.id.get_type()
+    size, fv = t.get_size(), ds.fillvalue
+    if t.get_class() == h5py.h5t.INTEGER:
+        return np.array(fv, np.dtype("<i%d" % size)).view(np.dtype("<u%d" % size))[()]
+    fv = np.float64(fv)
+    if size == 2 and t.get_fields() == (15, 7, 8, 0, 7):
+        return bf16_bits_from_f64(np.array([fv]))[0]
+    kind = {2: np.float16, 4: np.float32, 8: np.float64}[size]
+    return np.array(fv, kind).view(np.dtype("<u%d" % size))[()]
+
+
+def stored_chunks(ds):
+    """(offset, chunk) for each chunk h5py dataset ds stores: the chunk's
+    bytes as written (read_direct_chunk), inflated and unshuffled when
+    the dataset is filtered so, as unsigned integers of the element size
+    in the chunk's shape."""
+    import zlib
+    size = ds.id.get_type().get_size()
+    count = int(np.prod(ds.chunks))
+    for i in range(ds.id.get_num_chunks()):
+        offset = tuple(int(o) for o in ds.id.get_chunk_info(i).chunk_offset)
+        mask, data = ds.id.read_direct_chunk(offset)
+        if ds.compression is not None:
+            if ds.compression != "gzip" or mask != 0:
+                raise ValueError("%s chunk %s: filter %r, mask %d" % (ds.name, offset,
+                                                                     ds.compression, mask))
+            data = zlib.decompress(data)
+        if ds.shuffle:
+            data = np.frombuffer(data, np.uint8).reshape(size, count).T.tobytes()
+        if len(data) != count * size:
+            raise ValueError("%s chunk %s: %d bytes, expected %d" % (ds.name, offset, len(data),
+                                                                    count * size))
+        yield offset, np.frombuffer(data, np.dtype("<u%d" % size)).reshape(ds.chunks)
+
+
+def padded_bits(ds):
+    """ds's stored patterns padded with fill_bits(ds) to whole chunks: what
+    every chunk it stores must hold, past the dataset's end included."""
+    whole = read_raw_bits(ds)
+    grid = tuple(-(-s // c) * c for s, c in zip(ds.shape, ds.chunks))
+    out = np.full(grid, fill_bits(ds), whole.dtype)
+    out[tuple(slice(0, s) for s in ds.shape)] = whole
     return out
 
 
@@ -166,7 +232,31 @@ def _self_check():
     assert chunks_expected((3, 520, 520), (1, 256, 256), causal=True) == (18, 27)
     # cross-attention, top-left causal: 300 queries see keys 0 ... 299 only
     assert tiles_with_visible(300, 700, 256, 256, causal=True) == (3, 6)
+    # 6. the chunks as stored, decoded: h5py (HDF5's own filters) writes a
+    #    (5, 7) dataset in (4, 4) chunks, shuffled and deflated or not, with
+    #    a fill value; each chunk decodes to the values and, past the end,
+    #    HDF5's own padding -- the fill value for a partial chunk HDF5 wrote
+    #    from a whole-dataset write (it fills the chunk first)
+    import tempfile
+    import h5py
+    v = np.arange(35, dtype=np.float32).reshape(5, 7) + 1
+    with tempfile.TemporaryDirectory() as tmp:
+        for filters in ({}, {"compression": "gzip", "compression_opts": 1, "shuffle": True}):
+            with h5py.File(tmp + "/c.h5", "w") as f:
+                f.create_dataset("s", data=v, chunks=(4, 4), fillvalue=-np.inf, **filters)
+                f.create_dataset("h", data=v.astype(np.float16), chunks=(4, 4), **filters)
+            with h5py.File(tmp + "/c.h5", "r") as f:
+                assert fill_bits(f["s"]) == 0xFF800000 and fill_bits(f["h"]) == 0
+                for k in ("s", "h"):
+                    want = padded_bits(f[k])
+                    assert want.shape == (8, 8) and (want[5:, :] == fill_bits(f[k])).all()
+                    got = dict(stored_chunks(f[k]))
+                    assert sorted(got) == [(0, 0), (0, 4), (4, 0), (4, 4)], sorted(got)
+                    for (r, c), chunk in got.items():
+                        assert np.array_equal(chunk, want[r:r + 4, c:c + 4]), (k, filters, r, c)
+    assert bf16_bits_from_f64(np.array([-np.inf, 0.0])).tolist() == [0xFF80, 0]
     return "store_ref self-check: %d float32 values, %d hand cases" % (x.size, len(cases))
+
 
 
 if __name__ == "__main__":
