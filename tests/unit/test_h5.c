@@ -22,6 +22,7 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
+#include "attn_results.h"
 #include "h5/h5.h"
 #include "test_support.h"
 #include "test_hdf5.h"
@@ -592,6 +593,29 @@ static void test_open_missing_file(void **state)
     assert_non_null(strstr(err.msg, "missing.h5"));
 }
 
+/* attn_results_add_labels takes string datasets of rank 1 or 2 (its
+ * header): rank 0 and 3 are refused, nothing added; 1 and 2 are taken. */
+static void test_results_labels_of_rank_1_or_2_only(void **state)
+{
+    test_dir *f = *state;
+    attn_error err = {0};
+    attn_results_out *out = NULL;
+    assert_int_equal(attn_results_create(test_path(f, "labels.h5"), "labels.h5", &out, &err), ATTN_OK);
+    static const size_t dims[3] = {2, 3, 4};
+    static const char *const axes[3] = {"batch", "query", "extra"};
+    int handle = -1;
+    for (size_t rank = 0; rank <= 3; rank += 3) {
+        memset(&err, 0, sizeof err);
+        assert_int_not_equal(attn_results_add_labels(out, "bad", rank, dims, axes, "no", &handle, &err),
+                             ATTN_OK);
+        assert_true(err.msg[0] != '\0');
+    }
+    assert_int_equal(attn_results_add_labels(out, "one", 1, dims + 1, axes + 1, "rank 1", &handle, &err),
+                     ATTN_OK);
+    assert_int_equal(attn_results_add_labels(out, "two", 2, dims, axes, "rank 2", &handle, &err), ATTN_OK);
+    assert_int_equal(attn_results_finish(out, &err), ATTN_OK);
+}
+
 static void test_open_text_file(void **state)
 {
     test_dir *f = *state;
@@ -624,6 +648,7 @@ int main(void)
         test_with_fixture(test_read_masks_of_every_integer_width_and_bool),
         test_with_fixture(test_list_objects_by_hard_links_only),
         test_with_fixture(test_open_missing_file),
+        test_with_fixture(test_results_labels_of_rank_1_or_2_only),
         test_with_fixture(test_open_text_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
