@@ -119,4 +119,19 @@ done 3<"$T/c/runs.tsv"
 
 verify_table blocks_ref.py
 
+# Keys a query cannot see add exactly nothing (tests/ref/unseen_keys.py):
+# a window over tokens all 0 but the first, rows past the window exactly 0,
+# on the online path within one key block, in f32 and f64.
+ref unseen_keys.py make "$T/unseen.h5" 64 8
+for precision in f32 f64; do
+    run "$T/unseen.h5" -o "$T/unseen.$precision.h5" --heads 2 --causal --window 8 \
+        --save heads,output --precision "$precision" -q
+    if [ "$rc" -ne 0 ]; then
+        bad "unseen keys, $precision: attnrun exited $rc: $(head -c 300 "$T/stderr")"
+    else
+        ref unseen_keys.py check "$T/unseen.$precision.h5" 8 >"$T/unseen.log"
+        report_verdicts "$T/unseen.log" $?
+    fi
+done
+
 finish
