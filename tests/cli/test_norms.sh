@@ -19,7 +19,11 @@ TESTS=$(cd "$(dirname "$0")/.." && pwd)
 
 suite_setup norms numpy h5py
 check() { PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/norms_check.py" "$@"; }
-check inputs "$T" || { bad "setup: cannot write the inputs"; finish; }
+# one head wider than MEAN_KEYS (read from the source): value_norm's Gram
+# form takes its columns in blocks of MEAN_KEYS
+MEAN_KEYS=$(sed -nE 's/^#define MEAN_KEYS \(\(size_t\)([0-9]+)\).*/\1/p' "$ROOT/lib/math/math.c")
+[ -n "$MEAN_KEYS" ] || { bad "setup: no '#define MEAN_KEYS ((size_t)N)' in lib/math/math.c"; finish; }
+check inputs "$T" $((MEAN_KEYS + 1)) || { bad "setup: cannot write the inputs"; finish; }
 cd "$T" || exit 1
 
 attn() { "$ATTNRUN" -q "$@" 2>err.txt || bad "attnrun $*: $(head -c 300 err.txt)"; }
@@ -68,6 +72,12 @@ attn fused.h5 --heads 4 --wqkv W_QKV --bqkv B_QKV --qkv-split heads --layout lin
     --save norms,value_norm -o f.h5
 expect "fused weights, heads interleaved, torch layout: against the reference" \
     check reference fused fused.h5 f.h5
+
+for p in f32 f64; do
+    attn wide.h5 --heads 1 --precision "$p" --save norms,value_norm -o "w-$p.h5"
+    expect "$p, one head of d_v = MEAN_KEYS + 1 = $((MEAN_KEYS + 1)): against the reference" \
+        check reference wide wide.h5 "w-$p.h5"
+done
 
 # --append: each layer's norms in its group, read back through the index
 attn "${SMALL[@]}" --causal --save norms -o model.h5 --append --group /layer0

@@ -17,17 +17,20 @@ v W_O[h] as the product itself (not the Gram form attnrun uses) in
 float64, from the inputs, and the weights from models_ref.attention_variant
 (docs/models.md's formulas); it never reads attnrun's output but to compare.
 
-    norms_check.py inputs DIR
+    norms_check.py inputs DIR [WIDE]
         DIR/small.h5: B = 2, n = 300 (past one block of 256 rows), d_model
         64, 4 heads over 2 K/V heads, all four biases, a mask M (B, n) that
         hides key 0 of item 1 (with --causal, its query 0 sees no key);
         DIR/cross.h5: B = 2, n = 40 queries, m = 70 keys (KV), 4 heads;
         DIR/fused.h5: B = 1, n = 90, d_model 32, 4 heads, one fused weight
         W_QKV (96, 32) in torch.nn.Linear's layout, heads interleaved, and
-        W_O (32, 32) in the same layout.  Seeded.
+        W_O (32, 32) in the same layout;
+        DIR/wide.h5 (with WIDE): B = 1, n = 5, one head of d_v = d_model =
+        WIDE (the suite passes MEAN_KEYS + 1, so that the Gram form's
+        columns take two blocks), b_V.  Seeded.
     norms_check.py reference CASE INPUT OUT
         OUT's norms and value_norm (and weights, when saved) against the
-        float64 reference of CASE (small-causal, small, cross, fused):
+        float64 reference of CASE (small-causal, small, cross, fused, wide):
         within 2e-4 of the largest value in float32, 1e-10 in float64; a
         fully masked row of norms all 0
     norms_check.py same NAMES A B
@@ -50,7 +53,15 @@ from subcommands import fail, run  # noqa: E402
 H, G = 4, 2
 
 
-def inputs(directory):
+def inputs(directory, wide=None):
+    if wide is not None:
+        rng = np.random.default_rng(704)
+        D = int(wide)
+        with h5py.File(os.path.join(directory, "wide.h5"), "w") as f:
+            f["X"] = rng.standard_normal((1, 5, D), dtype=np.float32)
+            for w in ("W_Q", "W_K", "W_V", "W_O"):
+                f[w] = (rng.standard_normal((D, D)) / np.sqrt(D)).astype(np.float32)
+            f["b_V"] = (0.3 * rng.standard_normal(D)).astype(np.float32)
     rng = np.random.default_rng(701)
     B, n, D, dk = 2, 300, 64, 16
     with h5py.File(os.path.join(directory, "small.h5"), "w") as f:
@@ -104,6 +115,10 @@ def _expected(case, d):
         ref = models_ref.attention_variant(d["X"], d["W_Q"], d["W_K"], d["W_V"], d["W_O"],
                                            bv=d["b_V"], heads=H, kv_heads=H, Y=d["KV"])
         heads, kv, layout = H, H, "xw"
+    elif case == "wide":
+        ref = models_ref.attention_variant(d["X"], d["W_Q"], d["W_K"], d["W_V"], d["W_O"],
+                                           bv=d["b_V"], heads=1, kv_heads=1)
+        heads, kv, layout = 1, 1, "xw"
     elif case == "fused":
         Wq, Wk, Wv, bq, bk, bv = models_ref.split_fused(d["W_QKV"], d["B_QKV"], H, H, 8, 8,
                                                         layout="linear", split="heads")
