@@ -1,7 +1,9 @@
 /*
  * test_atomic.c - unit tests for attn_atomic (temporary files renamed onto
- * their destination) and attn_same_file, in a temporary directory per test.
+ * their destination) and attn_same_file, in a temporary directory per test;
+ * and attn_format_shape's truncation to its buffer.
  */
+#define _GNU_SOURCE             /* renameat2, RENAME_NOREPLACE, syscall */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,8 +13,11 @@
 #include <string.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -37,8 +42,32 @@ static int setup(void **state)
     return 0;
 }
 
+/*
+ * renameat2 as libattn (linked statically into this test) sees it.  While
+ * fake_noreplace_errno is set, a call with RENAME_NOREPLACE fails with that
+ * errno, as on a kernel or file system without the flag (ENOSYS, EINVAL)
+ * or one that refuses the rename (EPERM); every other call is the system
+ * call.  fake_noreplace_calls counts the calls failed so: a test that sets
+ * the errno checks that the library met the fake.
+ */
+static int fake_noreplace_errno;
+static int fake_noreplace_calls;
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+              unsigned int flags)
+{
+    if (fake_noreplace_errno != 0 && (flags & RENAME_NOREPLACE) != 0) {
+        fake_noreplace_calls++;
+        errno = fake_noreplace_errno;
+        return -1;
+    }
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
 static int teardown(void **state)
 {
+    fake_noreplace_errno = 0;
+    fake_noreplace_calls = 0;
     return test_dir_teardown(state);
 }
 
@@ -112,6 +141,7 @@ static void test_commit_renames_temp_onto_destination(void **state)
     assert_int_equal(st.st_mode & 07777, 0640);
     assert_false(exists(temp));
     assert_string_equal(f->tx.temp_path, "");
+    assert_true(f->tx.committing);  /* "stays set after a successful rename" */
     assert_entries(f, 1, 0);   /* out.h5 only */
     attn_atomic_abort(&f->tx);                             /* harmless now */
     assert_true(exists(f->final_path));
@@ -275,6 +305,159 @@ static void test_same_file_new_path_is_itself(void **state)
     assert_true(attn_same_file(f->final_path, dotted));
 }
 
+/* ---- the temporary's name when the destination's name is long --------- */
+
+/* The directory's name limit, for the tests below: NAME_MAX when unknown
+ * (attn_atomic.h: the file system's limit).  Skips the test when it is too
+ * short for a temporary or too long for these buffers. */
+static size_t name_limit_of(const char *dir)
+{
+    long limit = pathconf(dir, _PC_NAME_MAX);
+    size_t n = limit > 0 ? (size_t)limit : NAME_MAX;
+    if (n < 40 || n > 1000)
+        skip();
+    return n;
+}
+
+/* Bytes a temporary's name takes besides the kept part of the
+ * destination's: ".", then ATTN_TEMP_MARKER and six random characters. */
+#define TEMP_NAME_EXTRA (1 + strlen(ATTN_TEMP_MARKER) + 6)
+
+/* tx's temporary is dir/.KEPT<marker>XXXXXX, KEPT the first `kept` bytes
+ * of name, and exists. */
+static void assert_temp_keeps(const atomic_fixture *f, const attn_atomic *tx, const char *name,
+                              size_t kept)
+{
+    char prefix[PATH_MAX];
+    size_t n = (size_t)snprintf(prefix, sizeof prefix, "%s/.", f->tmp.dir);
+    memcpy(prefix + n, name, kept);
+    snprintf(prefix + n + kept, sizeof prefix - n - kept, "%s", ATTN_TEMP_MARKER);
+    assert_int_equal(strncmp(tx->temp_path, prefix, strlen(prefix)), 0);
+    assert_int_equal(strlen(tx->temp_path), strlen(prefix) + 6);
+    assert_true(exists(tx->temp_path));
+}
+
+/* A destination name of 3-byte UTF-8 characters (U+20AC, E2 82 AC) as long
+ * as the limit allows: the temporary keeps the most whole characters that fit
+ * -- never part of one -- and the commit still makes the full name. */
+static void test_long_name_cut_between_utf8_characters(void **state)
+{
+    atomic_fixture *f = *state;
+    const size_t limit = name_limit_of(f->tmp.dir), chars = limit / 3;
+    char name[1024] = "", path[PATH_MAX];
+    for (size_t i = 0; i < chars; i++)
+        memcpy(name + 3 * i, "\xe2\x82\xac", 4);
+    assert_int_equal(strlen(name), 3 * chars);
+    assert_true(strlen(name) + TEMP_NAME_EXTRA > limit);    /* it must be cut */
+    snprintf(path, sizeof path, "%s/%s", f->tmp.dir, name);
+
+    int status = attn_atomic_begin(&f->tx, path, false, &f->err);
+    if (status != ATTN_OK)
+        fail_msg("begin: %d %s", status, f->err.msg);
+    size_t whole = (limit - TEMP_NAME_EXTRA) / 3;      /* characters that fit */
+    assert_temp_keeps(f, &f->tx, name, 3 * whole);
+    test_write_file(f->tx.temp_path, "long", 4);
+    assert_int_equal(attn_atomic_commit(&f->tx, NULL, &f->err), ATTN_OK);
+    assert_file_holds(path, "long");
+    assert_entries(f, 1, 0);
+}
+
+/* A name of continuation bytes alone (0x80: no character starts in it, a
+ * name Linux takes all the same): the only boundary to cut at is its start,
+ * so the temporary keeps none of it. */
+static void test_long_name_without_character_start_kept_empty(void **state)
+{
+    atomic_fixture *f = *state;
+    const size_t limit = name_limit_of(f->tmp.dir);
+    char name[1024], path[PATH_MAX];
+    memset(name, 0x80, limit);
+    name[limit] = '\0';
+    snprintf(path, sizeof path, "%s/%s", f->tmp.dir, name);
+
+    int status = attn_atomic_begin(&f->tx, path, false, &f->err);
+    if (status != ATTN_OK)
+        fail_msg("begin: %d %s", status, f->err.msg);
+    assert_temp_keeps(f, &f->tx, name, 0);
+    attn_atomic_abort(&f->tx);
+    assert_entries(f, 0, 0);
+}
+
+/* ---- a kernel without RENAME_NOREPLACE ------------------------------------ */
+
+/* The flag unknown (ENOSYS): the commit still renames the temporary onto a
+ * destination that does not exist. */
+static void test_commit_without_noreplace_renames(void **state)
+{
+    atomic_fixture *f = *state;
+    assert_int_equal(attn_atomic_begin(&f->tx, f->final_path, false, &f->err), ATTN_OK);
+    test_write_file(f->tx.temp_path, "fallback", 8);
+    fake_noreplace_errno = ENOSYS;
+    int status = attn_atomic_commit(&f->tx, NULL, &f->err);
+    if (status != ATTN_OK)
+        fail_msg("commit: %d %s", status, f->err.msg);
+    assert_true(fake_noreplace_calls > 0);
+    assert_string_equal(f->tx.temp_path, "");
+    assert_destination_alone(f, "fallback");
+}
+
+/* The flag refused by the file system (EINVAL): a destination that appeared
+ * in the meantime is still refused, and left as it is. */
+static void test_commit_without_noreplace_refuses_destination_that_appeared(void **state)
+{
+    atomic_fixture *f = *state;
+    assert_int_equal(attn_atomic_begin(&f->tx, f->final_path, false, &f->err), ATTN_OK);
+    test_write_file(f->tx.temp_path, "mine", 4);
+    test_write_file(f->final_path, "theirs", 6);
+    fake_noreplace_errno = EINVAL;
+    assert_int_equal(attn_atomic_commit(&f->tx, NULL, &f->err), ATTN_EUSAGE);
+    assert_true(fake_noreplace_calls > 0);
+    assert_destination_alone(f, "theirs");
+}
+
+/* The rename itself refused (EPERM): an I/O error naming the destination,
+ * the temporary removed, no destination. */
+static void test_commit_rename_refused_is_io_error(void **state)
+{
+    atomic_fixture *f = *state;
+    assert_int_equal(attn_atomic_begin(&f->tx, f->final_path, false, &f->err), ATTN_OK);
+    test_write_file(f->tx.temp_path, "mine", 4);
+    fake_noreplace_errno = EPERM;
+    assert_int_equal(attn_atomic_commit(&f->tx, NULL, &f->err), ATTN_EIO);
+    assert_true(fake_noreplace_calls > 0);
+    assert_non_null(strstr(f->err.msg, f->final_path));
+    assert_string_equal(f->tx.temp_path, "");
+    assert_entries(f, 0, 0);
+}
+
+/* ---- attn_format_shape into a short buffer --------------------------------- */
+
+/* Like snprintf, attn_format_shape writes at most buflen bytes: for every
+ * buflen, the first buflen - 1 bytes of the whole text and a NUL, and the
+ * bytes after buf[buflen - 1] untouched. */
+static void assert_shape_truncates(const size_t *dims, size_t rank, const char *whole)
+{
+    char buf[32];
+    const size_t len = strlen(whole);
+    for (size_t buflen = 1; buflen <= len + 1; buflen++) {
+        memset(buf, '#', sizeof buf);
+        assert_ptr_equal(attn_format_shape(buf, buflen, dims, rank), buf);
+        assert_memory_equal(buf, whole, buflen - 1);
+        assert_int_equal(buf[buflen - 1], '\0');
+        for (size_t i = buflen; i < sizeof buf; i++)
+            if (buf[i] != '#')
+                fail_msg("%s in %zu bytes: byte %zu written", whole, buflen, i);
+    }
+}
+
+static void test_format_shape_stays_in_its_buffer(void **state)
+{
+    (void)state;
+    assert_shape_truncates((size_t[]){4, 6}, 2, "(4, 6)");
+    assert_shape_truncates((size_t[]){5}, 1, "(5,)");
+    assert_shape_truncates((size_t[]){12, 3, 7}, 3, "(12, 3, 7)");
+    assert_shape_truncates(NULL, 0, "()");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +472,12 @@ int main(void)
         test_with_fixture(test_same_file_existing_paths),
         test_with_fixture(test_same_file_existing_and_new_path_differ),
         test_with_fixture(test_same_file_new_path_is_itself),
+        test_with_fixture(test_long_name_cut_between_utf8_characters),
+        test_with_fixture(test_long_name_without_character_start_kept_empty),
+        test_with_fixture(test_commit_without_noreplace_renames),
+        test_with_fixture(test_commit_without_noreplace_refuses_destination_that_appeared),
+        test_with_fixture(test_commit_rename_refused_is_io_error),
+        cmocka_unit_test(test_format_shape_stays_in_its_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
