@@ -724,7 +724,7 @@ def main():
     if args.again:
         with open(args.again) as f:
             earlier = json.load(f)
-        by_key = {(e["file"], e["from"], e["to"], e["nth"]): e for e in earlier}
+        by_key = {(e["file"], one_line(e["from"]), one_line(e["to"]), e["nth"]): e for e in earlier}
         drawn = [m for m in every if m.key in by_key]
         for m in drawn:
             e = by_key[m.key]
@@ -749,7 +749,8 @@ def main():
     print(f"mutate: {len(every)} mutants of {len(files)} files ({len(equivalents)} listed as equivalent); "
           f"drew {len(drawn)}" +
           (f" with seed {args.seed}" if len(drawn) < len(every) and not (args.only or args.again) else "") +
-          f", of which {len(drawn) - len(sample)} listed: running {len(sample)}", flush=True)
+          f", of which {len(drawn) - len(sample)} listed: running {len(sample) - len(kept)}"
+          + (f" ({len(kept)} keep their outcome)" if kept else ""), flush=True)
     if args.list:
         for m in sample:
             print(m.describe())
@@ -843,8 +844,8 @@ def main():
     with open(args.report + ".txt", "w") as f:
         f.write(report + "\n")
     with open(args.report + ".json", "w") as f:
-        json.dump([{"file": m.path, "line": m.line, "kind": m.kind, "from": m.before.strip(),
-                    "to": m.after.strip(), "nth": m.key[3], "outcome": m.outcome, "detail": m.detail,
+        json.dump([{"file": m.path, "line": m.line, "kind": m.kind, "from": one_line(m.before),
+                    "to": one_line(m.after), "nth": m.key[3], "outcome": m.outcome, "detail": m.detail,
                     "seconds": round(getattr(m, "seconds", 0), 1)} for m in sample], f, indent=1)
     return 1 if survivors else 0
 
