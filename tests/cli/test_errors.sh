@@ -404,6 +404,9 @@ expect_failure 3 "tokens missing: the strings of their shape" \
 expect_failure 3 "X missing, nothing of its shape: the nearest name" \
     --stderr-has "near_name.h5: no dataset X; the nearest name is x; pass --x x" -- \
     "$I/near_name.h5" -o "$O/c64.h5" --heads 2
+expect_failure 3 "X missing, nothing of its shape: the nearest name at the most edits allowed" \
+    --stderr-has "near_edit.h5: no dataset X; the nearest name is Xa; pass --x Xa" -- \
+    "$I/near_edit.h5" -o "$O/c64b.h5" --heads 2
 expect_failure 3 "W_V missing, nothing near: no guess" \
     --stderr-has "no_wv.h5: no dataset W_V" -- \
     "$I/no_wv.h5" -o "$O/c65.h5" --heads 2

@@ -62,6 +62,8 @@ def inputs(d):
           input_tokens=np.array([[b"a", b"b", b"c", b"d"]] * B))
     # X's nearest name, of no shape X could have
     write("near_name.h5", X=None, x=f32(B, n, 7))
+    # ... and one edit away, the most a name of 1 letter may be (limit 1)
+    write("near_edit.h5", X=None, Xa=f32(B, n, 7))
     # a Llama checkpoint's layers, each under /model/layers.L/self_attn
     with h5py.File(os.path.join(d, "layers.h5"), "w") as f:
         f["X"] = good["X"]
