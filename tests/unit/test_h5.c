@@ -633,6 +633,150 @@ static void test_open_text_file(void **state)
     assert_null(in);
 }
 
+/* Element sizes attnrun does not read (in_safety.c: floats of 2, 4 or 8
+ * bytes, integers of 1 to 8): refused by describe with the sizes each
+ * class takes, "PATH: dataset D has N-byte CLASS elements; SIZES expected". */
+static void test_describe_refuses_unsupported_element_sizes(void **state)
+{
+    test_dir *f = *state;
+    const char *path = test_path(f, "sizes.h5");
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(file >= 0);
+    hsize_t dims[1] = {3};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    /* a 16-byte float (a long double's layout, spelled out) */
+    hid_t wide = H5Tcopy(H5T_IEEE_F64LE);
+    assert_true(H5Tset_size(wide, 16) >= 0);
+    /* a 3-byte integer */
+    hid_t odd = H5Tcopy(H5T_STD_I32LE);
+    assert_true(H5Tset_precision(odd, 24) >= 0);
+    assert_true(H5Tset_size(odd, 3) >= 0);
+    hid_t d1 = H5Dcreate2(file, "/wide", wide, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d2 = H5Dcreate2(file, "/odd", odd, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(d1 >= 0 && d2 >= 0);
+    H5Dclose(d1);
+    H5Dclose(d2);
+    H5Tclose(wide);
+    H5Tclose(odd);
+    H5Sclose(space);
+    H5Fclose(file);
+
+    attn_h5in *in = NULL;
+    attn_error err = {0};
+    assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_OK);
+    attn_tensor_info info = {.name = "/wide"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &info, &err), ATTN_EINPUT);
+    if (strstr(err.msg, ": dataset /wide has 16-byte floating-point elements; "
+                        "2, 4 or 8 bytes expected") == NULL)
+        fail_msg("float: '%s'", err.msg);
+    assert_false(info.present);
+    attn_tensor_info mask = {.name = "/odd"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_MASK, true, &mask, &err), ATTN_EINPUT);
+    if (strstr(err.msg, ": dataset /odd has 3-byte integer elements; 1 to 8 bytes expected") == NULL)
+        fail_msg("integer: '%s'", err.msg);
+    assert_false(mask.present);
+    attn_h5in_close(in);
+}
+
+/* Reading rows of a group, never described: the lookup's own refusal
+ * ("is not a dataset", ATTN_EINPUT) comes back, nothing is read. */
+static void test_read_floats_of_a_group_is_refused(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {0};
+    double rows[4] = {0};
+    assert_int_equal(attn_h5in_read_floats(in, "/group", ATTN_F64, 0, 1, rows, &err), ATTN_EINPUT);
+    if (strstr(err.msg, "/group is not a dataset") == NULL)
+        fail_msg("'%s'", err.msg);
+    attn_h5in_close(in);
+}
+
+/* The innermost non-empty description on HDF5's error stack, found here. */
+static herr_t innermost(unsigned depth, const H5E_error2_t *e, void *data)
+{
+    char *buf = data;
+    (void)depth;
+    if (buf[0] == '\0' && e->desc != NULL && e->desc[0] != '\0')
+        snprintf(buf, 256, "%s", e->desc);
+    return 0;
+}
+
+/* attn_h5_error_detail (h5.h): the most specific message on the stack,
+ * whatever the caller's buffer held before. */
+static void test_error_detail_is_the_innermost_description(void **state)
+{
+    test_dir *f = *state;
+    hid_t file = H5Fcreate(test_path(f, "e.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(file >= 0);
+    assert_true(H5Dopen2(file, "/absent", H5P_DEFAULT) < 0);
+    char want[256] = "";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, want);
+    assert_true(want[0] != '\0');
+    char buf[256];
+    memset(buf, 'x', sizeof buf);     /* a caller's stale buffer */
+    assert_ptr_equal(attn_h5_error_detail(buf, sizeof buf), buf);
+    assert_string_equal(buf, want);
+    /* an empty stack: the fallback */
+    H5Eclear2(H5E_DEFAULT);
+    memset(buf, 'x', sizeof buf);
+    assert_string_equal(attn_h5_error_detail(buf, sizeof buf), "HDF5 gave no reason");
+    H5Fclose(file);
+}
+
+/* An output group reached through a soft or an external link is refused
+ * (out_open.c): "PATH: group G: PREFIX is a soft link, not a group of this
+ * file; not followed", ATTN_EUSAGE, with the link's kind in words. */
+static void test_out_group_through_a_link_names_its_kind(void **state)
+{
+    test_dir *f = *state;
+    const char *path = test_path(f, "links.h5");
+    hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(file >= 0);
+    hid_t g = H5Gcreate2(file, "/real", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(g >= 0);
+    H5Gclose(g);
+    assert_true(H5Lcreate_soft("/real", file, "/soft", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    assert_true(H5Lcreate_external("other.h5", "/x", file, "/ext", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    H5Fclose(file);
+
+    static const struct {
+        const char *group, *words;
+    } cases[] = {
+        {"/soft/runs", ": group /soft/runs: /soft is a soft link, not a group of this file; not followed"},
+        {"/ext", ": group /ext: /ext is an external link, not a group of this file; not followed"},
+    };
+    for (size_t i = 0; i < COUNT(cases); i++) {
+        attn_h5out *out = NULL;
+        attn_error err = {0};
+        int status = attn_h5out_open(path, "links.h5", cases[i].group, &out, &err);
+        if (status != ATTN_EUSAGE || strstr(err.msg, cases[i].words) == NULL)
+            fail_msg("%s: status %d, '%s'", cases[i].group, status, err.msg);
+        assert_null(out);
+    }
+}
+
+/* Rows past a dataset's end: the write fails (ATTN_EIO, "cannot write
+ * /NAME: REASON"), never reported done. */
+static void test_out_write_past_the_end_is_an_error(void **state)
+{
+    test_dir *f = *state;
+    attn_h5out *out = NULL;
+    attn_error err = {0};
+    assert_int_equal(attn_h5out_create(test_path(f, "short.h5"), "short.h5", "/", &out, &err), ATTN_OK);
+    const size_t dims[2] = {4, 5}, chunk[2] = {1, 5};
+    const char *const labels[2] = {"batch", "d_model"};
+    attn_dataset_spec spec = {.name = "output", .precision = ATTN_F64, .rank = 2, .dims = dims,
+                              .chunk = chunk, .labels = labels, .description = "short",
+                              .compress = 0};
+    int handle = -1;
+    assert_int_equal(attn_h5out_add_dataset(out, &spec, &handle, &err), ATTN_OK);
+    double rows[2][5] = {{0}};
+    int status = attn_h5out_write(out, handle, 3, 2, rows, &err);    /* rows 3..4 of 4 */
+    if (status != ATTN_EIO || strstr(err.msg, "short.h5: cannot write /output: ") == NULL)
+        fail_msg("status %d, '%s'", status, err.msg);
+    attn_h5out_close(out, &err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -650,6 +794,11 @@ int main(void)
         test_with_fixture(test_open_missing_file),
         test_with_fixture(test_results_labels_of_rank_1_or_2_only),
         test_with_fixture(test_open_text_file),
+        test_with_fixture(test_describe_refuses_unsupported_element_sizes),
+        test_with_fixture(test_read_floats_of_a_group_is_refused),
+        test_with_fixture(test_error_detail_is_the_innermost_description),
+        test_with_fixture(test_out_group_through_a_link_names_its_kind),
+        test_with_fixture(test_out_write_past_the_end_is_an_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -516,6 +516,43 @@ static void test_a_cancelled_commit_writes_nothing(void **state)
     assert_listing(f->tmp.dir, "");
 }
 
+/* A parts directory on another file system than the index (here a link to
+ * a directory of one, tmpfs /dev/shm say): parts are renamed into it, which
+ * cannot cross file systems, so the append is refused before any work
+ * ("PARTS: is on another file system than the index", ATTN_EUSAGE).
+ * Skipped where no other writable file system is found. */
+static void test_parts_on_another_file_system_are_refused(void **state)
+{
+    index_fixture *f = *state;
+    struct stat here;
+    assert_int_equal(stat(f->tmp.dir, &here), 0);
+    const char *candidates[] = {"/dev/shm", getenv("TMPDIR"), "/tmp", "/var/tmp", "/run/user"};
+    char other[PATH_MAX] = "";
+    for (size_t i = 0; i < sizeof candidates / sizeof *candidates && other[0] == '\0'; i++) {
+        struct stat st;
+        if (candidates[i] == NULL || stat(candidates[i], &st) != 0 || st.st_dev == here.st_dev)
+            continue;
+        snprintf(other, sizeof other, "%s/test_index_parts.XXXXXX", candidates[i]);
+        if (mkdtemp(other) == NULL)
+            other[0] = '\0';
+    }
+    if (other[0] == '\0')
+        skip();
+    assert_int_equal(symlink(other, f->parts), 0);
+    attn_index_target target;
+    attn_error err = {0};
+    int status = attn_index_check(&target, f->index, "/layer0", false, &err);
+    char want[600];
+    snprintf(want, sizeof want, "%s: is on another file system than the index", f->parts);
+    assert_int_equal(nftw(other, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+    if (status != ATTN_EUSAGE || strstr(err.msg, want) == NULL)
+        fail_msg("status %d, '%s'", status, err.msg);
+    /* the same directory beside the index is fine */
+    assert_int_equal(unlink(f->parts), 0);
+    assert_int_equal(mkdir(f->parts, 0700), 0);
+    assert_int_equal(attn_index_check(&target, f->index, "/layer0", false, &err), ATTN_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -533,6 +570,7 @@ int main(void)
         test_with_fixture(test_a_file_that_is_not_an_index_is_refused_untouched),
         test_with_fixture(test_a_failed_commit_leaves_everything_as_it_was),
         test_with_fixture(test_a_cancelled_commit_writes_nothing),
+        test_with_fixture(test_parts_on_another_file_system_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
