@@ -80,7 +80,8 @@ int attn_atomic_flush(attn_atomic *tx, attn_error *err);
  * last moment a cancellation counts.  Without `replace`, a final_path that
  * appeared in the meantime is still refused (ATTN_EUSAGE) and the
  * temporary removed.  ATTN_EIO when the rename fails (the temporary is
- * removed).  tx->committing stays set after a successful rename.
+ * removed).  tx->committing stays set after a successful rename and is
+ * cleared again when the publish fails.
  */
 int attn_atomic_publish(attn_atomic *tx, volatile sig_atomic_t *cancel, attn_error *err);
 

@@ -426,6 +426,7 @@ static void test_commit_rename_refused_is_io_error(void **state)
     assert_true(fake_noreplace_calls > 0);
     assert_non_null(strstr(f->err.msg, f->final_path));
     assert_string_equal(f->tx.temp_path, "");
+    assert_false(f->tx.committing);            /* a later signal: nothing was written */
     assert_entries(f, 0, 0);
 }
 
