@@ -607,9 +607,14 @@ class Worker:
             os.utime(src_path, ns=(st.st_atime_ns, st.st_mtime_ns))
             keep = self.saved[obj][0]
             shutil.copy2(keep, os.path.join(self.dir, obj))
-            lib = os.path.join(self.dir, "build", "libattn.a")
-            if os.path.exists(lib):
-                os.remove(lib)
+            # Whatever was linked or compiled from the mutant goes: the
+            # library, and every binary (test_nearest compiles
+            # lib/core/names.c itself, so that the restored source, back at
+            # its old time, would not rebuild it).
+            for built in ["build/libattn.a", "build/attnrun"] + self.units:
+                path = os.path.join(self.dir, built)
+                if os.path.exists(path):
+                    os.remove(path)
 
 
 def first_failure(out):
