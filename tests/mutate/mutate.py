@@ -127,6 +127,19 @@ def match_close(toks, i):
     return None
 
 
+def match_open(toks, j):
+    """Index of the ( opening the ) at toks[j]; -1 when there is none."""
+    depth = 0
+    for k in range(j, -1, -1):
+        if toks[k].text == ")":
+            depth += 1
+        elif toks[k].text == "(":
+            depth -= 1
+            if depth == 0:
+                return k
+    return -1
+
+
 KEYWORDS = {"if", "while", "for", "switch", "return", "sizeof", "else", "do",
             "case", "goto", "break", "continue", "default", "_Alignof",
             "_Static_assert", "static_assert", "defined"}
@@ -205,29 +218,11 @@ def functions(toks):
         t = toks[i].text
         if t == "{":
             if depth == 0 and i > 0 and toks[i - 1].text == ")":
-                # find the ( matching this )
-                d, j = 0, i - 1
-                while j >= 0:
-                    if toks[j].text == ")":
-                        d += 1
-                    elif toks[j].text == "(":
-                        d -= 1
-                        if d == 0:
-                            break
-                    j -= 1
+                j = match_open(toks, i - 1)
                 close = match_close(toks, i)
                 name = j - 1
                 if name > 0 and toks[name].text == ")":     # KERNEL(name)(...)
-                    d, name = 0, name
-                    while name >= 0:
-                        if toks[name].text == ")":
-                            d += 1
-                        elif toks[name].text == "(":
-                            d -= 1
-                            if d == 0:
-                                break
-                        name -= 1
-                    name -= 1
+                    name = match_open(toks, name) - 1
                 if name >= 0 and toks[name].kind == "name" and close is not None and \
                         not (name > 0 and toks[name - 1].text in ("struct", "union", "enum")):
                     out.append((src_name(toks, name, j), name, i, close))
@@ -341,17 +336,7 @@ def mutants_of(path, src):
     # swapped adjacent arguments of one declared type
     for name, _, o, c in bodies:
         types = declared_types(toks, o, c)          # locals
-        # parameters: between the function's ( and )
-        k = o - 1
-        d = 0
-        while k > 0:
-            if toks[k].text == ")":
-                d += 1
-            elif toks[k].text == "(":
-                d -= 1
-                if d == 0:
-                    break
-            k -= 1
+        k = match_open(toks, o - 1)                 # parameters: between ( and )
         types.update({a: b for a, b in declared_types(toks, k + 1, o).items() if a not in types})
         for i in range(o, c):
             t = toks[i]
