@@ -184,7 +184,10 @@ int attn_h5out_add_dataset(attn_h5out *out, const attn_dataset_spec *spec, int *
     output_dataset *d = &out->datasets[out->dataset_count];
     hid_t dcpl = H5I_INVALID_HID, dapl = H5I_INVALID_HID, space = H5I_INVALID_HID;
     int status = ATTN_OK;
-    if (out->dataset_count == ATTN_H5OUT_MAX_DATASETS || spec->rank > 4)
+    if (spec->rank > 4)
+        return attn_fail(err, ATTN_EIO, "%s: dataset %s of rank %zu (at most 4)", out->path,
+                         spec->name, spec->rank);
+    if (out->dataset_count == ATTN_H5OUT_MAX_DATASETS)
         return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
     d->rank = spec->rank;
     d->precision = spec->precision;
@@ -239,7 +242,10 @@ int attn_h5out_add_strings(attn_h5out *out, const char *name, size_t rank, const
     output_dataset *d = &out->datasets[out->dataset_count];
     hid_t space = H5I_INVALID_HID;
     int status = ATTN_OK;
-    if (out->dataset_count == ATTN_H5OUT_MAX_DATASETS || rank < 1 || rank > 2)
+    if (rank < 1 || rank > 2)
+        return attn_fail(err, ATTN_EIO, "%s: string dataset %s of rank %zu (1 or 2)", out->path,
+                         name, rank);
+    if (out->dataset_count == ATTN_H5OUT_MAX_DATASETS)
         return attn_fail(err, ATTN_EIO, "%s: too many output datasets", out->path);
     memset(d, 0, sizeof *d);
     d->rank = rank;

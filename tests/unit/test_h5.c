@@ -608,7 +608,7 @@ static void test_results_labels_of_rank_1_or_2_only(void **state)
         memset(&err, 0, sizeof err);
         assert_int_not_equal(attn_results_add_labels(out, "bad", rank, dims, axes, "no", &handle, &err),
                              ATTN_OK);
-        assert_true(err.msg[0] != '\0');
+        assert_non_null(strstr(err.msg, "string dataset bad of rank"));
     }
     assert_int_equal(attn_results_add_labels(out, "one", 1, dims + 1, axes + 1, "rank 1", &handle, &err),
                      ATTN_OK);
@@ -769,6 +769,12 @@ static void test_out_write_past_the_end_is_an_error(void **state)
                               .chunk = chunk, .labels = labels, .description = "short",
                               .compress = 0};
     int handle = -1;
+    const size_t wide_dims[5] = {1, 1, 1, 1, 1};
+    attn_dataset_spec wide = spec;      /* rank 5: refused, and said so */
+    wide.rank = 5;
+    wide.dims = wide.chunk = wide_dims;
+    assert_int_equal(attn_h5out_add_dataset(out, &wide, &handle, &err), ATTN_EIO);
+    assert_non_null(strstr(err.msg, "short.h5: dataset output of rank 5"));
     assert_int_equal(attn_h5out_add_dataset(out, &spec, &handle, &err), ATTN_OK);
     double rows[2][5] = {{0}};
     int status = attn_h5out_write(out, handle, 3, 2, rows, &err);    /* rows 3..4 of 4 */
