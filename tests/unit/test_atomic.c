@@ -1,7 +1,6 @@
 /*
  * test_atomic.c - unit tests for attn_atomic (temporary files renamed onto
- * their destination) and attn_same_file, in a temporary directory per test;
- * and attn_format_shape's truncation to its buffer.
+ * their destination) and attn_same_file, in a temporary directory per test.
  */
 #define _GNU_SOURCE             /* renameat2, RENAME_NOREPLACE, syscall */
 #include <setjmp.h>
@@ -430,35 +429,6 @@ static void test_commit_rename_refused_is_io_error(void **state)
     assert_entries(f, 0, 0);
 }
 
-/* ---- attn_format_shape into a short buffer --------------------------------- */
-
-/* Like snprintf, attn_format_shape writes at most buflen bytes: for every
- * buflen, the first buflen - 1 bytes of the whole text and a NUL, and the
- * bytes after buf[buflen - 1] untouched. */
-static void assert_shape_truncates(const size_t *dims, size_t rank, const char *whole)
-{
-    char buf[32];
-    const size_t len = strlen(whole);
-    for (size_t buflen = 1; buflen <= len + 1; buflen++) {
-        memset(buf, '#', sizeof buf);
-        assert_ptr_equal(attn_format_shape(buf, buflen, dims, rank), buf);
-        assert_memory_equal(buf, whole, buflen - 1);
-        assert_int_equal(buf[buflen - 1], '\0');
-        for (size_t i = buflen; i < sizeof buf; i++)
-            if (buf[i] != '#')
-                fail_msg("%s in %zu bytes: byte %zu written", whole, buflen, i);
-    }
-}
-
-static void test_format_shape_stays_in_its_buffer(void **state)
-{
-    (void)state;
-    assert_shape_truncates((size_t[]){4, 6}, 2, "(4, 6)");
-    assert_shape_truncates((size_t[]){5}, 1, "(5,)");
-    assert_shape_truncates((size_t[]){12, 3, 7}, 3, "(12, 3, 7)");
-    assert_shape_truncates(NULL, 0, "()");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -478,7 +448,6 @@ int main(void)
         test_with_fixture(test_commit_without_noreplace_renames),
         test_with_fixture(test_commit_without_noreplace_refuses_destination_that_appeared),
         test_with_fixture(test_commit_rename_refused_is_io_error),
-        cmocka_unit_test(test_format_shape_stays_in_its_buffer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

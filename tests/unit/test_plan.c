@@ -817,6 +817,33 @@ static void test_format_shape(void **state)
     assert_string_equal(attn_format_shape(buf, sizeof buf, NULL, 0), "()");
 }
 
+/* Like snprintf, attn_format_shape writes at most buflen bytes: for every
+ * buflen, the first buflen - 1 bytes of the whole text and a NUL, and the
+ * bytes after buf[buflen - 1] untouched. */
+static void assert_shape_truncates(const size_t *dims, size_t rank, const char *whole)
+{
+    char buf[32];
+    const size_t len = strlen(whole);
+    for (size_t buflen = 1; buflen <= len + 1; buflen++) {
+        memset(buf, '#', sizeof buf);
+        assert_ptr_equal(attn_format_shape(buf, buflen, dims, rank), buf);
+        assert_memory_equal(buf, whole, buflen - 1);
+        assert_int_equal(buf[buflen - 1], '\0');
+        for (size_t i = buflen; i < sizeof buf; i++)
+            if (buf[i] != '#')
+                fail_msg("%s in %zu bytes: byte %zu written", whole, buflen, i);
+    }
+}
+
+static void test_format_shape_stays_in_its_buffer(void **state)
+{
+    (void)state;
+    assert_shape_truncates((size_t[]){4, 6}, 2, "(4, 6)");
+    assert_shape_truncates((size_t[]){5}, 1, "(5,)");
+    assert_shape_truncates((size_t[]){12, 3, 7}, 3, "(12, 3, 7)");
+    assert_shape_truncates(NULL, 0, "()");
+}
+
 /* ---- output shapes and bytes ------------------------------------------ */
 
 /* B = 2, H = 3, n = 4, m = 5, d_k = 6, d_v = 7, D = 8 */
@@ -1634,6 +1661,7 @@ int main(void)
         cmocka_unit_test(test_size_add_edges),
         cmocka_unit_test(test_size_product_edges),
         cmocka_unit_test(test_format_shape),
+        cmocka_unit_test(test_format_shape_stays_in_its_buffer),
         cmocka_unit_test(test_output_shape_with_batch_axis),
         cmocka_unit_test(test_output_shape_without_batch_axis),
         cmocka_unit_test(test_output_names),
