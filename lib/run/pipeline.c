@@ -364,6 +364,7 @@ static void compute_step(run_state *st, const step *s)
     const attn_layout *layout = &st->report->layout;
     attn_slice *slice = s->slice;
     slice->count = s->count;
+    slice->first_item = s->first;         /* the projections' blocks: the batch's */
     slice->scores = s->maps[0];
     slice->weights = s->maps[1];
     slice->block_first = s->row;          /* q, heads, output, result: its rows */
