@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models_ref as M                                     # noqa: E402
-from case_table import Gen, Table, read_done, same_bits, xw_weights  # noqa: E402
+from case_table import Gen, Table, read_done, report_same_bits, xw_weights  # noqa: E402
 from outputs_compare import compare                        # noqa: E402
 from summaries_cases import (compare_argmax, compare_float, reference,  # noqa: E402
                              special_rows, tolerances)
@@ -291,22 +291,7 @@ def verify(top, done):
         else:
             print("ok %s %s: %d outputs match the reference (%s)" % (case, mode, len(save), blocks))
 
-    for group in SAME_PATH:
-        for case in sorted(refs):
-            have = [m for m in group if (case, m) in finished]
-            if len(have) < 2:
-                continue
-            problems = []
-            with h5py.File(finished[(case, have[0])], "r") as a:
-                for other in have[1:]:
-                    with h5py.File(finished[(case, other)], "r") as b:
-                        common = [k for k in OLD + SUMS + KEYS if k in a and k in b]
-                        problems += ["%s vs %s: %s" % (have[0], other, p)
-                                     for p in same_bits(a, b, common)]
-            if problems:
-                print("FAIL %s %s: %s" % (case, "/".join(have), "; ".join(problems)[:600]))
-            else:
-                print("ok %s %s bit-identical" % (case, "/".join(have)))
+    report_same_bits(SAME_PATH, refs, finished, OLD + SUMS + KEYS, common_only=True)
 
 
 COMMANDS = {"make": (make, 1), "verify": (verify, 2)}

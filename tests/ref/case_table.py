@@ -181,6 +181,29 @@ def read_done(path):
         return [tuple(line.rstrip("\n").split("\t")) for line in f if line.strip()]
 
 
+def report_same_bits(groups, cases, finished, names, common_only=False):
+    """For each group of modes and each case, print whether the runs of the
+    case in those modes that finished (finished[(case, mode)] = the output
+    file) hold the same bits in the datasets named as the group's first run;
+    with common_only, only those the two files both hold."""
+    for group in groups:
+        for case in sorted(cases):
+            have = [m for m in group if (case, m) in finished]
+            if len(have) < 2:
+                continue
+            problems = []
+            with h5py.File(finished[(case, have[0])], "r") as a:
+                for other in have[1:]:
+                    with h5py.File(finished[(case, other)], "r") as b:
+                        these = [k for k in names if k in a and k in b] if common_only else names
+                        problems += ["%s vs %s: %s" % (have[0], other, p)
+                                     for p in same_bits(a, b, these)]
+            if problems:
+                print("FAIL %s %s: %s" % (case, "/".join(have), "; ".join(problems)[:600]))
+            else:
+                print("ok %s %s bit-identical" % (case, "/".join(have)))
+
+
 def same_bits(a, b, names):
     """Problems of h5py files a and b holding different bytes (or types,
     shapes, presence) in the datasets named."""

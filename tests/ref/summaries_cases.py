@@ -28,7 +28,7 @@ import h5py
 import summaries_ref as R
 from case_table import (
     Gen, Table, XW, XWB, gpt2_layer, linear_weights, per_head_weights, read_done, read_spec,
-    same_bits, shared_kv_input, variant_kwargs, xw_input, xw_weights)
+    report_same_bits, shared_kv_input, variant_kwargs, xw_input, xw_weights)
 
 
 OLD4 = "scores,weights,heads,output"
@@ -530,21 +530,8 @@ def check_runs(top, done):
 
 # the same bits whatever the steps, threads and slices, on each softmax path
 def check_same_bits(refs, finished):
-    for group in (("mix", "t1", "t2", "bs1"), ("on_mix", "on_t1", "on_t2", "on_bs1")):
-        for case in sorted(refs):
-            have = [m for m in group if (case, m) in finished]
-            if len(have) < 2:
-                continue
-            problems = []
-            with h5py.File(finished[(case, have[0])], "r") as a:
-                for other in have[1:]:
-                    with h5py.File(finished[(case, other)], "r") as b:
-                        problems += ["%s vs %s: %s" % (have[0], other, p)
-                                     for p in same_bits(a, b, SUMMARIES + ("output",))]
-            if problems:
-                print("FAIL %s %s: %s" % (case, "/".join(have), "; ".join(problems)))
-            else:
-                print("ok %s %s bit-identical" % (case, "/".join(have)))
+    report_same_bits((("mix", "t1", "t2", "bs1"), ("on_mix", "on_t1", "on_t2", "on_bs1")),
+                     refs, finished, SUMMARIES + ("output",))
 
 
 # the online path against the maps path: values within the tolerances, the
