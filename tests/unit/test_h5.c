@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -633,6 +635,67 @@ static void test_open_text_file(void **state)
     assert_null(in);
 }
 
+/* HDF5_USE_FILE_LOCKING read as HDF5 reads it: exactly FALSE or 0 turn the
+ * locks off, exactly BEST_EFFORT keeps them but lets a file system without
+ * locks pass; anything else, or nothing, locks. */
+static void test_locking_setting_read_as_hdf5_reads_it(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;          /* NULL: unset */
+        bool disabled, best_effort;
+    } cases[] = {
+        {NULL, false, false},   {"FALSE", true, false},  {"0", true, false},
+        {"BEST_EFFORT", false, true}, {"TRUE", false, false}, {"1", false, false},
+        {"false", false, false}, {"GALSE", false, false}, {"FALSE ", false, false},
+        {"", false, false},     {"BEST_EFFORTS", false, false},
+    };
+    const char *was = getenv("HDF5_USE_FILE_LOCKING");
+    char *saved = was != NULL ? strdup(was) : NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value == NULL)
+            unsetenv("HDF5_USE_FILE_LOCKING");
+        else
+            setenv("HDF5_USE_FILE_LOCKING", cases[i].value, 1);
+        bool best_effort = !cases[i].best_effort;
+        const bool disabled = attn_h5_locking_disabled(&best_effort);
+        if (disabled != cases[i].disabled || best_effort != cases[i].best_effort)
+            fail_msg("HDF5_USE_FILE_LOCKING=%s: disabled %d, best effort %d",
+                     cases[i].value ? cases[i].value : "(unset)", disabled, best_effort);
+    }
+    if (saved != NULL)
+        setenv("HDF5_USE_FILE_LOCKING", saved, 1);
+    else
+        unsetenv("HDF5_USE_FILE_LOCKING");
+    free(saved);
+}
+
+/* The input's lock held through another open file (as an HDF5 writer
+ * holds it): without `wait` the open is refused at once, ATTN_EIO, "locked
+ * by another program", nothing opened; once it is let go, the same open
+ * succeeds.  Skipped when HDF5_USE_FILE_LOCKING turns the locks off. */
+static void test_open_refuses_a_file_locked_by_another(void **state)
+{
+    test_dir *f = *state;
+    bool best_effort;
+    if (attn_h5_locking_disabled(&best_effort))
+        skip();
+    const char *path = test_path(f, "held.h5");
+    make_input_file(path);
+    const int holder = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(holder >= 0);
+    assert_int_equal(flock(holder, LOCK_EX), 0);
+    const attn_h5in_options opt = {.lock = ATTN_LOCK_SHARED};
+    attn_h5in *in = NULL;
+    attn_error err = {0};
+    const int status = attn_h5in_open_with(path, &opt, &in, &err);
+    close(holder);
+    if (status != ATTN_EIO || in != NULL || strstr(err.msg, "held.h5: locked by another program") == NULL)
+        fail_msg("status %d, input %p, '%s'", status, (void *)in, err.msg);
+    assert_int_equal(attn_h5in_open_with(path, &opt, &in, &err), ATTN_OK);
+    attn_h5in_close(in);
+}
+
 /* Element sizes attnrun does not read (in_safety.c: floats of 2, 4 or 8
  * bytes, integers of 1 to 8): refused by describe with the sizes each
  * class takes, "PATH: dataset D has N-byte CLASS elements; SIZES expected". */
@@ -805,6 +868,8 @@ int main(void)
         test_with_fixture(test_error_detail_is_the_innermost_description),
         test_with_fixture(test_out_group_through_a_link_names_its_kind),
         test_with_fixture(test_out_write_past_the_end_is_an_error),
+        cmocka_unit_test(test_locking_setting_read_as_hdf5_reads_it),
+        test_with_fixture(test_open_refuses_a_file_locked_by_another),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,8 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -516,6 +520,60 @@ static void test_a_cancelled_commit_writes_nothing(void **state)
     assert_listing(f->tmp.dir, "");
 }
 
+/* The signal handler of test_a_signal_while_waiting_for_the_lock: the
+ * first signal asks to cancel, as attnrun's own handler does; a later one
+ * lets the lock go, so that a commit that kept waiting would end. */
+static volatile sig_atomic_t *waiting_cancel;
+static volatile sig_atomic_t held_lock = -1;
+
+static void cancel_then_release(int signo)
+{
+    (void)signo;
+    if (!*waiting_cancel) {
+        *waiting_cancel = 1;
+    } else if (held_lock >= 0) {
+        close(held_lock);
+        held_lock = -1;
+    }
+}
+
+/* Another append's commit holds the directory's lock; a signal (handled
+ * without SA_RESTART, as a library user may) that asks to cancel ends the
+ * wait: ATTN_EINTR, "interrupted while waiting for the lock", nothing
+ * written.  Skipped when HDF5_USE_FILE_LOCKING turns the locks off. */
+static void test_a_signal_while_waiting_for_the_lock(void **state)
+{
+    index_fixture *f = *state;
+    bool best_effort;
+    if (attn_h5_locking_disabled(&best_effort))
+        skip();
+    attn_error err = {0};
+    attn_index_target target;
+    attn_atomic tx;
+    volatile sig_atomic_t cancel = 0;
+    assert_int_equal(attn_index_check(&target, f->index, "/layer0", false, &err), ATTN_OK);
+    make_part(f, "/layer0", 1, &tx);
+    held_lock = open(f->tmp.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(held_lock >= 0);
+    assert_int_equal(flock(held_lock, LOCK_EX), 0);
+    waiting_cancel = &cancel;
+    struct sigaction sa = {.sa_handler = cancel_then_release}, was;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGALRM, &sa, &was), 0);
+    const struct itimerval every = {{0, 200000}, {0, 200000}}, off = {{0, 0}, {0, 0}};
+    assert_int_equal(setitimer(ITIMER_REAL, &every, NULL), 0);
+    const int status = attn_index_commit(&target, &tx, &cancel, &err);
+    setitimer(ITIMER_REAL, &off, NULL);
+    sigaction(SIGALRM, &was, NULL);
+    if (held_lock >= 0)
+        close(held_lock);
+    held_lock = -1;
+    if (status != ATTN_EINTR || strstr(err.msg, "interrupted while waiting for the lock") == NULL)
+        fail_msg("status %d, '%s'", status, err.msg);
+    assert_int_equal(tx.committing, 0);
+    assert_listing(f->tmp.dir, "");
+}
+
 /* A parts directory on another file system than the index (here a link to
  * a directory of one, tmpfs /dev/shm say): parts are renamed into it, which
  * cannot cross file systems, so the append is refused before any work
@@ -570,6 +628,7 @@ int main(void)
         test_with_fixture(test_a_file_that_is_not_an_index_is_refused_untouched),
         test_with_fixture(test_a_failed_commit_leaves_everything_as_it_was),
         test_with_fixture(test_a_cancelled_commit_writes_nothing),
+        test_with_fixture(test_a_signal_while_waiting_for_the_lock),
         test_with_fixture(test_parts_on_another_file_system_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
