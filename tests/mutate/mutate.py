@@ -659,6 +659,13 @@ def table(mutants, listed_by_file, files):
     return "\n".join(lines)
 
 
+def record(m):
+    """A judged mutant as report.json and the journal hold it."""
+    return {"file": m.path, "line": m.line, "kind": m.kind, "from": one_line(m.before),
+            "to": one_line(m.after), "nth": m.key[3], "outcome": m.outcome, "detail": m.detail,
+            "seconds": round(getattr(m, "seconds", 0), 1)}
+
+
 def rate(killed, survived):
     return f"{100.0 * killed / (killed + survived):.1f} %" if killed + survived else "-"
 
@@ -683,9 +690,16 @@ def main():
     ap.add_argument("--again", default="",
                     help="a report.json: judge again the mutants that survived there, the "
                          "others keep their outcome (the table after new tests)")
+    ap.add_argument("--resume", default="",
+                    help="a journal (REPORT.journal) of a run stopped early: its mutants keep "
+                         "their outcome, the rest of the sample is judged")
+    ap.add_argument("--tally", action="store_true",
+                    help="with --resume: print the table of the outcomes judged so far, run nothing")
     args = ap.parse_args()
     if args.mutants < 0 or args.jobs < 1:
         ap.error("--mutants must be 0 or more, --jobs 1 or more")
+    if args.tally and not args.resume:
+        ap.error("--tally reads the outcomes of --resume JOURNAL")
 
     files = lib_files()
     if args.files:
@@ -724,6 +738,12 @@ def main():
         if gone:
             print(f"mutate: {gone} mutants of {args.again} are no longer made (their code changed)",
                   file=sys.stderr)
+    if args.resume:
+        with open(args.resume) as f:
+            for line in f:
+                e = json.loads(line)
+                kept[(e["file"], one_line(e["from"]), one_line(e["to"]), e["nth"])] = \
+                    (e["outcome"], e["detail"])
     listed_by_file = {}
     sample = []
     for m in drawn:
@@ -739,11 +759,15 @@ def main():
     print(f"mutate: {len(every)} mutants of {len(files)} files ({len(equivalents)} listed as equivalent); "
           f"drew {len(drawn)}" +
           (f" with seed {args.seed}" if len(drawn) < len(every) and not (args.only or args.again) else "") +
-          f", of which {len(drawn) - len(sample)} listed: running {len(sample) - len(kept)}"
-          + (f" ({len(kept)} keep their outcome)" if kept else ""), flush=True)
+          f", of which {len(drawn) - len(sample)} listed: running {len(sample) - len(carried)}"
+          + (f" ({len(carried)} keep their outcome)" if carried else ""), flush=True)
     if args.list:
         for m in sample:
             print(m.describe())
+        return 0
+    if args.tally:
+        print(table(sample, listed_by_file, files))
+        print(f"{len(carried)} of the {len(sample)} mutants of the sample judged")
         return 0
 
     start = time.time()
@@ -782,19 +806,20 @@ def main():
     print(f"mutate: the unmutated build passes its cmocka tests and {len(needed)} suites "
           f"({time.time() - start:.0f} s)", flush=True)
 
+    # Judged in an order drawn with the seed, not file by file, so that the
+    # mutants judged before a stop (the journal) are a sample of the sample.
     queue = [m for m in sample if not m.outcome]
+    random.Random(args.seed).shuffle(queue)
     done = [0]
+    os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
+    journal = open(args.report + ".journal", "a")
 
     def work(w):
         while True:
             with lock:
                 if not queue:
                     return
-                # keep a worker on one file, so that one object is rebuilt
-                mine = [m for m in queue if m.path == getattr(w, "last", None)]
-                m = mine[0] if mine else queue[0]
-                queue.remove(m)
-            w.last = m.path
+                m = queue.pop(0)
             t0 = time.time()
             m.outcome, m.detail = w.judge(m, suites_for(m.path, suite_table))
             m.seconds = time.time() - t0
@@ -802,12 +827,15 @@ def main():
                 done[0] += 1
                 print(f"[{done[0]}/{len(sample) - len(carried)}] {m.outcome:12} {m.path}:{m.line} [{m.kind}] "
                       f"{m.after.strip()[:70]}  ({m.seconds:.0f} s) {m.detail[:90]}", flush=True)
+                journal.write(json.dumps(record(m)) + "\n")
+                journal.flush()
 
     threads = [threading.Thread(target=work, args=(w,)) for w in workers]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    journal.close()
 
     if args.confirm:
         every_suite = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "tests", "cli"))
@@ -834,9 +862,7 @@ def main():
     with open(args.report + ".txt", "w") as f:
         f.write(report + "\n")
     with open(args.report + ".json", "w") as f:
-        json.dump([{"file": m.path, "line": m.line, "kind": m.kind, "from": one_line(m.before),
-                    "to": one_line(m.after), "nth": m.key[3], "outcome": m.outcome, "detail": m.detail,
-                    "seconds": round(getattr(m, "seconds", 0), 1)} for m in sample], f, indent=1)
+        json.dump([record(m) for m in sample], f, indent=1)
     return 1 if survivors else 0
 
 
