@@ -26,13 +26,6 @@
 
 enum { ROW_MAJOR = 101 };             /* CblasRowMajor */
 
-typedef void sgemm_fn(int order, int ta, int tb, int m, int n, int k, float alpha,
-                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                      int ldc);
-typedef void dgemm_fn(int order, int ta, int tb, int m, int n, int k, double alpha,
-                      const double *a, int lda, const double *b, int ldb, double beta, double *c,
-                      int ldc);
-
 /* The next definition of name after this library's: the real BLAS. */
 static void *real(const char *name)
 {
@@ -44,22 +37,25 @@ static void *real(const char *name)
     return f;
 }
 
-void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
-                 int lda, const float *b, int ldb, float beta, float *c, int ldc)
-{
-    ((sgemm_fn *)real("cblas_sgemm"))(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    for (int i = 1; order == ROW_MAJOR && i < m; i += 3)
-        for (int j = 0; j < n; j++)
-            c[(size_t)i * (size_t)ldc + (size_t)j] = nextafterf(c[(size_t)i * (size_t)ldc + (size_t)j],
-                                                                INFINITY);
-}
+/* cblas_NAME on REAL elements: the real one, then rows 1, 4, 7, ... of a
+ * row-major C one unit in the last place up (NEXT: nextafterf or
+ * nextafter). */
+#define BY_PLACE(NAME, REAL, NEXT)                                                           \
+    typedef void NAME##_fn(int, int, int, int, int, int, REAL, const REAL *, int, const REAL *, \
+                           int, REAL, REAL *, int);                                         \
+    void NAME(int order, int ta, int tb, int m, int n, int k, REAL alpha, const REAL *a,      \
+              int lda, const REAL *b, int ldb, REAL beta, REAL *c, int ldc);                 \
+    void NAME(int order, int ta, int tb, int m, int n, int k, REAL alpha, const REAL *a,      \
+              int lda, const REAL *b, int ldb, REAL beta, REAL *c, int ldc)                  \
+    {                                                                                        \
+        ((NAME##_fn *)real(#NAME))(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,   \
+                                   ldc);                                                     \
+        for (int i = 1; order == ROW_MAJOR && i < m; i += 3)                                 \
+            for (int j = 0; j < n; j++) {                                                    \
+                REAL *x = &c[(size_t)i * (size_t)ldc + (size_t)j];                           \
+                *x = NEXT(*x, INFINITY);                                                     \
+            }                                                                                \
+    }
 
-void cblas_dgemm(int order, int ta, int tb, int m, int n, int k, double alpha, const double *a,
-                 int lda, const double *b, int ldb, double beta, double *c, int ldc)
-{
-    ((dgemm_fn *)real("cblas_dgemm"))(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    for (int i = 1; order == ROW_MAJOR && i < m; i += 3)
-        for (int j = 0; j < n; j++)
-            c[(size_t)i * (size_t)ldc + (size_t)j] = nextafter(c[(size_t)i * (size_t)ldc + (size_t)j],
-                                                               INFINITY);
-}
+BY_PLACE(cblas_sgemm, float, nextafterf)
+BY_PLACE(cblas_dgemm, double, nextafter)
