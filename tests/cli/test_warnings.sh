@@ -131,11 +131,14 @@ warns no-mask "" --causal
 # ------------------------------------------------------ all-zero weights
 
 warns zero-wk "$ZERO_WK" --wk W_K_zero
+warns zero-wk-f64 "$ZERO_WK" --wk W_K_zero --precision f64
 expect "zero-wk: uniform weights, as the reference" \
     ref warnings_cases.py check "$T/zero-wk.h5" "$IN" - wk=W_K_zero
 warns zero-wq-wk "$ZERO_QK" --wq W_Q_zero --wk W_K_zero
 warns zero-wqkv "$ZERO_QKV" --wqkv W_QKV_zero
 warns sparse-wk "" --wk W_K_sparse
+warns last-wk "" --wk W_K_last
+warns last-wk-f64 "" --wk W_K_last --precision f64
 
 # ------------------------------------------- a scale that is sqrt(d_k) or d_k
 

@@ -16,6 +16,7 @@ another run's.
           shared_some       (6) uint8, key 5 hidden
           W_Q_zero, W_K_zero  (16, 16) zeros
           W_K_sparse        W_K with half its rows zero
+          W_K_last          (16, 16) zeros but the last element: not all zeros
           W_QKV_zero        (16, 48) zeros, fused Q|K|V
           X1                (6, 16): one item, no batch axis
           X_long            (1, 1100, 16): one long item, whose query rows
@@ -73,6 +74,9 @@ def make_input(path):
         sparse = f["W_K"][...]
         sparse[::2] = 0
         f["W_K_sparse"] = sparse
+        last = np.zeros((D, D), np.float32)
+        last[-1, -1] = 0.5
+        f["W_K_last"] = last
         f["W_QKV_zero"] = np.zeros((D, 3 * D), np.float32)
 
 
