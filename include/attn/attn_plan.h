@@ -372,7 +372,8 @@ bool attn_plan_needs_key_summary(unsigned save, attn_key_summary key);
 int attn_plan_map_in_weights_place(unsigned save);
 
 /* Blocks of one step of `items` items and sizes->rows rows: items * H *
- * ceil(rows / task_rows), the units attn_attend hands to threads. */
+ * ceil(rows / task_rows), the units attn_attend hands to threads (a
+ * task_rows of 0 counts as 1). */
 size_t attn_plan_step_blocks(const attn_layout *layout, const attn_slice_sizes *sizes,
                              size_t items, size_t task_rows);
 

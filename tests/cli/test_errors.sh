@@ -387,6 +387,11 @@ expect_failure 3 "float (B, 1, n, m) mask as --mask" \
     --stderr-has "hf_mask.h5: dataset attention_mask has floating-point elements; the key padding mask is integer or boolean (nonzero: the key may be attended); floats (2, 1, 4, 4) added to the logits are an attention bias; pass it as --attn-bias attention_mask instead of --mask" -- \
     "$I/hf_mask.h5" -o "$O/c54.h5" --heads 2 --mask attention_mask
 expect_success "... as --attn-bias" "$O/c55.h5" -- "$I/hf_mask.h5" -o "$O/c55.h5" --heads 2 --attn-bias attention_mask
+# an attention bias not found: the float dataset whose last two axes are
+# (n, m) = (4, 4), though its head axis (1) is not n
+expect_failure 3 "an attention bias missing: the floats of its (n, m)" \
+    --stderr-has "hf_mask.h5: no dataset bias; attention_mask (2, 1, 4, 4) could be the attention bias; pass --attn-bias attention_mask" -- \
+    "$I/hf_mask.h5" -o "$O/c56.h5" --heads 2 --attn-bias bias
 
 # A dataset not found: what the file holds that fits (type, rank, an axis
 # the other inputs give), else the nearest name; a weight not under the

@@ -1256,6 +1256,20 @@ static size_t plan_for(const bench_shape *shape, size_t threads, size_t physical
     return items;
 }
 
+/* items * H * ceil(rows / task_rows) blocks, by hand for 2 items of 3
+ * heads and 5 rows; a task_rows of 0 counts as 1 (the header). */
+static void test_plan_step_blocks_by_hand(void **state)
+{
+    (void)state;
+    attn_layout layout = {.dims = {.batch = 4, .n = 5, .m = 5, .heads = 3}};
+    const attn_slice_sizes sizes = {.rows = 5};
+    assert_int_equal(attn_plan_step_blocks(&layout, &sizes, 2, 1), 2 * 3 * 5);
+    assert_int_equal(attn_plan_step_blocks(&layout, &sizes, 2, 0), 2 * 3 * 5);
+    assert_int_equal(attn_plan_step_blocks(&layout, &sizes, 2, 2), 2 * 3 * 3);
+    assert_int_equal(attn_plan_step_blocks(&layout, &sizes, 2, 5), 2 * 3 * 1);
+    assert_int_equal(attn_plan_step_blocks(&layout, &sizes, 2, 128), 2 * 3 * 1);
+}
+
 /*
  * For 1 to 64 threads, on a machine of 2 GiB per thread (at least 24
  * GiB): each step of every bench shape holds at least
@@ -1675,6 +1689,7 @@ int main(void)
         cmocka_unit_test(test_plan_slice_budget_picks_item_count),
         cmocka_unit_test(test_plan_slice_query_row_blocks),
         cmocka_unit_test(test_plan_slice_overflow_is_rejected),
+        cmocka_unit_test(test_plan_step_blocks_by_hand),
         cmocka_unit_test(test_plan_steps_feed_every_thread),
         cmocka_unit_test(test_plan_default_memory),
         cmocka_unit_test(test_plan_steps_memory_is_a_cap),
