@@ -26,6 +26,7 @@
 
 #include "attn_results.h"
 #include "h5/h5.h"
+#include "h5/out.h"             /* SCALE_BLOCK */
 #include "test_support.h"
 #include "test_hdf5.h"
 
@@ -635,6 +636,37 @@ static void test_open_text_file(void **state)
     assert_null(in);
 }
 
+/* A dimension scale longer than the block of indices it is written in
+ * (SCALE_BLOCK, lib/h5/out.h): 0, 1, ... to the end, across the blocks. */
+static void test_long_axis_scale_holds_every_index(void **state)
+{
+    test_dir *f = *state;
+    const char *path = test_path(f, "long.h5");
+    attn_h5out *out = NULL;
+    attn_error err = {0};
+    assert_int_equal(attn_h5out_create(path, "long.h5", "/", &out, &err), ATTN_OK);
+    const size_t length = 2 * SCALE_BLOCK + 5;
+    const size_t dims[2] = {length, 1}, chunk[2] = {4096, 1};
+    const char *const labels[2] = {"batch", "d_model"};
+    const attn_dataset_spec spec = {.name = "output", .precision = ATTN_F32, .rank = 2,
+                                    .dims = dims, .chunk = chunk, .labels = labels,
+                                    .description = "long", .compress = 0};
+    int handle = -1;
+    assert_int_equal(attn_h5out_add_dataset(out, &spec, &handle, &err), ATTN_OK);
+    assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
+    long long *indices = malloc(length * sizeof *indices);
+    assert_non_null(indices);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), batch = H5Dopen2(file, "batch", H5P_DEFAULT);
+    assert_true(batch >= 0);
+    assert_true(H5Dread(batch, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, indices) >= 0);
+    H5Dclose(batch);
+    H5Fclose(file);
+    for (size_t i = 0; i < length; i++)
+        if (indices[i] != (long long)i)
+            fail_msg("batch[%zu] = %lld", i, indices[i]);
+    free(indices);
+}
+
 /* HDF5_USE_FILE_LOCKING read as HDF5 reads it: exactly FALSE or 0 turn the
  * locks off, exactly BEST_EFFORT keeps them but lets a file system without
  * locks pass; anything else, or nothing, locks. */
@@ -868,6 +900,7 @@ int main(void)
         test_with_fixture(test_error_detail_is_the_innermost_description),
         test_with_fixture(test_out_group_through_a_link_names_its_kind),
         test_with_fixture(test_out_write_past_the_end_is_an_error),
+        test_with_fixture(test_long_axis_scale_holds_every_index),
         cmocka_unit_test(test_locking_setting_read_as_hdf5_reads_it),
         test_with_fixture(test_open_refuses_a_file_locked_by_another),
     };
