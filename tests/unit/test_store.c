@@ -16,7 +16,11 @@
  * element past the dataset's end is the fill; a compressed chunk is the
  * zlib stream of the chunk shuffled as HDF5's shuffle filter does (byte j
  * of element i at j * count + i), read back with libdeflate's decompressor.
+ * A packer makes one compressor per thread and frees each (counted through
+ * stand-ins for libdeflate's allocator).
  */
+#define _GNU_SOURCE             /* RTLD_NEXT */
+#include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -717,10 +721,57 @@ static void test_gather_block_hidden_tiles_hold_the_fill(void **state)
     free(p.values);
 }
 
+/* ---- the packer's compressors -------------------------------------------- */
+
+/* Stand-ins for libdeflate's allocator and its free: the real ones
+ * (dlsym RTLD_NEXT), counted. */
+static int compressors_made, compressors_freed;
+
+struct libdeflate_compressor *libdeflate_alloc_compressor(int level)
+{
+    struct libdeflate_compressor *(*real)(int);
+    void *symbol = dlsym(RTLD_NEXT, "libdeflate_alloc_compressor");
+    assert_non_null(symbol);
+    memcpy(&real, &symbol, sizeof real);
+    compressors_made++;
+    return real(level);
+}
+
+void libdeflate_free_compressor(struct libdeflate_compressor *compressor)
+{
+    void (*real)(struct libdeflate_compressor *);
+    void *symbol = dlsym(RTLD_NEXT, "libdeflate_free_compressor");
+    assert_non_null(symbol);
+    memcpy(&real, &symbol, sizeof real);
+    compressors_freed += compressor != NULL;
+    real(compressor);
+}
+
+/* attn_packer_new makes one compressor per thread when it compresses, none
+ * at level 0; attn_packer_free frees every one it made. */
+static void test_packer_one_compressor_per_thread(void **state)
+{
+    (void)state;
+    for (size_t threads = 1; threads <= 4; threads++) {
+        compressors_made = compressors_freed = 0;
+        attn_packer *packer = attn_packer_new(threads, 4096, 1);
+        assert_non_null(packer);
+        assert_int_equal(compressors_made, threads);
+        attn_packer_free(packer);
+        assert_int_equal(compressors_freed, threads);
+    }
+    compressors_made = 0;
+    attn_packer *plain = attn_packer_new(2, 4096, 0);
+    assert_non_null(plain);
+    attn_packer_free(plain);
+    assert_int_equal(compressors_made, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_and_bf16_from_f32_every_step),
+        cmocka_unit_test(test_packer_one_compressor_per_thread),
         cmocka_unit_test(test_f16_and_bf16_from_f32_random),
         cmocka_unit_test(test_f16_and_bf16_from_f64_round_once),
         cmocka_unit_test(test_f16_by_hand),
