@@ -1256,6 +1256,22 @@ static size_t plan_for(const bench_shape *shape, size_t threads, size_t physical
     return items;
 }
 
+/* The weight map that takes the weights' buffer (attn_plan.h): norms, when
+ * it is saved and the weights are not; none when the weights are saved
+ * (they keep their buffer) or no such map is. */
+static void test_plan_map_in_weights_place(void **state)
+{
+    (void)state;
+    const unsigned norms = 1u << ATTN_OUT_NORMS, weights = 1u << ATTN_OUT_WEIGHTS;
+    assert_int_equal(attn_plan_map_in_weights_place(norms), ATTN_WEIGHT_MAP_NORMS);
+    assert_int_equal(attn_plan_map_in_weights_place(norms | (1u << ATTN_OUT_OUTPUT)),
+                     ATTN_WEIGHT_MAP_NORMS);
+    assert_int_equal(attn_plan_map_in_weights_place(norms | weights), -1);
+    assert_int_equal(attn_plan_map_in_weights_place(weights), -1);
+    assert_int_equal(attn_plan_map_in_weights_place(1u << ATTN_OUT_OUTPUT), -1);
+    assert_int_equal(attn_plan_map_in_weights_place(0), -1);
+}
+
 /* items * H * ceil(rows / task_rows) blocks, by hand for 2 items of 3
  * heads and 5 rows; a task_rows of 0 counts as 1 (the header). */
 static void test_plan_step_blocks_by_hand(void **state)
@@ -1690,6 +1706,7 @@ int main(void)
         cmocka_unit_test(test_plan_slice_query_row_blocks),
         cmocka_unit_test(test_plan_slice_overflow_is_rejected),
         cmocka_unit_test(test_plan_step_blocks_by_hand),
+        cmocka_unit_test(test_plan_map_in_weights_place),
         cmocka_unit_test(test_plan_steps_feed_every_thread),
         cmocka_unit_test(test_plan_default_memory),
         cmocka_unit_test(test_plan_steps_memory_is_a_cap),
