@@ -138,6 +138,19 @@ for precision in f32 f64; do
     fi
 done
 
+# A key the mask hides past the first key block (KEY_BLOCK + 38 of
+# KEY_BLOCK + 88): its logit overflows to +inf (a bias of float32's largest
+# value, --scale 1e32) and must not count as an overflow on the online path,
+# which adds the bias block by block.
+ref unseen_keys.py masked-overflow "$T/masked.h5" $((KEY_BLOCK + 88)) $((KEY_BLOCK + 38))
+run "$T/masked.h5" -o "$T/masked.out.h5" --heads 2 --mask keep --attn-bias AB --scale 1e32 \
+    --save output -q
+if [ "$rc" -eq 0 ]; then
+    ok "a hidden key's overflowing logit past the first key block: exit 0"
+else
+    bad "a hidden key's overflowing logit past the first key block: exit $rc: $(head -c 300 "$T/stderr")"
+fi
+
 # ----------------------------------------- a BLAS that cares about places
 # The same bits whatever the steps hold only because every projection row
 # keeps its block and its place in it (the blocks of PROJECT_ROWS rows

@@ -9,6 +9,12 @@ tolerance against a reference cannot see it.
 
     unseen_keys.py make IN.h5 N W
     unseen_keys.py check OUT.h5 W
+    unseen_keys.py masked-overflow IN.h5 N KEY
+        one item of N tokens, a --mask `keep` hiding key KEY only and a
+        (N, N) --attn-bias `AB` of 0 but float32's largest value in key
+        KEY's column: under a huge --scale the hidden key's logit overflows
+        to +inf, which must not count as an overflow (the key takes no
+        part); every other logit stays finite.
 """
 import sys
 
@@ -49,9 +55,26 @@ def check(path, w):
     return 1 if bad else 0
 
 
+def masked_overflow(path, n, key):
+    n, key = int(n), int(key)
+    rng = np.random.default_rng(2302)
+    with h5py.File(path, "w") as f:
+        f["X"] = rng.standard_normal((1, n, 16)).astype(np.float32)
+        for name in ("W_Q", "W_K", "W_V", "W_O"):
+            f[name] = (0.25 * rng.standard_normal((16, 16))).astype(np.float32)
+        keep = np.ones((1, n), np.uint8)
+        keep[0, key] = 0
+        f["keep"] = keep
+        bias = np.zeros((n, n), np.float32)
+        bias[:, key] = np.finfo(np.float32).max
+        f["AB"] = bias
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "make":
         make(*sys.argv[2:])
+    elif len(sys.argv) == 5 and sys.argv[1] == "masked-overflow":
+        masked_overflow(*sys.argv[2:])
     elif len(sys.argv) == 4 and sys.argv[1] == "check":
         sys.exit(check(*sys.argv[2:]))
     else:
