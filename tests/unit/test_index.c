@@ -367,6 +367,43 @@ static void test_results_groups_of_an_index_and_of_a_file(void **state)
     assert_null(g.paths);
 }
 
+/* attn_results_groups on a plain file with more result groups than its
+ * list first holds: the list grows, and keeps every path, in name order. */
+static void test_results_groups_of_many_groups(void **state)
+{
+    index_fixture *f = *state;
+    enum { GROUPS = 70 };                 /* past a first list, and past it doubled */
+    char plain[300];
+    snprintf(plain, sizeof plain, "%s/many.h5", f->tmp.dir);
+    hid_t file = H5Fcreate(plain, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate(H5S_SCALAR);
+    assert_true(file >= 0 && space >= 0);
+    for (int i = 0; i < GROUPS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "/g%02d", i);
+        hid_t group = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t attr = H5Acreate2(group, "attnrun_version", H5T_NATIVE_INT, space, H5P_DEFAULT,
+                                H5P_DEFAULT);
+        assert_true(group >= 0 && attr >= 0);
+        H5Aclose(attr);
+        H5Gclose(group);
+    }
+    H5Sclose(space);
+    assert_true(H5Fclose(file) >= 0);
+
+    attn_error err;
+    attn_result_groups g;
+    assert_int_equal(attn_results_groups(plain, &g, &err), ATTN_OK);
+    assert_false(g.index);
+    assert_int_equal(g.count, GROUPS);
+    for (int i = 0; i < GROUPS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "/g%02d", i);
+        assert_string_equal(g.paths[i], name);
+    }
+    attn_result_groups_free(&g);
+}
+
 static void test_force_replaces_the_part_and_removes_the_old(void **state)
 {
     index_fixture *f = *state;
@@ -621,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_long_groups_are_cut_and_hashed),
         test_with_fixture(test_appends_gather_groups_in_one_index),
         test_with_fixture(test_results_groups_of_an_index_and_of_a_file),
+        test_with_fixture(test_results_groups_of_many_groups),
         test_with_fixture(test_force_replaces_the_part_and_removes_the_old),
         test_with_fixture(test_groups_differing_only_in_case_get_parts_of_their_own),
         test_with_fixture(test_an_empty_group_in_the_index_is_kept),
