@@ -29,6 +29,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -481,16 +482,58 @@ def suites_for(path, table):
 
 # ------------------------------------------------------------- the runner
 
+# The process groups of the commands running now (each runs in its own
+# session, so a test's children are in its group): ended on a timeout, and
+# when the tool stops, so that no test of a stopped run goes on.
+running_groups = set()
+running_lock = threading.Lock()
+stopping = False
+
+
+def end_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def end_running_groups():
+    global stopping
+    with running_lock:
+        stopping = True
+        for pid in running_groups:
+            end_group(pid)
+        running_groups.clear()
+
+
+def stopped(signum, _frame):
+    """SIGINT, SIGTERM, SIGHUP: end every running test, then the tool (its
+    journal holds every outcome judged; --resume carries them)."""
+    end_running_groups()
+    print(f"mutate: stopped by signal {signum}; tests ended", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
 def sh(cmd, cwd, limit=None, env=None):
     """(status, output); status None when it ran past limit seconds."""
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    with running_lock:
+        running_groups.add(p.pid)
+        if stopping:                     # started as the tool was stopped
+            end_group(p.pid)
     try:
-        p = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=limit, start_new_session=True)
-        return p.returncode, p.stdout.decode(errors="replace")
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if e.stdout else ""
-        return None, out
+        out, _ = p.communicate(timeout=limit)
+        status = p.returncode
+    except subprocess.TimeoutExpired:
+        end_group(p.pid)                 # its leader is not reaped yet
+        out, _ = p.communicate()
+        status = None
+    finally:
+        with running_lock:
+            running_groups.discard(p.pid)
+    return status, out.decode(errors="replace")
 
 
 def object_of(path):
@@ -867,4 +910,9 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stopped)
+    try:
+        sys.exit(main())
+    finally:
+        end_running_groups()
