@@ -39,7 +39,8 @@
 # a stand-in BLAS that computes a row by its place in the block
 # (tests/lib/blas_by_place.c, preloaded; needs a C compiler) items grouped
 # in blocks and an item longer than one write the same bits whatever the
-# slices, row blocks and threads.  About 110 runs, 30 s on two cores.
+# slices, row blocks and threads, for self- and cross-attention and the
+# linear layout.  About 150 runs, 40 s on two cores.
 # Each check prints "ok NAME" or "FAIL NAME: WHY"; the last line is
 # "blocks: N passed, M failed"; the exit status is 1 when M > 0.
 set -u
@@ -157,9 +158,13 @@ fi
 # aligned on the batch).  A BLAS that computes a row by its place
 # (tests/lib/blas_by_place.c, preloaded) makes a row put anywhere else
 # change its bits on every machine, not only where OpenBLAS picks a kernel
-# that does so (Haswell, Zen).  Items several to a block (n = 40) and an
-# item longer than one (n = 2 PROJECT_ROWS + 1), on both softmax paths: the
-# default run against --batch-slice 1 and 2, --memory 1K and --threads 1.
+# that does so (Haswell, Zen).  Items several to a block (n = 40, keys of
+# --kv m = 26) and an item longer than one (n = 2 PROJECT_ROWS + 1, m = 2
+# PROJECT_ROWS + 2), on both softmax paths, for causal self-attention, the
+# linear layout and cross-attention (--kv, whose K and V rows have blocks
+# of their own): the default run against --batch-slice 1 and 2, --memory
+# 1K and --threads 1.  The stand-in moves every third row, so a row moved
+# by a multiple of 3 places goes unseen: n and m are not multiples of 3.
 "${CC:-cc}" -shared -fPIC -O2 -o "$T/blas_by_place.so" "$TESTS/lib/blas_by_place.c" -ldl -lm \
     2>"$T/cc.log" || bad "setup: cannot build tests/lib/blas_by_place.c: $(head -c 300 "$T/cc.log")"
 by_place() {
@@ -167,24 +172,28 @@ by_place() {
     LD_PRELOAD="$T/blas_by_place.so" \
         ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" run "$@"
 }
-ref attention_inputs.py random "$T/grouped.h5" 5 40 32 3
-ref attention_inputs.py random "$T/long.h5" 2 $((2 * PROJECT_ROWS + 1)) 16 4
+ref attention_inputs.py random "$T/grouped.h5" 5 40 32 3 --kv 26
+ref attention_inputs.py random "$T/long.h5" 2 $((2 * PROJECT_ROWS + 1)) 16 4 --kv $((2 * PROJECT_ROWS + 2))
 for input in grouped long; do
-    for path in maps:scores,weights,heads,output online:entropy,argmax,heads,output; do
-        name="$input ${path%%:*}" save=${path#*:} base=$T/place.$input.${path%%:*}
-        by_place "$T/$input.h5" -o "$base.default.h5" --heads 4 --causal --save "$save" -q
-        [ "$rc" -eq 0 ] || { bad "$name under blas_by_place: exit $rc: $(head -c 300 "$T/stderr")"; continue; }
-        for way in "--batch-slice 1" "--batch-slice 2" "--memory 1K" "--threads 1"; do
-            read -r -a extra <<<"$way"
-            out=$base.${way// /_}.h5
-            by_place "$T/$input.h5" -o "$out" --heads 4 --causal --save "$save" -q "${extra[@]}"
-            if [ "$rc" -ne 0 ]; then
-                bad "$name $way under blas_by_place: exit $rc: $(head -c 300 "$T/stderr")"
-            elif why=$(ref identical_outputs.py datasets "$base.default.h5" "$out" 2>&1); then
-                ok "$name under blas_by_place: $way writes the default run's bits"
-            else
-                bad "$name under blas_by_place: $way differs from the default run: $why"
-            fi
+    for kind in "self:--causal" "linear:--layout linear --causal" "cross:--kv KV"; do
+        read -r -a attention <<<"${kind#*:}"
+        for path in maps:scores,weights,heads,output online:entropy,argmax,heads,output; do
+            name="$input ${kind%%:*} ${path%%:*}" save=${path#*:}
+            base=$T/place.$input.${kind%%:*}.${path%%:*}
+            by_place "$T/$input.h5" -o "$base.default.h5" --heads 4 "${attention[@]}" --save "$save" -q
+            [ "$rc" -eq 0 ] || { bad "$name under blas_by_place: exit $rc: $(head -c 300 "$T/stderr")"; continue; }
+            for way in "--batch-slice 1" "--batch-slice 2" "--memory 1K" "--threads 1"; do
+                read -r -a extra <<<"$way"
+                out=$base.${way// /_}.h5
+                by_place "$T/$input.h5" -o "$out" --heads 4 "${attention[@]}" --save "$save" -q "${extra[@]}"
+                if [ "$rc" -ne 0 ]; then
+                    bad "$name $way under blas_by_place: exit $rc: $(head -c 300 "$T/stderr")"
+                elif why=$(ref identical_outputs.py datasets "$base.default.h5" "$out" 2>&1); then
+                    ok "$name under blas_by_place: $way writes the default run's bits"
+                else
+                    bad "$name under blas_by_place: $way differs from the default run: $why"
+                fi
+            done
         done
     done
 done

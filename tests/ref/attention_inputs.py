@@ -9,7 +9,8 @@ the same file.
         W_Q, W_K, W_V, W_O scaled by 1/sqrt(D_MODEL) (SEED default 0).
         --same-rows copies each item's first query row over its other rows,
         so that every output repeats row after row and compresses well;
-        --nan-at puts one NaN into X at [B, Q, C].
+        --nan-at puts one NaN into X at [B, Q, C]; --kv M adds a float32
+        KV (B, M, D_MODEL) for --kv KV, drawn after the weights.
     attention_inputs.py huge-value OUT
         float64 X of ones (2, 3, 4) but X[1, 2, 3] = 1e100, and float32
         identity weights: its logits fit float64, not float32.
@@ -29,8 +30,9 @@ import h5py
 WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
 
 
-def random_input(path, B, n, d, seed=0, same_rows=False, nan_at=None):
-    """X (B, n, d) and packed (d, d) weights, float32."""
+def random_input(path, B, n, d, seed=0, same_rows=False, nan_at=None, kv=None):
+    """X (B, n, d), packed (d, d) weights and, with kv = m, KV (B, m, d);
+    float32."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((B, n, d)).astype(np.float32)
     if same_rows:
@@ -41,6 +43,8 @@ def random_input(path, B, n, d, seed=0, same_rows=False, nan_at=None):
         f["X"] = X
         for w in WEIGHTS:
             f[w] = (rng.standard_normal((d, d)) / np.sqrt(d)).astype(np.float32)
+        if kv is not None:
+            f["KV"] = rng.standard_normal((B, kv, d)).astype(np.float32)
 
 
 def huge_value(path):
@@ -85,6 +89,7 @@ def main(argv):
     r.add_argument("seed", type=int, nargs="?", default=0)
     r.add_argument("--same-rows", action="store_true")
     r.add_argument("--nan-at", type=index)
+    r.add_argument("--kv", type=int, metavar="M")
     sub.add_parser("huge-value").add_argument("out")
     g = sub.add_parser("gpt2-layers")
     g.add_argument("out")
@@ -92,7 +97,8 @@ def main(argv):
     sub.add_parser("float16-bigendian").add_argument("input")
     a = p.parse_args(argv)
     if a.command == "random":
-        random_input(a.out, *a.shape, seed=a.seed, same_rows=a.same_rows, nan_at=a.nan_at)
+        random_input(a.out, *a.shape, seed=a.seed, same_rows=a.same_rows, nan_at=a.nan_at,
+                     kv=a.kv)
     elif a.command == "huge-value":
         huge_value(a.out)
     elif a.command == "gpt2-layers":
