@@ -24,7 +24,10 @@
 #     of 1 and 2), a long item (n = 1100) whose query rows are split among
 #     the ranks, and --save of every output and summary, --compress,
 #     --store f16/bf16, --precision f64, --window, --group, --tokens,
-#     --in-place and --append (the index's links and every part);
+#     --in-place and --append (the index's links and every part); and
+#     under a BLAS that computes a row by its place in the block
+#     (tests/lib/blas_by_place.c, preloaded): B = 5 in slices of 2 and the
+#     long item, its keys projected by the rank that owns their rows;
 #   - the comparison itself sees a changed value, attribute, label, scale,
 #     chunk shape, filter or member (mutated copies of a serial file);
 #   - --dry-run --json under mpirun: one JSON document (rank 0 only), the
@@ -39,7 +42,7 @@
 #     starting "attnrun: ", no OUT, no temporary, no rank left running;
 #   - an existing OUT is left byte for byte as it was by a failing run.
 # mpirun's own banners (when a rank exits nonzero) are allowed on stderr;
-# they are not "attnrun: " lines.  About 90 runs (70 under mpirun), ~1.5 minutes
+# they are not "attnrun: " lines.  About 100 runs (80 under mpirun), ~2 minutes
 # on two cores.
 # Each check prints "ok NAME", "FAIL NAME: WHY" or "skip NAME: WHY"; the
 # last line is "mpi: N passed, M failed"; the exit status is 1 when M > 0.
@@ -88,7 +91,8 @@ trap cleanup EXIT
 
 # serial ARGS...: the serial build; rc, $T/stdout, $T/stderr.
 serial() {
-    timeout -s KILL "$TL" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
+    LD_PRELOAD=${PRELOAD:-${LD_PRELOAD:-}} \
+        timeout -s KILL "$TL" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
 }
 
@@ -98,7 +102,8 @@ serial() {
 mpi() {
     local p=$1
     shift
-    timeout -s KILL "$TL" "${MPIRUN[@]}" -n "$p" "$ATTNRUN_MPI" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
+    LD_PRELOAD=${PRELOAD:-${LD_PRELOAD:-}} \
+        timeout -s KILL "$TL" "${MPIRUN[@]}" -n "$p" "$ATTNRUN_MPI" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
     [ $rc -eq 137 ] && reap
 }
@@ -237,6 +242,12 @@ if ! out=$(mpi_cases inputs "$T" 2>&1); then
     finish
 fi
 B5=$T/b5.h5
+# tests/lib/blas_by_place.c: rows 1, 4, 7, ... of every GEMM's C one ulp up
+BY_PLACE=$T/blas_by_place.so
+"${CC:-cc}" -shared -fPIC -O2 -o "$BY_PLACE" "$TESTS/lib/blas_by_place.c" -ldl -lm 2>"$T/cc.log" || {
+    bad "setup: cannot build tests/lib/blas_by_place.c: $(head -c 300 "$T/cc.log")"
+    BY_PLACE=
+}
 LONG=$T/long.h5
 BIG=$T/big.h5
 BIG_ARGS=(--heads 4 --save scores,weights,output)
@@ -347,6 +358,16 @@ check_identity() {
     # reaches before its rows (docs/running.md, "Steps")
     identity "n=1100 --causal --window 300 --memory 1M (sliding keys)" "$LONG" --heads 4 \
         --causal --window 300 --memory 1M --save weights,output,entropy
+    # under a BLAS that computes a row by its place in the block (the
+    # stand-in of test_blocks.sh, preloaded into both runs and every rank):
+    # each rank's projection blocks are the serial run's on every machine,
+    # whole items (slices from item 2 and 4) and one item's rows shared
+    if [ -n "$BY_PLACE" ]; then
+        PRELOAD=$BY_PLACE identity "B=5 --batch-slice 2 under blas_by_place" "$B5" --heads 4 \
+            --batch-slice 2 --save weights,heads,output
+        PRELOAD=$BY_PLACE identity "n=1100 --causal under blas_by_place (keys exchanged)" "$LONG" \
+            --heads 4 --causal --save weights,heads,output
+    fi
     # the same threads and memory cap on both sides: the same plan, so
     # the same chunk shapes too
     CHUNKS=1 identity "B=5 --threads 1 --memory 64M, chunk shapes too" "$B5" --heads 4 \
