@@ -33,6 +33,7 @@
 #   - --dry-run --json under mpirun: one JSON document (rank 0 only), the
 #     serial run's apart from the plan;
 #   - all or nothing: a NaN in the last item only (rejected, exit 3),
+#     q, k and v overflowing float32 in the last rank's rows (exit 3),
 #     SIGTERM to mpirun mid-run (exit 1), a full file system (exit 1, with
 #     --force past the free-space precheck, whole items or one item's rows
 #     shared: the room is reserved first; and the precheck's refusal), a
@@ -501,6 +502,22 @@ check_nan() {
     done
 }
 
+# A finite input whose projections overflow float32 in rows the last rank
+# owns (the long item: each rank projects its own rows' keys): the serial
+# run's exit 3 and message, from every P.
+check_overflow() {
+    local d p
+    d=$(workdir overflow)
+    serial "$T/overflow.h5" -o "$d/out.h5" --heads 4 --causal
+    failed "projections overflowing at row 1000 of the long item, serial: exit 3, one line, no OUT" \
+        3 "projections.*overflow float32" "$d"
+    for p in 2 3 4; do
+        mpi "$p" "$T/overflow.h5" -o "$d/out.h5" --heads 4 --causal
+        failed "projections overflowing at row 1000 of the long item (the last rank's rows), P=$p: exit 3, one line, no OUT, no temporary" \
+            3 "projections.*overflow float32" "$d"
+    done
+}
+
 check_sigterm() {
     local d pid mp i seen=0 left
     d=$(workdir sigterm)
@@ -640,6 +657,7 @@ check_in_place
 check_append
 check_dry_run
 check_nan
+check_overflow
 check_sigterm
 check_full
 check_one_rank_write_fails

@@ -11,6 +11,8 @@ exits 1.
                    layout with the heads interleaved, W_O (32, 32)
           big.h5   X (6, 2048, 64): ~10 s of work under mpirun -n 2, ~800 MB
                    of scores and weights
+          overflow.h5  long.h5 with X[0, 1000, :] = 3e38: finite, but its
+                   q, k and v overflow float32 (rows of the last rank)
     python3 tests/ref/mpi_cases.py normalize ATTR... -- FILE...
         sets each attribute named ATTR, on every object of each FILE where it
         exists, to one fixed string, so that h5diff compares the rest
@@ -61,6 +63,10 @@ def inputs(top):
         f["W_QKV"] = (rng.standard_normal((96, 32)) / np.sqrt(32)).astype(np.float32)
         f["W_O"] = (rng.standard_normal((32, 32)) / np.sqrt(32)).astype(np.float32)
     write("big.h5", rng.standard_normal((6, 2048, 64)))
+    # row 1000 of float32's near-largest value: its q, k and v overflow
+    shutil.copy(os.path.join(top, "long.h5"), os.path.join(top, "overflow.h5"))
+    with h5py.File(os.path.join(top, "overflow.h5"), "r+") as f:
+        f["X"][0, 1000, :] = np.float32(3e38)
 
 
 def normalize(argv):
