@@ -165,27 +165,22 @@ fi
 # of their own): the default run against --batch-slice 1 and 2, --memory
 # 1K and --threads 1.  The stand-in moves every third row, so a row moved
 # by a multiple of 3 places goes unseen: n and m are not multiples of 3.
-"${CC:-cc}" -shared -fPIC -O2 -o "$T/blas_by_place.so" "$TESTS/lib/blas_by_place.c" -ldl -lm \
-    2>"$T/cc.log" || bad "setup: cannot build tests/lib/blas_by_place.c: $(head -c 300 "$T/cc.log")"
-by_place() {
-    # ASan wants to come first; the stand-in only wraps two BLAS calls
-    LD_PRELOAD="$T/blas_by_place.so" \
-        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" run "$@"
-}
+build_by_place                          # BY_PLACE, by_place (checks.sh)
 ref attention_inputs.py random "$T/grouped.h5" 5 40 32 3 --kv 26
 ref attention_inputs.py random "$T/long.h5" 2 $((2 * PROJECT_ROWS + 1)) 16 4 --kv $((2 * PROJECT_ROWS + 2))
+[ -n "$BY_PLACE" ] || finish
 for input in grouped long; do
     for kind in "self:--causal" "linear:--layout linear --causal" "cross:--kv KV"; do
         read -r -a attention <<<"${kind#*:}"
         for path in maps:scores,weights,heads,output online:entropy,argmax,heads,output; do
             name="$input ${kind%%:*} ${path%%:*}" save=${path#*:}
             base=$T/place.$input.${kind%%:*}.${path%%:*}
-            by_place "$T/$input.h5" -o "$base.default.h5" --heads 4 "${attention[@]}" --save "$save" -q
+            by_place run "$T/$input.h5" -o "$base.default.h5" --heads 4 "${attention[@]}" --save "$save" -q
             [ "$rc" -eq 0 ] || { bad "$name under blas_by_place: exit $rc: $(head -c 300 "$T/stderr")"; continue; }
             for way in "--batch-slice 1" "--batch-slice 2" "--memory 1K" "--threads 1"; do
                 read -r -a extra <<<"$way"
                 out=$base.${way// /_}.h5
-                by_place "$T/$input.h5" -o "$out" --heads 4 "${attention[@]}" --save "$save" -q "${extra[@]}"
+                by_place run "$T/$input.h5" -o "$out" --heads 4 "${attention[@]}" --save "$save" -q "${extra[@]}"
                 if [ "$rc" -ne 0 ]; then
                     bad "$name $way under blas_by_place: exit $rc: $(head -c 300 "$T/stderr")"
                 elif why=$(ref identical_outputs.py datasets "$base.default.h5" "$out" 2>&1); then

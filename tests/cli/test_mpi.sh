@@ -92,8 +92,7 @@ trap cleanup EXIT
 
 # serial ARGS...: the serial build; rc, $T/stdout, $T/stderr.
 serial() {
-    LD_PRELOAD=${PRELOAD:-${LD_PRELOAD:-}} \
-        timeout -s KILL "$TL" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
+    ${PRELOADED:+by_place} timeout -s KILL "$TL" "$ATTNRUN" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
 }
 
@@ -103,8 +102,8 @@ serial() {
 mpi() {
     local p=$1
     shift
-    LD_PRELOAD=${PRELOAD:-${LD_PRELOAD:-}} \
-        timeout -s KILL "$TL" "${MPIRUN[@]}" -n "$p" "$ATTNRUN_MPI" "$@" </dev/null >"$T/stdout" 2>"$T/stderr"
+    ${PRELOADED:+by_place} timeout -s KILL "$TL" "${MPIRUN[@]}" -n "$p" "$ATTNRUN_MPI" "$@" \
+        </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
     [ $rc -eq 137 ] && reap
 }
@@ -243,12 +242,7 @@ if ! out=$(mpi_cases inputs "$T" 2>&1); then
     finish
 fi
 B5=$T/b5.h5
-# tests/lib/blas_by_place.c: rows 1, 4, 7, ... of every GEMM's C one ulp up
-BY_PLACE=$T/blas_by_place.so
-"${CC:-cc}" -shared -fPIC -O2 -o "$BY_PLACE" "$TESTS/lib/blas_by_place.c" -ldl -lm 2>"$T/cc.log" || {
-    bad "setup: cannot build tests/lib/blas_by_place.c: $(head -c 300 "$T/cc.log")"
-    BY_PLACE=
-}
+build_by_place                          # BY_PLACE, by_place (checks.sh)
 LONG=$T/long.h5
 BIG=$T/big.h5
 BIG_ARGS=(--heads 4 --save scores,weights,output)
@@ -364,9 +358,9 @@ check_identity() {
     # each rank's projection blocks are the serial run's on every machine,
     # whole items (slices from item 2 and 4) and one item's rows shared
     if [ -n "$BY_PLACE" ]; then
-        PRELOAD=$BY_PLACE identity "B=5 --batch-slice 2 under blas_by_place" "$B5" --heads 4 \
+        PRELOADED=1 identity "B=5 --batch-slice 2 under blas_by_place" "$B5" --heads 4 \
             --batch-slice 2 --save weights,heads,output
-        PRELOAD=$BY_PLACE identity "n=1100 --causal under blas_by_place (keys exchanged)" "$LONG" \
+        PRELOADED=1 identity "n=1100 --causal under blas_by_place (keys exchanged)" "$LONG" \
             --heads 4 --causal --save weights,heads,output
     fi
     # the same threads and memory cap on both sides: the same plan, so

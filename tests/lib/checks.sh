@@ -28,6 +28,22 @@ finish() {
 # driver) with $PY.
 ref() { "$PY" "$TESTS/ref/$1" "${@:2}"; }
 
+# The stand-in BLAS that computes a row of C by its place in the block
+# (tests/lib/blas_by_place.c).  build_by_place builds it into $T and sets
+# BY_PLACE to its path (empty, after a FAIL, when it cannot be built);
+# by_place COMMAND ARGS... runs COMMAND (a program or a function, such as
+# run) with it preloaded, and ASan told not to insist on coming first.
+build_by_place() {
+    BY_PLACE=$T/blas_by_place.so
+    "${CC:-cc}" -shared -fPIC -O2 -o "$BY_PLACE" "$TESTS/lib/blas_by_place.c" -ldl -lm \
+        2>"$T/cc.log" && return
+    bad "setup: cannot build tests/lib/blas_by_place.c: $(head -c 300 "$T/cc.log")"
+    BY_PLACE=
+}
+by_place() {
+    LD_PRELOAD=$BY_PLACE ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$@"
+}
+
 # expect NAME COMMAND... [+ COMMAND...]...: ok NAME when every COMMAND
 # exits 0 (what they printed shown after the name), else FAIL NAME with
 # the last line the first failing one printed.
