@@ -30,11 +30,54 @@
 
 typedef struct attn_results attn_results;
 
-/* Opens the group `group` ("/" or a path) of the results file at path. */
+/*
+ * A results file opened once for a reader that reads several of its
+ * groups: the file named (a results file, or an --append index and the
+ * parts it names) is opened as the run opens an input -- a regular file
+ * only, without blocking, under a shared lock, HDF5's parse capped in
+ * memory -- and an index is read once.  Its links are resolved in the
+ * parts directory beside it and nowhere else (not the working directory,
+ * not HDF5_EXT_PREFIX); each part is opened by attnrun itself, with the
+ * same checks, and must be the same file every time it is opened again:
+ * a reader sees one generation of the index (ATTN_EIO, "the index
+ * changed while it was read", when not).  Close the groups before the
+ * file.
+ *
+ *     attn_results_file *f;
+ *     attn_results_file_open("results.h5", &f, &err);
+ *     attn_results_open_group(f, "/layer3", &r, &err);  ... attn_results_close(r);
+ *     attn_results_file_check(f, &err);    // before committing what was read
+ *     attn_results_file_close(f);
+ */
+typedef struct attn_results_file attn_results_file;
+
+int attn_results_file_open(const char *path, attn_results_file **file, attn_error *err);
+
+/* Closes the file; file may be NULL. */
+void attn_results_file_close(attn_results_file *file);
+
+/* The path it was opened with, for messages. */
+const char *attn_results_file_path(const attn_results_file *file);
+
+/* Opens the group `group` ("/" or a path) of the open file. */
+int attn_results_open_group(attn_results_file *file, const char *group, attn_results **results,
+                            attn_error *err);
+
+/*
+ * Whether what was read is still what the file holds: a plain file the
+ * same size and modification time, its path still naming it; an index
+ * whose groups that were read still name the parts that were read (an
+ * index that only gained groups is the same for what was read).
+ * ATTN_EIO ("changed while it was read") when not.
+ */
+int attn_results_file_check(attn_results_file *file, attn_error *err);
+
+/* Opens the group `group` ("/" or a path) of the results file at path: a
+ * file of its own (attn_results_file_open), closed with the group. */
 int attn_results_open(const char *path, const char *group, attn_results **results,
                       attn_error *err);
 
-/* Closes the file; results may be NULL. */
+/* Closes the group (and the file it opened); results may be NULL. */
 void attn_results_close(attn_results *results);
 
 /* The path and the group it was opened with, for messages. */
@@ -65,6 +108,11 @@ int attn_results_read(attn_results *results, const char *name, const size_t *fir
 int attn_results_labels(attn_results *results, const char *name, size_t item, size_t length,
                         char ***labels, attn_error *err);
 
+/* Fills info->present, rank and dims for the strings info->name of the
+ * group (tokens): present false when there is none.  ATTN_EINPUT when
+ * it is not a dataset of strings of rank 1 or 2. */
+int attn_results_describe_labels(attn_results *results, attn_tensor_info *info, attn_error *err);
+
 /* Frees labels (count strings) of attn_results_labels; NULL does nothing. */
 void attn_labels_free(char **labels, size_t count);
 
@@ -94,6 +142,10 @@ typedef struct attn_result_groups {
  *     attn_result_groups_free(&g);
  */
 int attn_results_groups(const char *path, attn_result_groups *groups, attn_error *err);
+
+/* The same for an open file (an index: its groups when it was opened). */
+int attn_results_file_groups(attn_results_file *file, attn_result_groups *groups,
+                             attn_error *err);
 
 void attn_result_groups_free(attn_result_groups *groups);
 

@@ -74,6 +74,11 @@ typedef struct attn_h5in_options {
     bool allow_external;              /* follow external links, external
                                          raw storage and virtual datasets
                                          (they name other files)        */
+    bool tiled_maps;                  /* a results file: a chunked dataset
+                                         may leave chunks unwritten (the
+                                         tiles of a map no query sees),
+                                         but every row of chunks along its
+                                         last axis holds one             */
     volatile sig_atomic_t *cancel;    /* set: stop waiting (ATTN_EINTR);
                                          may be NULL                    */
 } attn_h5in_options;
@@ -175,6 +180,11 @@ int attn_h5in_read_float_block(attn_h5in *in, const char *name, attn_precision p
                                size_t first, size_t count, size_t axis, size_t from,
                                size_t length, void *buf, attn_error *err);
 
+/* The block [first, first + count) of every axis (one index and one
+ * length per axis of the dataset): (count[0], count[1], ...) values. */
+int attn_h5in_read_float_box(attn_h5in *in, const char *name, attn_precision precision,
+                             const size_t *first, const size_t *count, void *buf,
+                             attn_error *err);
 /* Reads the one value at index (rank) of a floating dataset as a double:
  * what the file holds, before any narrowing to float. */
 int attn_h5in_read_value(attn_h5in *in, const char *name, const size_t *index, size_t rank,

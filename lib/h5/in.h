@@ -32,6 +32,8 @@ struct attn_h5in {
     struct stat opened;         /* the file as it was opened            */
     bool allow_external;        /* follow external links, external raw
                                    storage and virtual datasets          */
+    bool tiled_maps;            /* chunks may stay unwritten, one per row
+                                   of chunks at least (attn_h5in_options) */
     open_dataset *datasets;     /* resolved so far (a list)             */
 };
 

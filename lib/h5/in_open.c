@@ -162,6 +162,7 @@ static int h5in_open(const char *path, const attn_h5in_options *opt, attn_h5in *
     in->fd = -1;
     in->file = H5I_INVALID_HID;
     in->allow_external = opt->allow_external;
+    in->tiled_maps = opt->tiled_maps;
     if ((status = open_descriptor(in, opt, err)) != ATTN_OK)
         goto out;
     if ((status = h5_is_hdf5(path, "input", err)) <= 0) {    /* EMFILE: not the file's fault */

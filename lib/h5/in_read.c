@@ -85,15 +85,14 @@ static int required_dataset(attn_h5in *in, const char *name, hid_t *dset, attn_e
     return status;
 }
 
-/* Reads rows [first, first + count) of name with memory type mem_type
- * into buf: (count, the dataset's other axes) values of mem_type; with
- * axis > 0, only [from, from + length) along that axis. */
-static int read_box(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
-                    size_t count, size_t axis, size_t from, size_t length, void *buf,
-                    attn_error *err)
+/* Reads the block [first[i], first[i] + count[i]) of each axis i of name
+ * (first, count NULL: the whole dataset) with memory type mem_type into
+ * buf: (count[0], count[1], ...) values of mem_type. */
+static int read_box(attn_h5in *in, const char *name, hid_t mem_type, const hsize_t *first,
+                    const hsize_t *count, void *buf, attn_error *err)
 {
     hid_t dset, file_space = H5I_INVALID_HID, mem_space = H5I_INVALID_HID;
-    hsize_t dims[H5S_MAX_RANK], start[H5S_MAX_RANK] = {0};
+    hsize_t dims[H5S_MAX_RANK];
     char detail[256];
     int status = required_dataset(in, name, &dset, err);
     if (status != ATTN_OK)
@@ -103,14 +102,9 @@ static int read_box(attn_h5in *in, const char *name, hid_t mem_type, size_t firs
     int rank = H5Sget_simple_extent_dims(file_space, dims, NULL);
     if (rank < 0)
         goto fail;
-    if (rank > 0) {
-        start[0] = first;
-        dims[0] = count;
-        if (axis > 0 && axis < (size_t)rank) {
-            start[axis] = from;
-            dims[axis] = length;
-        }
-        if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, dims, NULL) < 0)
+    if (rank > 0 && first != NULL) {
+        memcpy(dims, count, (size_t)rank * sizeof dims[0]);
+        if (H5Sselect_hyperslab(file_space, H5S_SELECT_SET, first, NULL, dims, NULL) < 0)
             goto fail;
     }
     if ((mem_space = rank > 0 ? H5Screate_simple(rank, dims, NULL) : H5Screate(H5S_SCALAR)) < 0 ||
@@ -118,18 +112,48 @@ static int read_box(attn_h5in *in, const char *name, hid_t mem_type, size_t firs
         goto fail;
     goto out;
 fail:
-    status = attn_fail(err, ATTN_EIO, "%s: cannot read %s rows %zu..%zu: %s", in->path, name,
-                       first, first + count, attn_h5_error_detail(detail, sizeof detail));
+    /* a results file's damage is the input's; the run's reads keep EIO */
+    status = attn_fail(err, in->tiled_maps && !h5_system_error(detail, sizeof detail) ? ATTN_EINPUT
+                                                                                     : ATTN_EIO,
+                       "%s: cannot read %s rows %llu..%llu: %s", in->path, name,
+                       first != NULL ? (unsigned long long)first[0] : 0ULL,
+                       first != NULL ? (unsigned long long)(first[0] + count[0]) : 0ULL,
+                       attn_h5_error_detail(detail, sizeof detail));
     H5Eclear2(H5E_DEFAULT);
 out:
     h5_close(mem_space, file_space);
     return h5in_after_read(in, status, err);
 }
 
+/* Rows [first, first + count) along axis 0 and, with axis > 0, [from,
+ * from + length) along that axis only, as read_box reads them. */
+static int read_slab(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
+                     size_t count, size_t axis, size_t from, size_t length, void *buf,
+                     attn_error *err)
+{
+    hid_t dset, space;
+    hsize_t start[H5S_MAX_RANK] = {0}, extent[H5S_MAX_RANK];
+    int status = required_dataset(in, name, &dset, err);
+    if (status != ATTN_OK)
+        return status;
+    space = H5Dget_space(dset);
+    int rank = space < 0 ? -1 : H5Sget_simple_extent_dims(space, extent, NULL);
+    h5_close(space);
+    if (rank <= 0)
+        return read_box(in, name, mem_type, NULL, NULL, buf, err);
+    start[0] = first;
+    extent[0] = count;
+    if (axis > 0 && axis < (size_t)rank) {
+        start[axis] = from;
+        extent[axis] = length;
+    }
+    return read_box(in, name, mem_type, start, extent, buf, err);
+}
+
 static int read_rows(attn_h5in *in, const char *name, hid_t mem_type, size_t first,
                      size_t count, void *buf, attn_error *err)
 {
-    return read_box(in, name, mem_type, first, count, 0, 0, 0, buf, err);
+    return read_slab(in, name, mem_type, first, count, 0, 0, 0, buf, err);
 }
 
 static int h5in_read_floats(attn_h5in *in, const char *name, attn_precision precision,
@@ -144,7 +168,27 @@ static int h5in_read_float_block(attn_h5in *in, const char *name, attn_precision
                                   size_t length, void *buf, attn_error *err)
 {
     hid_t mem_type = precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
-    return read_box(in, name, mem_type, first, count, axis, from, length, buf, err);
+    return read_slab(in, name, mem_type, first, count, axis, from, length, buf, err);
+}
+
+static int h5in_read_float_box(attn_h5in *in, const char *name, attn_precision precision,
+                               const size_t *first, const size_t *count, void *buf,
+                               attn_error *err)
+{
+    hid_t dset, space, mem_type = precision == ATTN_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+    hsize_t start[H5S_MAX_RANK], extent[H5S_MAX_RANK];
+    int status = required_dataset(in, name, &dset, err);
+    if (status != ATTN_OK)
+        return status;
+    space = H5Dget_space(dset);
+    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
+    h5_close(space);
+    for (int i = 0; i < rank && i < H5S_MAX_RANK; i++) {
+        start[i] = first[i];
+        extent[i] = count[i];
+    }
+    return read_box(in, name, mem_type, rank > 0 ? start : NULL, rank > 0 ? extent : NULL, buf,
+                    err);
 }
 
 static int h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,
@@ -246,6 +290,14 @@ int attn_h5in_read_float_block(attn_h5in *in, const char *name, attn_precision p
     attn_parsing_enter();
     return h5in_parsed(h5in_read_float_block(in, name, precision, first, count, axis, from,
                                              length, buf, err));
+}
+
+int attn_h5in_read_float_box(attn_h5in *in, const char *name, attn_precision precision,
+                             const size_t *first, const size_t *count, void *buf,
+                             attn_error *err)
+{
+    attn_parsing_enter();
+    return h5in_parsed(h5in_read_float_box(in, name, precision, first, count, buf, err));
 }
 
 int attn_h5in_read_mask(attn_h5in *in, const char *name, size_t first, size_t count,

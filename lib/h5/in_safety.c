@@ -313,15 +313,22 @@ int h5in_check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t space,
             status = attn_fail(err, ATTN_EINPUT, "%s: cannot read the chunks of %s", in->path, name);
             goto out;
         }
-        for (int i = 0; i < rank; i++)
-            expected *= chunk[i] ? (dims[i] + chunk[i] - 1) / chunk[i] : 0;
+        hsize_t last = 1;             /* chunks along the last axis */
+        for (int i = 0; i < rank; i++) {
+            last = chunk[i] ? (dims[i] + chunk[i] - 1) / chunk[i] : 0;
+            expected *= last;
+        }
+        /* a results file's map: each row of tiles holds one, its diagonal */
+        if (in->tiled_maps && last > 0)
+            expected /= last;
         complete = allocated >= expected;
     }
     if (!complete)
         status = attn_fail(err, ATTN_EINPUT,
-                           "%s: %s stores %llu bytes for %zu bytes of values; the rest was never "
+                           "%s: %s stores %llu bytes for %zu bytes of values; %s never "
                            "written (a damaged or unfinished file)",
-                           in->path, name, (unsigned long long)stored, logical);
+                           in->path, name, (unsigned long long)stored, logical,
+                           in->tiled_maps ? "whole rows of it were" : "the rest was");
 out:
     H5Pclose(dcpl);
     if (status != ATTN_OK)

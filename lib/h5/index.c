@@ -186,62 +186,97 @@ static bool path_inside(const char *inner, const char *outer)
     return strncmp(inner, outer, len) == 0 && inner[len] == '/';
 }
 
-/*
- * Whether an external link at `path` is one attnrun writes: to the group
- * `path` (the same path) of a file "PARTS/NAME", PARTS this index's own
- * parts directory (parts_name: the index's name and ".parts", so that a
- * copy of an index never lets --force remove another index's part), NAME
- * a part name of path.
- */
-static bool link_is_ours(const char *path, const char *file, const char *object,
-                         const char *parts_name)
-{
-    const char *slash = strchr(file, '/');
-    if (strcmp(object, path) != 0 || slash == NULL || strchr(slash + 1, '/') != NULL)
-        return false;
-    size_t dir_len = (size_t)(slash - file);
-    return dir_len == strlen(parts_name) && strncmp(file, parts_name, dir_len) == 0 &&
-           attn_index_part_generation(path, slash + 1) > 0;
-}
 
 /* The walk over the index's links (H5Literate's callback state). */
 typedef struct index_walk {
     index_contents *contents;
     const char *index;          /* for messages                              */
     const char *prefix;         /* the group being listed: "" for the root   */
-    const char *parts_name;     /* the index's parts directory, no path     */
+    const char *parts_name;     /* the index's parts directory, no path:
+                                   NULL when reading, where any one parts
+                                   directory beside the index will do (a
+                                   renamed index still reads its parts)   */
+    bool reading;               /* for a reader: what the index holds that
+                                   attnrun does not write there is damage
+                                   (ATTN_EINPUT), not a refused append     */
     int status;
     attn_error *err;
 } index_walk;
 
 static int walk_group(hid_t group, index_walk *walk);
 
-/* Refuses an index holding `what` at path: a rewrite would lose it. */
+/* Refuses an index holding `what` at path: a rewrite would lose it, and
+ * a reader would be sent where attnrun never sends it. */
 static int not_ours(index_walk *walk, const char *path, const char *what)
 {
-    walk->status = attn_fail(walk->err, ATTN_EUSAGE,
+    walk->status = attn_fail(walk->err, walk->reading ? ATTN_EINPUT : ATTN_EUSAGE,
                              "%s: %s is %s, which attnrun does not write into a results index; "
-                             "the index is left as it is", walk->index, path, what);
+                             "%s", walk->index, path, what,
+                             walk->reading ? "the index is damaged or not attnrun's; not followed"
+                                           : "the index is left as it is");
     return -1;
+}
+
+/* A part of the index HDF5 cannot read: the system's failure when
+ * appending, a damaged index when reading. */
+static int unreadable(index_walk *walk, const char *what, const char *path)
+{
+    char detail[256];
+    walk->status = attn_fail(walk->err, walk->reading ? ATTN_EINPUT : ATTN_EIO,
+                             "%s: cannot %s %s: %s", walk->index, what, path,
+                             attn_h5_error_detail(detail, sizeof detail));
+    return -1;
+}
+
+/* Whether the directory part of an external link's file ("DIR/NAME") is
+ * one the walk accepts: this index's own parts directory when appending;
+ * one name ending in ".parts" beside the index when reading, the same for
+ * every link of the index. */
+static bool parts_dir_ok(index_walk *walk, const char *file, size_t dir_len)
+{
+    static const size_t suffix = sizeof ATTN_INDEX_PARTS_SUFFIX - 1;
+    if (walk->parts_name != NULL)
+        return dir_len == strlen(walk->parts_name) && strncmp(file, walk->parts_name, dir_len) == 0;
+    return dir_len > suffix && strncmp(file + dir_len - suffix, ATTN_INDEX_PARTS_SUFFIX, suffix) == 0 &&
+           memchr(file, '/', dir_len) == NULL &&
+           (walk->contents->count == 0 || walk->contents->entries[0].target == NULL ||
+            strncmp(walk->contents->entries[0].target, file, dir_len + 1) == 0);
+}
+
+/*
+ * Whether an external link at `path` is one attnrun writes: to the group
+ * `path` (the same path) of a file "PARTS/NAME", PARTS the index's parts
+ * directory (parts_dir_ok: when appending, the index's name and ".parts",
+ * so that a copy of an index never lets --force remove another index's
+ * part), NAME a part name of path.
+ */
+static bool link_is_ours(index_walk *walk, const char *path, const char *file,
+                         const char *object)
+{
+    const char *slash = strchr(file, '/');
+    if (strcmp(object, path) != 0 || slash == NULL || strchr(slash + 1, '/') != NULL)
+        return false;
+    return parts_dir_ok(walk, file, (size_t)(slash - file)) &&
+           attn_index_part_generation(path, slash + 1) > 0;
 }
 
 /* An external link: one appended group, if attnrun made it. */
 static int visit_external(hid_t group, const char *name, const char *path, size_t size,
                           index_walk *walk)
 {
-    char detail[256];
     const char *file = NULL, *object = NULL;
     unsigned flags;
-    char *value = attn_malloc(size);
+    char *value = size <= PATH_MAX * 2 ? attn_malloc(size) : NULL;
+    if (value == NULL && size > PATH_MAX * 2)
+        return not_ours(walk, path, "an external link of a longer name than attnrun writes");
     if (value == NULL) {
         walk->status = attn_fail(walk->err, ATTN_ENOMEM, "%s: out of memory", walk->index);
         return -1;
     }
     if (H5Lget_val(group, name, value, size, H5P_DEFAULT) < 0 ||
         H5Lunpack_elink_val(value, size, &flags, &file, &object) < 0) {
-        walk->status = attn_fail(walk->err, ATTN_EIO, "%s: cannot read the link %s: %s",
-                                 walk->index, path, attn_h5_error_detail(detail, sizeof detail));
-    } else if (!link_is_ours(path, file, object, walk->parts_name)) {
+        unreadable(walk, "read the link", path);
+    } else if (!link_is_ours(walk, path, file, object)) {
         not_ours(walk, path, "an external link to another file or group (not into this "
                  "index's own parts directory: was the index copied or renamed?)");
     } else if (!contents_add(walk->contents, path, file)) {
@@ -255,13 +290,11 @@ static int visit_external(hid_t group, const char *name, const char *path, size_
  * also keeps the walk finite), listed in turn, or kept when empty. */
 static int visit_group(hid_t parent, const char *name, const char *path, index_walk *walk)
 {
-    char detail[256];
     H5O_info_t info;
     H5G_info_t members;
     hid_t object = H5Oopen(parent, name, H5P_DEFAULT);
     if (object < 0 || H5Oget_info2(object, &info, H5O_INFO_BASIC | H5O_INFO_NUM_ATTRS) < 0) {
-        walk->status = attn_fail(walk->err, ATTN_EIO, "%s: cannot read %s: %s", walk->index, path,
-                                 attn_h5_error_detail(detail, sizeof detail));
+        unreadable(walk, "read", path);
     } else if (info.type != H5O_TYPE_GROUP) {
         not_ours(walk, path, info.type == H5O_TYPE_DATASET ? "a dataset" : "an object other than a group");
     } else if (info.num_attrs != 0) {
@@ -269,8 +302,7 @@ static int visit_group(hid_t parent, const char *name, const char *path, index_w
     } else if (info.rc != 1) {
         not_ours(walk, path, "a group with several hard links");
     } else if (H5Gget_info(object, &members) < 0) {
-        walk->status = attn_fail(walk->err, ATTN_EIO, "%s: cannot list %s: %s", walk->index, path,
-                                 attn_h5_error_detail(detail, sizeof detail));
+        unreadable(walk, "list", path);
     } else if (members.nlinks == 0) {
         if (!contents_add(walk->contents, path, NULL))
             walk->status = attn_fail(walk->err, ATTN_ENOMEM, "%s: out of memory", walk->index);
@@ -321,12 +353,9 @@ static H5_index_t link_order(hid_t group)
 /* Lists every link of `group` into walk->contents, in its link order. */
 static int walk_group(hid_t group, index_walk *walk)
 {
-    char detail[256];
     if (H5Literate(group, link_order(group), H5_ITER_INC, NULL, visit_link, walk) < 0 &&
         walk->status == ATTN_OK)
-        walk->status = attn_fail(walk->err, ATTN_EIO, "%s: cannot list %s: %s", walk->index,
-                                 walk->prefix[0] ? walk->prefix : "/",
-                                 attn_h5_error_detail(detail, sizeof detail));
+        unreadable(walk, "list", walk->prefix[0] ? walk->prefix : "/");
     return walk->status;
 }
 
@@ -368,8 +397,42 @@ static int not_an_index(const char *index, const char *why, attn_error *err)
 }
 
 /*
- * Reads the index at `index` into c: missing is an empty index; a file
- * must be an index of this format holding only what attnrun writes.
+ * Reads the index whose root group is `root` into c: an index of this
+ * format holding only what attnrun writes.  parts_name: the parts
+ * directory its links must name, for an append (refusals ATTN_EUSAGE);
+ * NULL for a reader (index_walk.parts_name; what attnrun does not write
+ * there is damage, ATTN_EINPUT).
+ */
+static int contents_of(hid_t root, const char *index, const char *parts_name, index_contents *c,
+                       attn_error *err)
+{
+    const bool reading = parts_name == NULL;
+    const int refused = reading ? ATTN_EINPUT : ATTN_EUSAGE;
+    bool foreign = false;
+    long long format = index_format(root);
+    if (format == 0)
+        return reading ? attn_fail(err, ATTN_EINPUT, "%s: its " ATTN_INDEX_ATTRIBUTE " attribute "
+                                   "is not the format number attnrun writes (one integer); the "
+                                   "index is damaged", index)
+                       : not_an_index(index, "no " ATTN_INDEX_ATTRIBUTE " attribute", err);
+    if (format != ATTN_INDEX_FORMAT)
+        return attn_fail(err, refused, "%s: a results index of format %lld, which this attnrun "
+                         "(format %d) does not %s", index, format, ATTN_INDEX_FORMAT,
+                         reading ? "read" : "write");
+    if (H5Aiterate2(root, H5_INDEX_NAME, H5_ITER_INC, NULL, check_root_attribute, &foreign) < 0 ||
+        foreign)
+        return attn_fail(err, refused, "%s: holds root attributes attnrun does not write into a "
+                         "results index; %s", index,
+                         reading ? "the index is damaged or not attnrun's" : "it is not changed");
+    index_walk walk = {.contents = c, .index = index, .prefix = "", .parts_name = parts_name,
+                       .reading = reading, .err = err};
+    return walk_group(root, &walk);
+}
+
+/*
+ * Reads the index at `index` into c, for an append: missing is an empty
+ * index; a file must be an index of this format holding only what
+ * attnrun writes.
  */
 static int contents_read(const char *index, index_contents *c, attn_error *err)
 {
@@ -392,28 +455,15 @@ static int contents_read(const char *index, index_contents *c, attn_error *err)
     if (is == 0)
         return not_an_index(index, "not an HDF5 file", err);
     int status = ATTN_OK;
-    bool foreign = false;
-    long long format;
     if ((file = H5Fopen(index, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0 ||
         (root = H5Gopen2(file, "/", H5P_DEFAULT)) < 0) {
         status = attn_fail(err, ATTN_EIO, "%s: cannot open: %s", index,
                            attn_h5_error_detail(detail, sizeof detail));
-    } else if ((format = index_format(root)) == 0) {
-        status = not_an_index(index, "no " ATTN_INDEX_ATTRIBUTE " attribute", err);
-    } else if (format != ATTN_INDEX_FORMAT) {
-        status = attn_fail(err, ATTN_EUSAGE, "%s: a results index of format %lld, which this "
-                           "attnrun (format %d) does not write", index, format, ATTN_INDEX_FORMAT);
-    } else if (H5Aiterate2(root, H5_INDEX_NAME, H5_ITER_INC, NULL, check_root_attribute,
-                           &foreign) < 0 || foreign) {
-        status = attn_fail(err, ATTN_EUSAGE, "%s: holds root attributes attnrun does not write "
-                           "into a results index; it is not changed", index);
     } else {
         char copy[PATH_MAX], parts_name[PATH_MAX];
         snprintf(copy, sizeof copy, "%s", index);
         snprintf(parts_name, sizeof parts_name, "%s" ATTN_INDEX_PARTS_SUFFIX, basename(copy));
-        index_walk walk = {.contents = c, .index = index, .prefix = "", .parts_name = parts_name,
-                           .err = err};
-        status = walk_group(root, &walk);
+        status = contents_of(root, index, parts_name, c, err);
     }
     h5_close(root);
     if (file >= 0 && H5Fclose(file) < 0 && status == ATTN_OK)
@@ -771,28 +821,50 @@ int attn_index_commit(const attn_index_target *t, attn_atomic *part, volatile si
     return status;
 }
 
-int attn_index_groups(const char *index, char ***paths, size_t *count, attn_error *err)
+bool attn_index_is_index(hid_t file)
+{
+    htri_t there = H5Aexists_by_name(file, "/", ATTN_INDEX_ATTRIBUTE, H5P_DEFAULT);
+    H5Eclear2(H5E_DEFAULT);
+    return there > 0;
+}
+
+int attn_index_read_parts(hid_t file, const char *index, attn_index_part **parts, size_t *count,
+                          attn_error *err)
 {
     index_contents c;
-    *paths = NULL;
+    memset(&c, 0, sizeof c);
+    *parts = NULL;
     *count = 0;
-    int status = contents_read(index, &c, err);
-    if (status != ATTN_OK)
-        return status;
+    hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
+    int status = root < 0 ? attn_fail(err, ATTN_EINPUT, "%s: cannot open its root group", index)
+                          : contents_of(root, index, NULL, &c, err);
+    h5_close(root);
+    H5Eclear2(H5E_DEFAULT);
     size_t groups = 0;
-    for (size_t i = 0; i < c.count; i++)
+    for (size_t i = 0; status == ATTN_OK && i < c.count; i++)
         groups += c.entries[i].target != NULL;
-    char **list = attn_calloc(groups, sizeof *list);
-    for (size_t i = 0; list != NULL && i < c.count; i++) {
+    attn_index_part *list = status == ATTN_OK ? attn_calloc(groups + 1, sizeof *list) : NULL;
+    if (status == ATTN_OK && list == NULL)
+        status = attn_fail(err, ATTN_ENOMEM, "%s: out of memory", index);
+    for (size_t i = 0; status == ATTN_OK && i < c.count; i++) {
         if (c.entries[i].target == NULL)
             continue;                          /* an empty group */
-        list[*count] = c.entries[i].path;      /* taken from c */
-        c.entries[i].path = NULL;
+        list[*count].group = c.entries[i].path;        /* taken from c */
+        list[*count].file = c.entries[i].target;
+        c.entries[i].path = c.entries[i].target = NULL;
         ++*count;
     }
     contents_free(&c);
-    if (list == NULL)
-        return attn_fail(err, ATTN_ENOMEM, "%s: out of memory", index);
-    *paths = list;
-    return ATTN_OK;
+    if (status == ATTN_OK)
+        *parts = list;
+    return status;
+}
+
+void attn_index_parts_free(attn_index_part *parts, size_t count)
+{
+    for (size_t i = 0; parts != NULL && i < count; i++) {
+        free(parts[i].group);
+        free(parts[i].file);
+    }
+    free(parts);
 }

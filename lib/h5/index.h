@@ -33,6 +33,8 @@
 #include "attn_atomic.h"
 #include "attn_common.h"
 
+#include <hdf5.h>
+
 #include <limits.h>
 #include <signal.h>
 
@@ -107,13 +109,28 @@ int attn_index_check(attn_index_target *target, const char *index, const char *g
 int attn_index_commit(const attn_index_target *target, attn_atomic *part,
                       volatile sig_atomic_t *cancel, attn_error *err);
 
+/* Whether the open HDF5 file is an index: its root carries ATTN_INDEX_ATTRIBUTE. */
+bool attn_index_is_index(hid_t file);
+
+/* One appended group of an index, for its readers. */
+typedef struct attn_index_part {
+    char *group;                /* G: "/model/layer3"                        */
+    char *file;                 /* its part, relative to the index's
+                                   directory: "results.h5.parts/model+layer3.1.h5" */
+} attn_index_part;
+
 /*
- * The appended groups of the index at `index`, in the order the index
- * lists them, into *paths (count strings, each its own allocation; free
- * them and the array), read as attn_index_commit reads the index (a file
- * holding anything attnrun does not write there is refused).  No file:
- * none.  Returns ATTN_OK, or the failure with err filled.
+ * The appended groups of the index open as `file` (attnrun's reader has
+ * opened and checked it: attn_h5in), in the index's order, into *parts
+ * (count; free with attn_index_parts_free).  Every link must be one
+ * attnrun writes: to the same group of a part of that group, in one
+ * parts directory beside the index (a renamed index still names its
+ * old one).  ATTN_EINPUT for anything else (a damaged index, or not
+ * attnrun's: never followed), ATTN_ENOMEM.
  */
-int attn_index_groups(const char *index, char ***paths, size_t *count, attn_error *err);
+int attn_index_read_parts(hid_t file, const char *index, attn_index_part **parts, size_t *count,
+                          attn_error *err);
+
+void attn_index_parts_free(attn_index_part *parts, size_t count);
 
 #endif

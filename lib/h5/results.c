@@ -9,7 +9,8 @@
 #include "attn_results.h"
 
 #include "core/core.h"
-#include "h5/h5.h"
+#include "core/guard.h"
+#include "h5/in.h"
 
 #include "h5/close.h"
 #include "h5/index.h"
@@ -24,21 +25,44 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <limits.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
-/* HDF5 1.12 renamed the call that frees variable-length data read. */
-#if H5_VERSION_GE(1, 12, 0)
-#define reclaim_variable H5Treclaim
-#else
-#define reclaim_variable H5Dvlen_reclaim
-#endif
+/* The longest fixed-length label read (a damaged type can claim more). */
+#define LABEL_FIXED_MAX ((size_t)1 << 20)
+
+/* A part of an index as first opened: later opens must find the same
+ * file, so that a reader sees one generation of the index. */
+typedef struct part_seen {
+    bool seen;
+    struct stat st;               /* its identity, size and mtime then  */
+} part_seen;
+
+struct attn_results_file {
+    char *path;                   /* as given, for messages               */
+    attn_h5in *in;                /* the file named: results, or an index */
+    bool index;
+    char dir[PATH_MAX];           /* the index's directory ("" : the
+                                     working directory), a symbolic link
+                                     to the index followed              */
+    attn_index_part *parts;       /* (part_count) the index's groups when
+                                     opened, in its order               */
+    size_t part_count;
+    part_seen *seen;              /* (part_count)                         */
+};
 
 struct attn_results {
-    char *path, *group_name;
-    hid_t file, group;
-    hid_t dataset;                /* the dataset read last, kept open     */
-    char *dataset_name;           /* its name, or NULL                    */
+    attn_results_file *file;
+    bool owns_file;               /* opened by attn_results_open          */
+    char *group_name;             /* as asked, for messages               */
+    char *prefix;                 /* the group's path in `in`, no trailing
+                                     "/": "" for the root               */
+    attn_h5in *in;                /* the file holding the group: file->in,
+                                     or a part of the index (owned)     */
 };
+
+/* ---- what every call does ------------------------------------------------ */
 
 static int fail_h5(attn_error *err, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -56,70 +80,256 @@ static int fail_h5(attn_error *err, int status, const char *fmt, ...)
     return attn_fail(err, status, "%s: %s", what, detail);
 }
 
-/* The end of a call that parsed the file: its status. */
-static int parsed(int status)
+/*
+ * HDF5 parses a file it was not made to read safely: each call is marked
+ * (attn_parsing_file: a crash there is the file's) and the address space
+ * capped while it runs, as the run's (attn_guard_cap_parse_memory): a
+ * damaged file cannot make HDF5 take gigabytes.
+ */
+typedef struct parse_guard {
+    struct rlimit saved;
+    bool capped;
+} parse_guard;
+
+static void parse_begin(parse_guard *g)
 {
+    attn_parsing_enter();
+    g->capped = attn_guard_cap_parse_memory(&g->saved);
+}
+
+static int parse_end(parse_guard *g, int status)
+{
+    if (g->capped)
+        attn_guard_restore_memory(&g->saved);
     attn_parsing_leave();
     return status;
 }
 
-/* Whether another program holds an exclusive lock on path (an HDF5
- * writer, attnrun --in-place): HDF5's open fails then. */
-static bool locked_by_writer(const char *path)
+/* A reader has no options to follow other files or wait for a lock: the
+ * input layer's hints for those say what to do instead. */
+static int as_reader(int status, attn_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return false;
-    bool locked = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    close(fd);
-    return locked;
+    if (status == ATTN_OK)
+        return status;
+    size_t used = strlen(err->msg);
+    if (err->hint == ATTN_HINT_WAIT && used < sizeof err->msg)
+        snprintf(err->msg + used, sizeof err->msg - used, "; try again when it has finished");
+    err->hint = ATTN_HINT_NONE;
+    return status;
 }
 
-static int open_file(attn_results *r, const char *path, const char *group, attn_error *err)
+/* The options every file of results is opened with: read-only under a
+ * shared lock, nothing external followed, maps in tiles. */
+static const attn_h5in_options reader_options = {.lock = ATTN_LOCK_SHARED, .tiled_maps = true};
+
+/* ---- the file ---------------------------------------------------------- */
+
+/* The directory the index's parts are found from: the index's own (a
+ * symbolic link to the index followed, as attn_index_check does). */
+static int index_directory(attn_results_file *f, attn_error *err)
 {
+    char base[PATH_MAX];
     struct stat st;
-    char detail[256];
-    if (stat(path, &st) != 0)
-        return attn_fail(err, attn_open_status(errno), "%s: cannot read: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return attn_fail(err, ATTN_EINPUT, "%s: not a regular file", path);
-    int is = h5_is_hdf5(path, "results", err);    /* EACCES, EMFILE: the system's */
-    if (is < 0)
-        return is;
-    if (is == 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
-    r->file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (r->file < 0 && locked_by_writer(path))
-        return attn_fail(err, ATTN_EIO, "%s: a program writing it holds its lock; try again when "
-                         "it has finished", path);
-    if (r->file < 0 && h5_system_error(detail, sizeof detail)) {
-        H5Eclear2(H5E_DEFAULT);
-        return attn_fail(err, ATTN_EIO, "%s: cannot open: %s", path, detail);
+    const char *index = f->path;
+    char *real = NULL;
+    if (lstat(index, &st) == 0 && S_ISLNK(st.st_mode)) {
+        if ((real = realpath(index, NULL)) == NULL)
+            return attn_fail(err, ATTN_EIO, "%s: cannot follow the symbolic link: %s", index,
+                             strerror(errno));
+        index = real;
     }
-    if (r->file < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot open", path);
-    r->group = H5Gopen2(r->file, group, H5P_DEFAULT);
-    if (r->group < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: no group %s", path, group);
+    int status = ATTN_OK;
+    if (strlen(index) >= sizeof f->dir)
+        status = attn_fail(err, ATTN_EINPUT, "%s: path too long", f->path);
+    else if (strchr(index, '/') == NULL)
+        f->dir[0] = '\0';
+    else
+        attn_split_path(index, f->dir, base);
+    free(real);
+    return status;
+}
+
+static int file_open(attn_results_file *f, attn_error *err)
+{
+    int status = as_reader(attn_h5in_open_with(f->path, &reader_options, &f->in, err), err);
+    if (status != ATTN_OK)
+        return status;
+    f->index = attn_index_is_index(f->in->file);
+    if (!f->index)
+        return ATTN_OK;
+    if ((status = index_directory(f, err)) != ATTN_OK ||
+        (status = attn_index_read_parts(f->in->file, f->path, &f->parts, &f->part_count, err)) !=
+            ATTN_OK)
+        return status;
+    if ((f->seen = attn_calloc(f->part_count + 1, sizeof *f->seen)) == NULL)
+        return attn_fail(err, ATTN_ENOMEM, "out of memory");
     return ATTN_OK;
 }
 
-int attn_results_open(const char *path, const char *group, attn_results **results,
-                      attn_error *err)
+int attn_results_file_open(const char *path, attn_results_file **file, attn_error *err)
 {
-    attn_results *r = attn_calloc(1, sizeof *r);
+    parse_guard g;
+    *file = NULL;
+    attn_results_file *f = attn_calloc(1, sizeof *f);
+    if (f == NULL || (f->path = attn_strdup(path)) == NULL) {
+        free(f);
+        return attn_fail(err, ATTN_ENOMEM, "out of memory");
+    }
+    attn_h5_prepare();
+    parse_begin(&g);
+    int status = parse_end(&g, file_open(f, err));
+    if (status != ATTN_OK) {
+        attn_results_file_close(f);
+        return status;
+    }
+    *file = f;
+    return ATTN_OK;
+}
+
+void attn_results_file_close(attn_results_file *file)
+{
+    if (file == NULL)
+        return;
+    attn_h5in_close(file->in);
+    attn_index_parts_free(file->parts, file->part_count);
+    free(file->seen);
+    free(file->path);
+    free(file);
+}
+
+const char *attn_results_file_path(const attn_results_file *file)
+{
+    return file->path;
+}
+
+/* The index's part that holds `group`: its own, or one above it. */
+static const attn_index_part *part_of(const attn_results_file *f, const char *group,
+                                      size_t *at)
+{
+    for (size_t i = 0; i < f->part_count; i++) {
+        size_t len = strlen(f->parts[i].group);
+        if (strncmp(group, f->parts[i].group, len) == 0 &&
+            (group[len] == '\0' || group[len] == '/')) {
+            *at = i;
+            return &f->parts[i];
+        }
+    }
+    return NULL;
+}
+
+static bool same_version(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The failure of a reader whose index changed under it. */
+static int index_changed(const attn_results_file *f, const char *group, attn_error *err)
+{
+    return attn_fail(err, ATTN_EIO, "%s: the index changed while it was read (the results of %s "
+                     "were replaced, by attnrun --append --force or another program); nothing "
+                     "was written: run again", f->path, group);
+}
+
+/* Opens the part of the index that holds `group` into r->in: the file
+ * the index named when it was opened, the same one every time. */
+static int open_part(attn_results *r, const char *group, attn_error *err)
+{
+    attn_results_file *f = r->file;
+    size_t at = 0;
+    const attn_index_part *part = part_of(f, group, &at);
+    char path[PATH_MAX];
+    struct stat st;
+    if (part == NULL)
+        return attn_fail(err, ATTN_EINPUT, "%s: no group %s in the index", f->path, group);
+    part_seen *seen = &f->seen[at];
+    if (snprintf(path, sizeof path, "%s%s%s", f->dir, f->dir[0] ? "/" : "", part->file) >=
+        (int)sizeof path)
+        return attn_fail(err, ATTN_EINPUT, "%s: path too long for the part of %s", f->path,
+                         part->group);
+    if (lstat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+        return seen->seen ? index_changed(f, part->group, err)
+               : attn_fail(err, ATTN_EINPUT, "%s: the part of %s, %s, is missing; an index reads "
+                           "its parts from the directory beside it (move or copy the two "
+                           "together)", f->path, part->group, path);
+    if (S_ISLNK(st.st_mode))
+        return attn_fail(err, ATTN_EINPUT, "%s: the part of %s, %s, is a symbolic link; attnrun "
+                         "writes parts as files and follows no link out of the index", f->path,
+                         part->group, path);
+    int status = as_reader(attn_h5in_open_with(path, &reader_options, &r->in, err), err);
+    if (status != ATTN_OK)
+        return status == ATTN_EINPUT && seen->seen ? index_changed(f, part->group, err) : status;
+    if (fstat(attn_h5in_descriptor(r->in), &st) != 0)
+        return attn_fail(err, ATTN_EIO, "%s: %s", path, strerror(errno));
+    if (seen->seen && !same_version(&st, &seen->st))
+        return index_changed(f, part->group, err);
+    seen->seen = true;
+    seen->st = st;
+    if (attn_index_is_index(r->in->file))
+        return attn_fail(err, ATTN_EINPUT, "%s: the part of %s, %s, is itself an index; an "
+                         "index's parts hold results", f->path, part->group, path);
+    return ATTN_OK;
+}
+
+/* The group's path without trailing "/" ("" for the root) into r. */
+static int set_prefix(attn_results *r, const char *group, attn_error *err)
+{
+    size_t len = strlen(group);
+    while (len > 0 && group[len - 1] == '/')
+        len--;
+    if ((r->prefix = attn_malloc(len + 1)) == NULL)
+        return attn_fail(err, ATTN_ENOMEM, "out of memory");
+    memcpy(r->prefix, group, len);
+    r->prefix[len] = '\0';
+    return ATTN_OK;
+}
+
+/* Opens the group r->prefix of r->in, following its links as an input's
+ * (h5in_resolve: nothing external, soft links bounded). */
+static int find_group(attn_results *r, attn_error *err)
+{
+    hid_t object = H5I_INVALID_HID;
+    int status = r->prefix[0] == '\0' ? ATTN_OK : h5in_resolve(r->in, r->prefix, &object, err);
+    if (status == 1)
+        return attn_fail(err, ATTN_EINPUT, "%s: no group %s", r->file->path, r->group_name);
+    if (status != ATTN_OK)
+        return as_reader(status, err);
+    bool group = object < 0 || H5Iget_type(object) == H5I_GROUP;
+    h5_close(object);
+    return group ? ATTN_OK
+                 : attn_fail(err, ATTN_EINPUT, "%s: %s is not a group", r->file->path,
+                             r->group_name);
+}
+
+static int group_open(attn_results *r, const char *group, attn_error *err)
+{
+    int status = set_prefix(r, group, err);
+    if (status != ATTN_OK)
+        return status;
+    if (r->file->index) {
+        if (r->prefix[0] == '\0')
+            return attn_fail(err, ATTN_EINPUT, "%s: an index holds no results at its root",
+                             r->file->path);
+        status = open_part(r, r->prefix, err);
+    } else {
+        r->in = r->file->in;
+    }
+    return status == ATTN_OK ? find_group(r, err) : status;
+}
+
+int attn_results_open_group(attn_results_file *file, const char *group, attn_results **results,
+                            attn_error *err)
+{
+    parse_guard g;
     *results = NULL;
-    if (r == NULL || (r->path = attn_strdup(path)) == NULL ||
-        (r->group_name = attn_strdup(group)) == NULL) {
-        if (r != NULL)
-            free(r->path);
+    attn_results *r = attn_calloc(1, sizeof *r);
+    if (r == NULL || (r->group_name = attn_strdup(group)) == NULL) {
         free(r);
         return attn_fail(err, ATTN_ENOMEM, "out of memory");
     }
-    r->file = r->group = r->dataset = H5I_INVALID_HID;
-    attn_h5_prepare();
-    attn_parsing_enter();
-    int status = parsed(open_file(r, path, group, err));
+    r->file = file;
+    parse_begin(&g);
+    int status = parse_end(&g, group_open(r, group, err));
     if (status != ATTN_OK) {
         attn_results_close(r);
         return status;
@@ -128,22 +338,35 @@ int attn_results_open(const char *path, const char *group, attn_results **result
     return ATTN_OK;
 }
 
+int attn_results_open(const char *path, const char *group, attn_results **results,
+                      attn_error *err)
+{
+    attn_results_file *file;
+    *results = NULL;
+    int status = attn_results_file_open(path, &file, err);
+    if (status == ATTN_OK && (status = attn_results_open_group(file, group, results, err)) == ATTN_OK)
+        (*results)->owns_file = true;
+    else
+        attn_results_file_close(file);
+    return status;
+}
+
 void attn_results_close(attn_results *results)
 {
     if (results == NULL)
         return;
-    attn_parsing_enter();
-    h5_close(results->dataset, results->group, results->file);
-    attn_parsing_leave();
-    free(results->dataset_name);
+    if (results->in != NULL && results->in != results->file->in)
+        attn_h5in_close(results->in);
+    if (results->owns_file)
+        attn_results_file_close(results->file);
+    free(results->prefix);
     free(results->group_name);
-    free(results->path);
     free(results);
 }
 
 const char *attn_results_path(const attn_results *results)
 {
-    return results->path;
+    return results->file->path;
 }
 
 const char *attn_results_group(const attn_results *results)
@@ -151,118 +374,48 @@ const char *attn_results_group(const attn_results *results)
     return results->group_name;
 }
 
-/* The dataset `name` of the group, opened once and kept while it is the
- * one read. */
-static int dataset_of(attn_results *r, const char *name, hid_t *dataset, attn_error *err)
+/* "PREFIX/name": the path of a dataset of the group in its file. */
+static char *member(const attn_results *r, const char *name, attn_error *err)
 {
-    if (r->dataset_name != NULL && strcmp(r->dataset_name, name) == 0) {
-        *dataset = r->dataset;
-        return ATTN_OK;
-    }
-    h5_close(r->dataset);
-    free(r->dataset_name);
-    r->dataset = H5I_INVALID_HID;
-    if ((r->dataset_name = attn_strdup(name)) == NULL)
-        return attn_fail(err, ATTN_ENOMEM, "out of memory");
-    r->dataset = H5Dopen2(r->group, name, H5P_DEFAULT);
-    if (r->dataset < 0) {
-        free(r->dataset_name);
-        r->dataset_name = NULL;
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot open dataset %s", r->path, name);
-    }
-    *dataset = r->dataset;
-    return ATTN_OK;
-}
-
-/* Values kept in other files (external raw storage, a virtual dataset)
- * would read whatever those files hold: not followed, as attnrun does
- * not follow them in its inputs. */
-static int check_storage(const attn_results *r, hid_t dataset, const char *name,
-                         attn_error *err)
-{
-    hid_t dcpl = H5Dget_create_plist(dataset);
-    const H5D_layout_t layout = dcpl < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(dcpl);
-    const int external = dcpl < 0 ? -1 : H5Pget_external_count(dcpl);
-    h5_close(dcpl);
-    if (layout == H5D_LAYOUT_ERROR || external < 0)
-        return fail_h5(err, ATTN_EINPUT, "%s: cannot read how %s is stored", r->path, name);
-    if (layout == H5D_VIRTUAL || external > 0)
-        return attn_fail(err, ATTN_EINPUT, "%s: %s keeps its values in other files (%s); not "
-                         "followed", r->path, name,
-                         layout == H5D_VIRTUAL ? "a virtual dataset" : "external storage");
-    return ATTN_OK;
-}
-
-static int describe(attn_results *r, attn_tensor_info *info, attn_error *err)
-{
-    hid_t dataset, type = H5I_INVALID_HID, space = H5I_INVALID_HID;
-    hsize_t dims[ATTN_MAX_RANK];
-    info->present = false;
-    info->rank = 0;
-    if (H5Lexists(r->group, info->name, H5P_DEFAULT) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return ATTN_OK;
-    }
-    int status = dataset_of(r, info->name, &dataset, err);
-    if (status == ATTN_OK)
-        status = check_storage(r, dataset, info->name, err);
-    if (status != ATTN_OK)
-        return status;
-    type = H5Dget_type(dataset);
-    space = H5Dget_space(dataset);
-    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
-    if (type < 0 || rank < 0 || rank > ATTN_MAX_RANK ||
-        H5Sget_simple_extent_dims(space, dims, NULL) < 0)
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read the shape of %s", r->path, info->name);
-    else if (H5Tget_class(type) != H5T_FLOAT)
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s is not a floating-point dataset", r->path,
-                           info->name);
-    if (status == ATTN_OK) {
-        info->present = true;
-        info->rank = (size_t)rank;
-        for (int i = 0; i < rank; i++)
-            info->dims[i] = (size_t)dims[i];
-    }
-    h5_close(type, space);
-    return status;
+    size_t len = strlen(r->prefix) + strlen(name) + 2;
+    char *path = attn_malloc(len);
+    if (path == NULL)
+        attn_fail(err, ATTN_ENOMEM, "out of memory");
+    else
+        snprintf(path, len, "%s/%s", r->prefix, name);
+    return path;
 }
 
 int attn_results_describe(attn_results *results, attn_tensor_info *info, attn_error *err)
 {
-    attn_parsing_enter();
-    return parsed(describe(results, info, err));
-}
-
-/* The block of dataset name from first, count[] values along each axis,
- * into values: (count[0], count[1], ...) as float. */
-static int read_block(attn_results *r, const char *name, const size_t *first,
-                      const size_t *count, float *values, attn_error *err)
-{
-    hid_t dataset, file_space = H5I_INVALID_HID, memory = H5I_INVALID_HID;
-    hsize_t start[ATTN_MAX_RANK], extent[ATTN_MAX_RANK], total = 1;
-    int status = dataset_of(r, name, &dataset, err);
-    if (status != ATTN_OK)
-        return status;
-    file_space = H5Dget_space(dataset);
-    int rank = file_space < 0 ? -1 : H5Sget_simple_extent_ndims(file_space);
-    for (int i = 0; i < rank && i < ATTN_MAX_RANK; i++) {
-        start[i] = first[i];
-        extent[i] = count[i];
-        total *= count[i];
-    }
-    if (rank < 0 || rank > ATTN_MAX_RANK || (memory = H5Screate_simple(1, &total, NULL)) < 0 ||
-        H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, extent, NULL) < 0 ||
-        H5Dread(dataset, H5T_NATIVE_FLOAT, memory, file_space, H5P_DEFAULT, values) < 0)
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read %s", r->path, name);
-    h5_close(file_space, memory);
+    parse_guard g;
+    char *path = member(results, info->name, err);
+    if (path == NULL)
+        return ATTN_ENOMEM;
+    attn_tensor_info found = {.name = path};
+    parse_begin(&g);
+    int status = parse_end(&g, as_reader(attn_h5in_describe(results->in, ATTN_DATA_FLOAT, false,
+                                                            &found, err), err));
+    free(path);
+    info->present = status == ATTN_OK && found.present;
+    info->rank = info->present ? found.rank : 0;
+    memcpy(info->dims, found.dims, sizeof info->dims);
     return status;
 }
 
 int attn_results_read(attn_results *results, const char *name, const size_t *first,
                       const size_t *count, float *values, attn_error *err)
 {
-    attn_parsing_enter();
-    return parsed(read_block(results, name, first, count, values, err));
+    parse_guard g;
+    char *path = member(results, name, err);
+    if (path == NULL)
+        return ATTN_ENOMEM;
+    parse_begin(&g);
+    int status = parse_end(&g, as_reader(attn_h5in_read_float_box(results->in, path, ATTN_F32,
+                                                                  first, count, values, err),
+                                         err));
+    free(path);
+    return status;
 }
 
 void attn_labels_free(char **labels, size_t count)
@@ -274,122 +427,94 @@ void attn_labels_free(char **labels, size_t count)
     free(labels);
 }
 
-/* The `count` strings the selection of `space` picks, from a dataset of
- * variable-length strings, into labels[] (count): ATTN_OK, ATTN_ENOMEM, or
- * ATTN_EINPUT when HDF5 cannot read them. */
-static int read_variable(hid_t dataset, hid_t type, hid_t memory, hid_t space, size_t count,
-                         char **labels)
+/* The strings `path` as the input layer describes them (its storage
+ * checked): present false when the group has no such link. */
+static int describe_strings(attn_results *r, const char *path, const char *name,
+                            attn_tensor_info *info, attn_error *err)
 {
-    hid_t memory_type = H5Tcopy(H5T_C_S1);
-    char **strings = attn_calloc(count, sizeof *strings);       /* (count) HDF5's */
-    int status = ATTN_OK;
-    if (strings == NULL) {
-        status = ATTN_ENOMEM;
-    } else if (memory_type < 0 || H5Tset_size(memory_type, H5T_VARIABLE) < 0 ||
-               H5Tset_cset(memory_type, H5Tget_cset(type)) < 0 ||
-               H5Dread(dataset, memory_type, memory, space, H5P_DEFAULT, strings) < 0) {
-        status = ATTN_EINPUT;
-    } else {
-        for (size_t i = 0; i < count && status == ATTN_OK; i++)
-            if ((labels[i] = attn_strdup(strings[i] != NULL ? strings[i] : "")) == NULL)
-                status = ATTN_ENOMEM;
-        reclaim_variable(memory_type, memory, H5P_DEFAULT, strings);
-    }
-    free(strings);
-    h5_close(memory_type);
+    size_t fixed;
+    hid_t object = H5I_INVALID_HID;
+    info->present = false;
+    int found = h5in_resolve(r->in, path, &object, err);
+    h5_close(object);
+    if (found == 1)
+        return ATTN_OK;
+    if (found != ATTN_OK)
+        return found;
+    int status = attn_h5in_describe_strings(r->in, path, NULL, name, LABEL_FIXED_MAX, info,
+                                            &fixed, err);
+    if (status == ATTN_OK && (info->rank < 1 || info->rank > 2))
+        status = attn_fail(err, ATTN_EINPUT, "%s: %s is not a dataset of strings (n) or (B, n)",
+                           r->file->path, name);
     return status;
 }
 
-/* The same for fixed-length strings, each read NUL-terminated. */
-static int read_fixed(hid_t dataset, hid_t type, hid_t memory, hid_t space, size_t count,
-                      char **labels)
+int attn_results_describe_labels(attn_results *results, attn_tensor_info *info, attn_error *err)
 {
-    size_t size = H5Tget_size(type), each, bytes;
-    hid_t memory_type = H5Tcopy(H5T_C_S1);
-    char *fixed = NULL;                                          /* (count, size + 1) */
-    int status = ATTN_OK;
-    if (size == 0 || !attn_size_add(&each, size, 1) || !attn_size_mul(&bytes, each, count))
-        status = ATTN_EINPUT;
-    else if ((fixed = attn_malloc(bytes)) == NULL)
-        status = ATTN_ENOMEM;
-    else if (memory_type < 0 || H5Tset_size(memory_type, each) < 0 ||
-             H5Tset_strpad(memory_type, H5T_STR_NULLTERM) < 0 ||
-             H5Tset_cset(memory_type, H5Tget_cset(type)) < 0 ||
-             H5Dread(dataset, memory_type, memory, space, H5P_DEFAULT, fixed) < 0)
-        status = ATTN_EINPUT;
-    for (size_t i = 0; i < count && status == ATTN_OK; i++)
-        if ((labels[i] = attn_strdup(fixed + i * each)) == NULL)
-            status = ATTN_ENOMEM;
-    free(fixed);
-    h5_close(memory_type);
+    parse_guard g;
+    char *path = member(results, info->name, err);
+    if (path == NULL)
+        return ATTN_ENOMEM;
+    attn_tensor_info found = {.name = path};
+    parse_begin(&g);
+    int status = parse_end(&g, as_reader(describe_strings(results, path, info->name, &found, err),
+                                         err));
+    free(path);
+    info->present = status == ATTN_OK && found.present;
+    info->rank = info->present ? found.rank : 0;
+    memcpy(info->dims, found.dims, sizeof info->dims);
     return status;
 }
 
-static int read_labels(const attn_results *r, const char *name, size_t item, size_t length,
+static int read_labels(attn_results *r, const char *name, size_t item, size_t length,
                        char ***labels, attn_error *err)
 {
-    const char *path = r->path;
-    *labels = NULL;
-    if (H5Lexists(r->group, name, H5P_DEFAULT) <= 0) {
-        H5Eclear2(H5E_DEFAULT);
-        return ATTN_OK;
-    }
-    int status = ATTN_OK;
-    hid_t dataset = H5Dopen2(r->group, name, H5P_DEFAULT);
-    hid_t type = dataset < 0 ? H5I_INVALID_HID : H5Dget_type(dataset);
-    hid_t space = dataset < 0 ? H5I_INVALID_HID : H5Dget_space(dataset);
-    hid_t memory = H5I_INVALID_HID;
+    const char *path = r->file->path;
+    char *member_path = member(r, name, err);
+    attn_tensor_info info = {.name = member_path};
+    attn_strings strings = {0};
     char **out = NULL;                                           /* (length) */
-    hsize_t dims[2] = {0, 0};
-    int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
-    htri_t variable = type < 0 ? -1 : H5Tis_variable_str(type);
-    if (type < 0 || rank < 1 || rank > 2 || H5Sget_simple_extent_dims(space, dims, NULL) < 0 ||
-        H5Tget_class(type) != H5T_STRING || variable < 0) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s is not a dataset of strings (n) or (B, n)",
-                           path, name);
+    *labels = NULL;
+    if (member_path == NULL)
+        return ATTN_ENOMEM;
+    int status = describe_strings(r, member_path, name, &info, err);
+    if (status != ATTN_OK || !info.present)
         goto out;
-    }
-    hsize_t have = dims[rank - 1];
+    const size_t rank = info.rank, have = info.dims[rank - 1];
     if (have != length) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s has %llu tokens%s for an axis of %zu", path,
-                           name, (unsigned long long)have, rank == 2 ? " per item" : "", length);
+        status = attn_fail(err, ATTN_EINPUT, "%s: %s has %zu tokens%s for an axis of %zu", path,
+                           name, have, rank == 2 ? " per item" : "", length);
         goto out;
     }
-    if (rank == 2 && item >= dims[0]) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s has tokens for %llu items, none for item %zu",
-                           path, name, (unsigned long long)dims[0], item);
+    if (rank == 2 && item >= info.dims[0]) {
+        status = attn_fail(err, ATTN_EINPUT, "%s: %s has tokens for %zu items, none for item %zu",
+                           path, name, info.dims[0], item);
         goto out;
     }
-    hsize_t start[2] = {item, 0}, count[2] = {1, have}, row[1] = {have};
-    if ((memory = H5Screate_simple(1, row, NULL)) < 0 ||
-        H5Sselect_hyperslab(space, H5S_SELECT_SET, rank == 2 ? start : start + 1, NULL,
-                            rank == 2 ? count : count + 1, NULL) < 0) {
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read %s", path, name);
-        goto out;
-    }
-    if ((out = attn_calloc(length, sizeof *out)) == NULL) {
+    const size_t first[2] = {item, 0}, count[2] = {1, length};
+    status = attn_h5in_read_strings(r->in, member_path, NULL, rank == 2 ? first : first + 1,
+                                    rank == 2 ? count : count + 1, &strings, err);
+    if (status == ATTN_OK && (out = attn_calloc(length + 1, sizeof *out)) == NULL)
         status = attn_fail(err, ATTN_ENOMEM, "out of memory");
-        goto out;
-    }
-    status = (variable ? read_variable : read_fixed)(dataset, type, memory, space, length, out);
-    if (status == ATTN_ENOMEM)
-        attn_fail(err, status, "out of memory");
-    else if (status != ATTN_OK)
-        fail_h5(err, status, "%s: cannot read the strings of %s", path, name);
+    for (size_t i = 0; i < length && status == ATTN_OK; i++)
+        if ((out[i] = attn_strdup(strings.strings[i])) == NULL)
+            status = attn_fail(err, ATTN_ENOMEM, "out of memory");
 out:
+    attn_strings_free(&strings);
+    free(member_path);
     if (status == ATTN_OK)
         *labels = out;
     else
         attn_labels_free(out, length);
-    h5_close(memory, space, type, dataset);
     return status;
 }
 
 int attn_results_labels(attn_results *results, const char *name, size_t item, size_t length,
                         char ***labels, attn_error *err)
 {
-    attn_parsing_enter();
-    return parsed(read_labels(results, name, item, length, labels, err));
+    parse_guard g;
+    parse_begin(&g);
+    return parse_end(&g, as_reader(read_labels(results, name, item, length, labels, err), err));
 }
 
 /* The attribute every group of a run's results carries (provenance). */
@@ -435,44 +560,58 @@ static herr_t visit_group(hid_t root, const char *name, const H5O_info_t *info, 
     return 0;
 }
 
-static int list_groups(const char *path, attn_result_groups *g, attn_error *err)
+/* The groups of a plain file holding results, by name, reached by hard
+ * links only (H5Ovisit follows no other). */
+static int list_groups(const attn_results_file *f, attn_result_groups *g, attn_error *err)
 {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return attn_fail(err, attn_open_status(errno), "%s: cannot read: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return attn_fail(err, ATTN_EINPUT, "%s: not a regular file", path);
-    int is = h5_is_hdf5(path, "results", err);
-    if (is <= 0)
-        return is < 0 ? is : attn_fail(err, ATTN_EINPUT, "%s: not an HDF5 file", path);
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t root = file < 0 ? H5I_INVALID_HID : H5Gopen2(file, "/", H5P_DEFAULT);
+    hid_t root = H5Gopen2(f->in->file, "/", H5P_DEFAULT);
     int status = ATTN_OK;
     if (root < 0) {
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot open", path);
-    } else if (H5Aexists(root, ATTN_INDEX_ATTRIBUTE) > 0) {
-        g->index = true;                     /* its own reader checks it */
+        status = attn_fail(err, ATTN_EINPUT, "%s: cannot open its root group", f->path);
     } else {
         groups_walk walk = {.groups = g};
         H5Ovisit2(root, H5_INDEX_NAME, H5_ITER_INC, visit_group, &walk, H5O_INFO_BASIC);
         if (walk.out_of_memory)
             status = attn_fail(err, ATTN_ENOMEM, "out of memory");
     }
-    h5_close(root, file);
+    h5_close(root);
     H5Eclear2(H5E_DEFAULT);
-    if (status == ATTN_OK && g->index)
-        status = attn_index_groups(path, &g->paths, &g->count, err);
+    return status;
+}
+
+/* An index's groups, as it listed them when opened. */
+static int index_groups(const attn_results_file *f, attn_result_groups *g, attn_error *err)
+{
+    g->index = true;
+    if ((g->paths = attn_calloc(f->part_count + 1, sizeof *g->paths)) == NULL)
+        return attn_fail(err, ATTN_ENOMEM, "out of memory");
+    for (; g->count < f->part_count; g->count++)
+        if ((g->paths[g->count] = attn_strdup(f->parts[g->count].group)) == NULL)
+            return attn_fail(err, ATTN_ENOMEM, "out of memory");
+    return ATTN_OK;
+}
+
+int attn_results_file_groups(attn_results_file *file, attn_result_groups *groups,
+                             attn_error *err)
+{
+    parse_guard g;
+    memset(groups, 0, sizeof *groups);
+    parse_begin(&g);
+    int status = parse_end(&g, file->index ? index_groups(file, groups, err)
+                                           : list_groups(file, groups, err));
+    if (status != ATTN_OK)
+        attn_result_groups_free(groups);
     return status;
 }
 
 int attn_results_groups(const char *path, attn_result_groups *groups, attn_error *err)
 {
+    attn_results_file *file;
     memset(groups, 0, sizeof *groups);
-    attn_h5_prepare();
-    attn_parsing_enter();
-    int status = parsed(list_groups(path, groups, err));
-    if (status != ATTN_OK)
-        attn_result_groups_free(groups);
+    int status = attn_results_file_open(path, &file, err);
+    if (status == ATTN_OK)
+        status = attn_results_file_groups(file, groups, err);
+    attn_results_file_close(file);
     return status;
 }
 
@@ -484,18 +623,60 @@ void attn_result_groups_free(attn_result_groups *groups)
     memset(groups, 0, sizeof *groups);
 }
 
+/* The index's groups that were read and now name another part (or none):
+ * the first into err. */
+static int used_parts_unchanged(const attn_results_file *f, attn_error *err)
+{
+    attn_results_file *now = NULL;
+    attn_error ignored;
+    if (attn_results_file_open(f->path, &now, &ignored) != ATTN_OK || !now->index) {
+        attn_results_file_close(now);
+        return f->part_count > 0 ? index_changed(f, f->parts[0].group, err) : ATTN_OK;
+    }
+    int status = ATTN_OK;
+    for (size_t i = 0; i < f->part_count && status == ATTN_OK; i++) {
+        size_t at;
+        const attn_index_part *part = f->seen[i].seen ? part_of(now, f->parts[i].group, &at) : NULL;
+        if (f->seen[i].seen && (part == NULL || strcmp(part->group, f->parts[i].group) != 0 ||
+                                strcmp(part->file, f->parts[i].file) != 0))
+            status = index_changed(f, f->parts[i].group, err);
+    }
+    attn_results_file_close(now);
+    return status;
+}
+
+int attn_results_file_check(attn_results_file *file, attn_error *err)
+{
+    if (!file->index)
+        return attn_h5in_check_unchanged(file->in, err);
+    /* An index is replaced whole by each append: what matters is that the
+     * groups read still name the parts that were read. */
+    attn_error changed;
+    if (attn_h5in_check_unchanged(file->in, &changed) == ATTN_OK)
+        return ATTN_OK;
+    return used_parts_unchanged(file, err);
+}
+
 /* The string of the attribute `name` of the group: one string, variable-
  * or fixed-length, read NUL-terminated into *value (its own copy). */
 static int read_attribute_text(const attn_results *r, const char *name, char **value,
                                attn_error *err)
 {
+    hid_t group = H5I_INVALID_HID;
     *value = NULL;
-    if (H5Aexists(r->group, name) <= 0) {
+    int found = r->prefix[0] == '\0' ? ATTN_OK : h5in_resolve(r->in, r->prefix, &group, err);
+    if (found != ATTN_OK)
+        return found == 1 ? attn_fail(err, ATTN_EINPUT, "%s: no group %s", r->file->path,
+                                      r->group_name) : found;
+    if (group < 0)
+        group = H5Gopen2(r->in->file, "/", H5P_DEFAULT);
+    if (group < 0 || H5Aexists(group, name) <= 0) {
+        h5_close(group);
         H5Eclear2(H5E_DEFAULT);
         return ATTN_OK;
     }
     int status = ATTN_OK;
-    hid_t attribute = H5Aopen(r->group, name, H5P_DEFAULT);
+    hid_t attribute = H5Aopen(group, name, H5P_DEFAULT);
     hid_t type = attribute < 0 ? H5I_INVALID_HID : H5Aget_type(attribute);
     hid_t space = attribute < 0 ? H5I_INVALID_HID : H5Aget_space(attribute);
     hid_t memory_type = H5I_INVALID_HID;
@@ -506,20 +687,20 @@ static int read_attribute_text(const attn_results *r, const char *name, char **v
     if (type < 0 || H5Tget_class(type) != H5T_STRING || variable < 0 || points != 1 ||
         (!variable && size == 0)) {
         status = attn_fail(err, ATTN_EINPUT, "%s: attribute %s of group %s is not one string",
-                           r->path, name, r->group_name);
+                           r->file->path, name, r->group_name);
         goto out;
     }
     memory_type = H5Tcopy(H5T_C_S1);
     if (memory_type < 0 || H5Tset_cset(memory_type, H5Tget_cset(type)) < 0 ||
         H5Tset_size(memory_type, variable ? H5T_VARIABLE : size + 1) < 0 ||
         (!variable && H5Tset_strpad(memory_type, H5T_STR_NULLTERM) < 0)) {
-        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->path, name);
+        status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->file->path, name);
         goto out;
     }
     if (variable) {
         char *held = NULL;                       /* HDF5's */
         if (H5Aread(attribute, memory_type, &held) < 0) {
-            status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->path, name);
+            status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->file->path, name);
             goto out;
         }
         *value = attn_strdup(held != NULL ? held : "");
@@ -530,7 +711,7 @@ static int read_attribute_text(const attn_results *r, const char *name, char **v
             goto out;
         }
         if (H5Aread(attribute, memory_type, text) < 0) {
-            status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->path, name);
+            status = fail_h5(err, ATTN_EINPUT, "%s: cannot read attribute %s", r->file->path, name);
             goto out;
         }
         text[size] = '\0';
@@ -540,7 +721,7 @@ static int read_attribute_text(const attn_results *r, const char *name, char **v
         status = attn_fail(err, ATTN_ENOMEM, "out of memory");
 out:
     free(text);
-    h5_close(memory_type, space, type, attribute);
+    h5_close(memory_type, space, type, attribute, group);
     H5Eclear2(H5E_DEFAULT);
     return status;
 }
@@ -548,6 +729,7 @@ out:
 int attn_results_attribute_text(attn_results *results, const char *name, char **value,
                                 attn_error *err)
 {
-    attn_parsing_enter();
-    return parsed(read_attribute_text(results, name, value, err));
+    parse_guard g;
+    parse_begin(&g);
+    return parse_end(&g, as_reader(read_attribute_text(results, name, value, err), err));
 }

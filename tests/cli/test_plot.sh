@@ -5,7 +5,7 @@
 #     from docs/pictures.md's colour map and scale, cells as blocks of equal
 #     pixels, the colour bar, the legend of -inf, +inf and NaN, heads and
 #     items chosen, rank-3 maps, f16 / bf16 / f64 stored maps, entropy,
-#     a group behind an external link (a results index);
+#     a group of an index of --append (its part read through the index);
 #   * max-pooling: 2000 x 1100 by 4 x 3 (one high cell survives, -inf only
 #     where a whole cell is), 16384 x 16384 by 32 x 32 under a 600 MiB
 #     address-space limit (the map alone is 1 GiB);
@@ -75,7 +75,7 @@ expect "weights, item 1" 0 plot "$K" --item 1 -o "$T/known_w1.png"
 expect "weights, item 0, head 1" 0 plot "$K" --heads 1 -o "$T/known_w0h1.png"
 expect "scores, heads 2,0" 0 plot "$K" --what scores --heads 2,0 -o "$T/known_s.png"
 expect "entropy, item 1, heads 0,2" 0 plot "$K" --what entropy --item 1 --heads 0,2-2 -o "$T/known_e.png"
-expect "a group behind an external link" 0 plot "$T/index.h5" --group /layer0 --what scores --heads 0,2 \
+expect "a group of an index of --append" 0 plot "$T/index.h5" --group /layer0 --what scores --heads 0,2 \
     -o "$T/index_s.png"
 expect "entropy, 600 heads" 0 plot "$T/wide.h5" --what entropy --item 1 -o "$T/wide_e.png"
 expect "SVG" 0 plot "$K" -o "$T/known.svg"
@@ -159,12 +159,14 @@ printf 'not HDF5\n' >"$E/text.h5"
 O=$E/out.png
 refuse "missing file" 3 "missing.h5" plot "$E/missing.h5" -o "$O"
 refuse "not an HDF5 file" 3 "not an HDF5 file" plot "$E/text.h5" -o "$O"
-refuse "a directory as the results" 3 "not a regular file" plot "$E" -o "$O"
+refuse "a directory as the results" 3 "is a directory" plot "$E" -o "$O"
 refuse "missing group" 3 "/nope" plot "$K" --group /nope -o "$O"
 refuse "no weights (an input file)" 3 "--save weights" plot "$TOP/fixtures/toy.h5" -o "$O"
-refuse "weights kept in another file (external storage)" 3 "external storage" \
+refuse "a group behind an external link to another file" 3 "external link" \
+    plot "$T/elink.h5" --group /layer0 -o "$O"
+refuse "weights kept in another file (external storage)" 3 "external file" \
     plot "$T/external.h5" -o "$O"
-refuse "a damaged chunk (unreadable results)" 3 "cannot read weights" plot "$T/damaged.h5" -o "$O"
+refuse "a damaged chunk (unreadable results)" 3 "cannot read /weights" plot "$T/damaged.h5" -o "$O"
 refuse "no entropy" 3 "--save entropy" plot "$T/big.h5" --what entropy -o "$O"
 refuse "item beyond B" 3 "item 2" plot "$K" --item 2 -o "$O"
 refuse "an item of a rank-3 map" 3 "no batch axis" plot "$T/rank3.h5" --item 1 -o "$O"
@@ -172,7 +174,7 @@ refuse "head beyond H" 3 "head 3" plot "$K" --heads 0,3 -o "$O"
 refuse "integer map" 3 "floating-point" plot "$K" --group /intmap -o "$O"
 refuse "rank-2 map" 3 "shape (5, 7)" plot "$K" --group /flatmap -o "$O"
 refuse "tokens of another length" 3 "query_token" plot "$K" --group /badtok -o "$O"
-refuse "tokens that are not strings" 3 "not a dataset of strings" plot "$K" --group /numtok -o "$O"
+refuse "tokens that are not strings" 3 "strings expected" plot "$K" --group /numtok -o "$O"
 refuse "unknown extension" 2 ".png, .svg or .pdf" plot "$K" -o "$E/out.gif"
 refuse "no extension" 2 ".png, .svg or .pdf" plot "$K" -o "$E/png"
 refuse "-o ''" 2 ".png, .svg or .pdf" plot "$K" -o ''
@@ -220,7 +222,7 @@ if command -v flock >/dev/null 2>&1; then
     flock -x "$K" -c "$(printf '%q ' "$ATTNRUN" plot "$K" -o "$O") >'$T/stdout' 2>'$T/stderr'" </dev/null
     rc=$?
     why=$(run_problem "$rc" 1 "$T/stderr")
-    [ -z "$why" ] && ! grep -q 'holds its lock' "$T/stderr" && why="$(cat "$T/stderr")"
+    [ -z "$why" ] && ! grep -q 'locked by another program' "$T/stderr" && why="$(cat "$T/stderr")"
     [ -z "$why" ] && [ -e "$O" ] && why="left $O"
     if [ -z "$why" ]; then ok "results locked by a writer: exit 1"; else bad "results locked by a writer: $why"; fi
 fi

@@ -173,7 +173,7 @@ def self_test():
 
 L_HALF = 8          # the constructed heads' sequence: L_HALF tokens, then again
 CONSTRUCTED_B = 2
-HUGE = (256, 1, 1024, 1024)     # huge.h5: (B, H, n, m) of uniform rows, never written
+HUGE = (256, 1, 1024, 1024)     # huge.h5: (B, H, n, m) of uniform rows, mostly fill
 
 
 def constructed_weights(rng):
@@ -303,11 +303,17 @@ def make(d):
         g = f.create_group('a,"b"')
         g.attrs["attnrun_version"] = "1.6.0"
         g["weights"] = rng.dirichlet(np.ones(5), (2, 3, 4)).astype(np.float32)
-    # uniform rows of 1/1024, B * n * m = 2^28 values (1 GiB) that are never
-    # written: every chunk reads as the fill value
+    # uniform rows of 1/1024, B * n * m = 2^28 values (1 GiB), written as a
+    # map in tiles is: one tile of each row of tiles (the diagonal's; a
+    # results file whose rows of tiles are all unwritten is damaged), the
+    # rest the fill value; deflated, the file stays small
     with h5py.File(os.path.join(d, "huge.h5"), "w") as f:
-        f.create_dataset("weights", HUGE, np.float32, chunks=(1, 1, 256, 1024),
-                         fillvalue=1 / 1024)
+        ds = f.create_dataset("weights", HUGE, np.float32, chunks=(1, 1, 256, 256),
+                              fillvalue=1 / 1024, compression="gzip", compression_opts=1)
+        tile = np.full((1, 1, 256, 256), 1 / 1024, np.float32)
+        for b in range(HUGE[0]):
+            for r in range(0, HUGE[2], 256):
+                ds[b:b + 1, :, r:r + 256, r:r + 256] = tile
 
 
 # ------------------------------------------------------------------ the checks

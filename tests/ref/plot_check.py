@@ -352,8 +352,20 @@ def make(d):
         s[0, 0][np.triu_indices(2000, 1, 1100)] = -np.inf
         s[0, 0, 10, 20] = np.nan
         f.create_dataset("scores", data=s, chunks=(1, 1, 256, 256))
-    with h5py.File(f"{d}/index.h5", "w") as f:        # a results index: groups in other files
+    with h5py.File(f"{d}/elink.h5", "w") as f:        # a group in another file: not followed
         f["layer0"] = h5py.ExternalLink("known.h5", "/")
+    # an index of --append (docs/append.md): /layer0 is an external link to
+    # the group /layer0 of its part, which holds known.h5's datasets
+    os.makedirs(f"{d}/index.h5.parts", exist_ok=True)
+    with h5py.File(f"{d}/known.h5", "r") as src, \
+            h5py.File(f"{d}/index.h5.parts/layer0.1.h5", "w") as part:
+        group = part.create_group("layer0")
+        for name in src:
+            src.copy(src[name], group, name=name)
+    with h5py.File(f"{d}/index.h5", "w") as f:
+        f.attrs["attnrun_index"] = np.int64(1)
+        f.attrs["attnrun_version"] = "1.6.0"
+        f["layer0"] = h5py.ExternalLink("index.h5.parts/layer0.1.h5", "/layer0")
     with h5py.File(f"{d}/wide.h5", "w") as f:         # entropy of 600 heads: rows pooled too
         e = rng.random((2, 600, 700)).astype("f4")
         e[1, 0, 0] = np.nan
@@ -362,6 +374,8 @@ def make(d):
         ds = f.create_dataset("weights", shape=(1, 16384, 16384), dtype="f4", chunks=(1, 256, 256),
                               fillvalue=np.float32(1e-4))
         block = np.full((1, 256, 256), 1e-4, np.float32)
+        for r in range(0, 16384, 256):           # a tile of each row of tiles, as
+            ds[:, r:r + 256, r:r + 256] = block  # attnrun's maps in tiles hold
         block[0, 9000 - 8960, 7000 - 6912] = 1.0
         ds[:, 8960:9216, 6912:7168] = block
     with h5py.File(f"{d}/tokens.h5", "w") as f:       # the same maps, other tokens
@@ -473,7 +487,7 @@ def verify(d):
     check_maps("weights item 0 heads 1", f"{d}/known_w0h1.png", w[0, 1:2], True)
     check_maps("scores heads 2,0", f"{d}/known_s.png", s[0, [0, 2]], False,
                specials=[NEG_INF, POS_INF, NAN])
-    check_maps("scores of a group behind an external link", f"{d}/index_s.png", s[0, [0, 2]], False,
+    check_maps("scores of a group of an index of --append", f"{d}/index_s.png", s[0, [0, 2]], False,
                specials=[NEG_INF, POS_INF, NAN])
     check_maps("entropy item 1 heads 0,2", f"{d}/known_e.png", e[1, [0, 2]][None], False)
     with h5py.File(f"{d}/wide.h5") as f:
