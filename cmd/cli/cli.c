@@ -5,6 +5,7 @@
 #include "attn_results.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -63,16 +64,65 @@ out:
     return count;
 }
 
-int cli_check_output(const char *output, const char *input, bool force)
+/* The first bytes of a picture attnrun plot writes, by format. */
+static bool is_picture(const char *path)
+{
+    static const char png[8] = "\x89PNG\r\n\x1a\n";
+    char head[256];
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return false;
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[got] = '\0';
+    return (got >= sizeof png && memcmp(head, png, sizeof png) == 0) ||
+           (got >= 5 && memcmp(head, "%PDF-", 5) == 0) ||
+           (got >= 5 && memcmp(head, "<?xml", 5) == 0 && strstr(head, "<svg") != NULL);
+}
+
+/* Whether the file at path is an analysis attnrun wrote: an HDF5 file
+ * whose root's attnrun_analysis is `analysis`. */
+static bool is_analysis(const char *path, const char *analysis)
+{
+    attn_results *r;
+    attn_error err;
+    char *value = NULL;
+    bool ours = attn_results_open(path, "/", &r, &err) == ATTN_OK &&
+                attn_results_attribute_text(r, "attnrun_analysis", &value, &err) == ATTN_OK &&
+                value != NULL && strcmp(value, analysis) == 0;
+    free(value);
+    attn_results_close(r);
+    return ours;
+}
+
+int cli_check_output(const char *output, const char *input, bool force, const char *kind)
 {
     struct stat st;
+    attn_results_file *file;
+    attn_error err;
     if (attn_same_file(output, input))
         return cli_usage_error("-o '%s' names the results file itself", output);
+    if (attn_results_file_open(input, &file, &err) == ATTN_OK) {  /* else the reader says why */
+        bool holds = attn_results_file_holds(file, output);
+        attn_results_file_close(file);
+        if (holds)
+            return cli_usage_error("-o '%s' names a file of the results %s reads (a part of the "
+                                   "index, or its parts directory): name a file outside it",
+                                   output, input);
+    }
     if (lstat(output, &st) == 0) {
         if (!force)
             return cli_usage_error("%s: output exists; use --force to replace it", output);
         if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
             return cli_usage_error("%s: output exists and is not a regular file", output);
+        /* --force replaces what attnrun wrote as this output, nothing else */
+        const bool picture = strcmp(kind, CLI_OUTPUT_PICTURE) == 0;
+        if (stat(output, &st) == 0 && !(picture ? is_picture(output) : is_analysis(output, kind)))
+            return cli_usage_error("%s: exists and is not %s attnrun wrote; --force replaces only "
+                                   "those: name a new file", output,
+                                   picture ? "a picture (PNG, PDF or SVG)"
+                                   : strcmp(kind, "heads") == 0 ? "a census file"
+                                                                : "a rollout file");
     }
     return EXIT_OK;
 }

@@ -14,6 +14,7 @@
 #define ATTN_CMD_CLI_H
 
 #include "attn_common.h"
+#include "attn_results.h"
 #include "cli/exit.h"
 #include "cli/options.h"
 
@@ -47,13 +48,21 @@ size_t cli_other_groups(const char *path, const char *group, bool *index, char *
  * EXIT_USAGE (printed) for none or more than one. */
 int cli_results_file(int argc, char **argv, const char **input);
 
+/* What a reader writes (cli_check_output's kind): a picture of attnrun
+ * plot, else the attnrun_analysis of its HDF5 file ("rollout", "heads"). */
+#define CLI_OUTPUT_PICTURE "picture"
+
 /*
  * The file a reader of results writes (attnrun plot, rollout, heads),
  * checked before any work: not the results file itself, and when it
- * exists, replaced only with `force` and only when a regular file or a
- * symbolic link.  EXIT_OK, or EXIT_USAGE (printed).
+ * exists, replaced only with `force`, only when a regular file or a
+ * symbolic link, and only when it is what attnrun writes as this output
+ * (`kind`): a picture, or an HDF5 file of that attnrun_analysis -- never
+ * a results file, its index or one of its parts.  Nor may it name a part
+ * of the index read or a file in its parts directory, even a new one.
+ * EXIT_OK, or EXIT_USAGE (printed).
  */
-int cli_check_output(const char *output, const char *input, bool force);
+int cli_check_output(const char *output, const char *input, bool force, const char *kind);
 
 /* Flushes and closes stdout; a write error there turns EXIT_OK into
  * EXIT_RUNTIME (printed).  Returns the exit code. */

@@ -99,7 +99,7 @@ static int read_block(attn_results *r, const heads_layer *layer, size_t item, si
 }
 
 /* The census of one layer: items outer, heads inner, blocks of rows. */
-static int count_layer(const char *path, heads_layer *layer, size_t heads, attn_error *err)
+static int count_layer(attn_results_file *file, heads_layer *layer, size_t heads, attn_error *err)
 {
     const size_t n = layer->n, m = layer->m;
     if (n == 0 || m == 0 || layer->batch == 0)
@@ -110,7 +110,7 @@ static int count_layer(const char *path, heads_layer *layer, size_t heads, attn_
     float *block = NULL;                                /* (rows, m) */
     attn_census_tokens index;
     memset(&index, 0, sizeof index);
-    int status = attn_results_open(path, layer->group, &r, err);
+    int status = attn_results_open_group(file, layer->group, &r, err);
     if (status == ATTN_OK && (block = attn_calloc(rows * m, sizeof *block)) == NULL)
         status = attn_fail(err, ATTN_ENOMEM, "out of memory");
     for (size_t b = 0; b < layer->batch && status == ATTN_OK; b++) {
@@ -135,6 +135,6 @@ int heads_count(heads_census *census, attn_error *err)
 {
     int status = ATTN_OK;
     for (size_t i = 0; i < census->count && status == ATTN_OK; i++)
-        status = count_layer(census->source, &census->layers[i], census->heads, err);
+        status = count_layer(census->file, &census->layers[i], census->heads, err);
     return status;
 }

@@ -13,6 +13,7 @@
 
 #include <getopt.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +137,7 @@ static int parse_arguments(int argc, char **argv, heads_cli *c)
         return EXIT_OK;
     if (c->output[0] == '\0')
         return cli_usage_error("-o '': expected the name of the census file to write");
-    return cli_check_output(c->output, c->input, c->force);
+    return cli_check_output(c->output, c->input, c->force, "heads");
 }
 
 /* text from `column` of the current line on, wrapped at `width` columns,
@@ -174,8 +175,9 @@ static int print_help(void)
     return cli_finish_stdout(EXIT_OK);
 }
 
-/* Writes the census into the transaction's temporary and renames it
- * onto the output. */
+/* Writes the census into the transaction's temporary and flushes it;
+ * on failure the temporary is removed.  Published by heads_main only
+ * once every other output has succeeded. */
 static int write_census(attn_atomic *tx, const heads_cli *c, const heads_census *census,
                         attn_error *err)
 {
@@ -184,10 +186,22 @@ static int write_census(attn_atomic *tx, const heads_cli *c, const heads_census 
         return status;
     status = heads_write_file(census, tx->temp_path, c->output, err);
     if (status == ATTN_OK)
-        status = attn_atomic_commit(tx, NULL, err);
-    else
+        status = attn_atomic_flush(tx, err);
+    if (status != ATTN_OK)
         attn_atomic_abort(tx);
     return status;
+}
+
+/* The CSV on standard output, flushed: a full or closed one fails. */
+static int print_csv(const heads_census *census, attn_error *err)
+{
+    errno = 0;
+    heads_print_csv(census, stdout);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return attn_fail(err, ATTN_EIO, "cannot write to standard output: %s%s",
+                         errno != 0 ? strerror(errno) : "a write failed",
+                         " (the census file was not written)");
+    return ATTN_OK;
 }
 
 static void free_cli(heads_cli *c)
@@ -215,11 +229,19 @@ int heads_main(int argc, char **argv)
     const bool found = status == ATTN_OK;
     if (status == ATTN_OK)
         status = heads_count(&census, &err);
-    if (status == ATTN_OK && c.output != NULL)
+    const bool writes = status == ATTN_OK && c.output != NULL;
+    if (writes)
         status = write_census(tx, &c, &census, &err);
-    process_run_ended();
     if (status == ATTN_OK)
-        heads_print_csv(&census, stdout);
+        status = attn_results_file_check(census.file, &err);
+    /* all or nothing: the census file is renamed into place only once
+     * the CSV is out whole */
+    if (status == ATTN_OK)
+        status = print_csv(&census, &err);
+    if (writes)
+        status = status == ATTN_OK ? attn_atomic_publish(tx, NULL, &err)
+                                   : (attn_atomic_abort(tx), status);
+    process_run_ended();
     if (found)
         heads_census_free(&census);
     free_cli(&c);

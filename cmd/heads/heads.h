@@ -27,6 +27,7 @@
 #define ATTN_CMD_HEADS_H
 
 #include "attn_math.h"
+#include "attn_results.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -50,6 +51,8 @@ typedef struct heads_layer {
 /* The census of a results file. */
 typedef struct heads_census {
     const char *source;           /* the results file, as given            */
+    attn_results_file *file;      /* it, opened once: every layer is read
+                                     from the index as it was then       */
     size_t count;                 /* L                                     */
     size_t heads;                 /* H                                     */
     heads_layer *layers;          /* (L) in order                          */
@@ -65,7 +68,7 @@ typedef struct heads_census {
  * with *census filled (its scores zero), else ATTN_EINPUT (a group
  * missing -- the message names those there are --, without weights, of
  * another shape or H), ATTN_EIO, ATTN_ENOMEM; *census holds nothing to
- * free then.
+ * free then.  The file stays open (census->file) until heads_census_free.
  */
 int heads_find_layers(const char *path, char *const *groups, size_t count, heads_census *census,
                       attn_error *err);

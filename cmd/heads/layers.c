@@ -70,6 +70,14 @@ static int check_tokens(attn_results *r, heads_layer *layer, attn_error *err)
 {
     const size_t items[2] = {0, layer->batch > 0 ? layer->batch - 1 : 0};
     int status = ATTN_OK;
+    for (size_t i = 0; i < 2 && status == ATTN_OK; i++) {    /* (n) or (B, n), no more rows */
+        attn_tensor_info t = {.name = i == 0 ? HEADS_QUERY_TOKENS : HEADS_KEY_TOKENS};
+        status = attn_results_describe_labels(r, &t, err);
+        if (status == ATTN_OK && t.present && t.rank == 2 && t.dims[0] != layer->batch)
+            status = attn_fail(err, ATTN_EINPUT, "%s: group %s: %s holds the tokens of %zu "
+                               "items, but its weights hold %zu", attn_results_path(r),
+                               attn_results_group(r), t.name, t.dims[0], layer->batch);
+    }
     layer->tokens = layer->batch > 0;
     for (size_t i = 0; i < 2 && status == ATTN_OK && layer->tokens; i++) {
         char **query = NULL, **key = NULL;                   /* (n), (m) */
@@ -94,7 +102,7 @@ static int add_layer(heads_census *c, const char *group, attn_error *err)
     attn_results *r = NULL;
     attn_tensor_info w = {.name = HEADS_WEIGHTS};
     memset(layer, 0, sizeof *layer);
-    int status = attn_results_open(c->source, group, &r, err);
+    int status = attn_results_open_group(c->file, group, &r, err);
     if (status == ATTN_EINPUT)
         name_other_groups(c->source, group, err);
     if (status == ATTN_OK)
@@ -122,7 +130,7 @@ static int holds_weights(const heads_census *c, const char *group, bool *holds, 
 {
     attn_results *r = NULL;
     attn_tensor_info w = {.name = HEADS_WEIGHTS};
-    int status = attn_results_open(c->source, group, &r, err);
+    int status = attn_results_open_group(c->file, group, &r, err);
     if (status == ATTN_OK)
         status = attn_results_describe(r, &w, err);
     attn_results_close(r);
@@ -159,7 +167,9 @@ int heads_find_layers(const char *path, char *const *groups, size_t count, heads
     attn_result_groups listed = {0};
     memset(census, 0, sizeof *census);
     census->source = path;
-    int status = count > 0 ? ATTN_OK : attn_results_groups(path, &listed, err);
+    int status = attn_results_file_open(path, &census->file, err);
+    if (status == ATTN_OK && count == 0)
+        status = attn_results_file_groups(census->file, &listed, err);
     if (status == ATTN_OK && count == 0 && listed.index && listed.count == 0)
         status = attn_fail(err, ATTN_EINPUT, "%s: an --append index of no groups", path);
     const size_t room = count > 0 ? count : listed.count + 1;
@@ -192,4 +202,6 @@ void heads_census_free(heads_census *census)
     free(census->layers);
     census->layers = NULL;
     census->count = 0;
+    attn_results_file_close(census->file);
+    census->file = NULL;
 }

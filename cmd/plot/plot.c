@@ -315,7 +315,7 @@ static int parse_arguments(int argc, char **argv, plot_cli *c)
         return cli_usage_error("no picture to write: give -o FILE.png, FILE.svg or FILE.pdf");
     if (!plot_format_of(c->output, &c->format))
         return cli_usage_error("-o '%s': the name must end in .png, .svg or .pdf", c->output);
-    return cli_check_output(c->output, c->rq.input, c->force);
+    return cli_check_output(c->output, c->rq.input, c->force, CLI_OUTPUT_PICTURE);
 }
 
 static int print_help(void)

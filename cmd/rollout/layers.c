@@ -47,10 +47,11 @@ static int in_group(attn_error *err, int status, const char *group)
     return status;
 }
 
-int rollout_open_group(const char *input, const char *group, attn_results **results,
+int rollout_open_group(const rollout_request *rq, const char *group, attn_results **results,
                        attn_error *err)
 {
-    int status = attn_results_open(input, group, results, err);
+    const char *input = rq->input;
+    int status = attn_results_open_group(rq->file, group, results, err);
     bool index;
     char names[256];
     size_t groups;
@@ -143,26 +144,22 @@ static int carries_tokens(attn_results *r, const char *group, const char *name, 
     return status == ATTN_OK ? ATTN_OK : in_group(err, status, group);
 }
 
-/* t->rank of the tokens the open group carries: 1 for (n), 2 for (B, n).
- * attn_results.h shows a string dataset's shape only through what
- * attn_results_labels reads: a (n) dataset answers for any item, a (B, n)
- * one has no row B; item 0 was read already.  A (B, n) dataset must then
- * hold row B - 1 too. */
-static int token_rank(const rollout_plan *plan, attn_results *r, rollout_tokens *t,
-                      attn_error *err)
+/* t->rank of the tokens the open group carries: 1 for (n), the same for
+ * every item, 2 for (B, n), which must have a row for each of the B
+ * items and no more (tokens of other items are another input's). */
+static int token_rank(const rollout_request *rq, const rollout_plan *plan, attn_results *r,
+                      const char *group, rollout_tokens *t, attn_error *err)
 {
-    char **beyond = NULL, **last = NULL;                 /* (n) row B, row B - 1 */
-    attn_error probe;
-    int status = attn_results_labels(r, t->name, plan->batch, plan->n, &beyond, &probe);
-    attn_labels_free(beyond, plan->n);
-    if (status == ATTN_ENOMEM)
-        return attn_fail(err, ATTN_ENOMEM, "out of memory");
-    t->rank = status == ATTN_OK ? 1 : 2;
-    if (t->rank == 1)
-        return ATTN_OK;
-    status = attn_results_labels(r, t->name, plan->batch - 1, plan->n, &last, err);
-    attn_labels_free(last, plan->n);
-    return status == ATTN_OK ? ATTN_OK : in_group(err, status, plan->layers[t->layer].group);
+    attn_tensor_info info = {.name = t->name};
+    int status = attn_results_describe_labels(r, &info, err);
+    if (status != ATTN_OK)
+        return in_group(err, status, group);
+    t->rank = info.present ? info.rank : 1;
+    if (t->rank == 2 && info.dims[0] != plan->batch)
+        return attn_fail(err, ATTN_EINPUT, "%s: group %s: %s holds the tokens of %zu items, but "
+                         "the maps hold %zu; every layer rolled out must come from the same "
+                         "input", rq->input, group, t->name, info.dims[0], plan->batch);
+    return ATTN_OK;
 }
 
 /* The layers' maps and shapes, one group open at a time: --groups, each
@@ -179,7 +176,7 @@ static int find_layers(const rollout_request *rq, char **groups, size_t count,
         rollout_layer layer = {0};
         layer_shape shape;
         bool found = false;
-        status = rollout_open_group(rq->input, groups[i], &r, err);
+        status = rollout_open_group(rq, groups[i], &r, err);
         if (status == ATTN_OK)
             status = describe_layer(rq, r, groups[i], &layer, &shape, &found, err);
         if (status == ATTN_OK && !found && rq->groups != NULL)
@@ -265,12 +262,12 @@ static int compare_layer_tokens(const rollout_request *rq, const rollout_plan *p
     attn_results *r = NULL;
     rollout_tokens theirs = {.name = t->name, .layer = layer};
     char **want = NULL, **have = NULL;                   /* (n) item b's each */
-    int status = rollout_open_group(rq->input, group, &r, err);
+    int status = rollout_open_group(rq, group, &r, err);
     if (status == ATTN_OK)
         status = attn_results_labels(r, t->name, 0, plan->n, &have, err);
     if (status != ATTN_OK || have == NULL)
         goto out;
-    if ((status = token_rank(plan, r, &theirs, err)) != ATTN_OK)
+    if ((status = token_rank(rq, plan, r, group, &theirs, err)) != ATTN_OK)
         goto out;
     /* (n) against (n): item 0 says all. */
     const size_t items = t->rank == 1 && theirs.rank == 1 ? 1 : plan->batch;
@@ -311,9 +308,9 @@ static int check_tokens(const rollout_request *rq, rollout_plan *plan, attn_erro
         attn_results *first = NULL;
         if (!t->present)
             continue;
-        status = rollout_open_group(rq->input, plan->layers[t->layer].group, &first, err);
+        status = rollout_open_group(rq, plan->layers[t->layer].group, &first, err);
         if (status == ATTN_OK)
-            status = token_rank(plan, first, t, err);
+            status = token_rank(rq, plan, first, plan->layers[t->layer].group, t, err);
         for (size_t l = t->layer + 1; l < plan->layer_count && status == ATTN_OK; l++)
             status = compare_layer_tokens(rq, plan, t, first, l, err);
         attn_results_close(first);
@@ -328,7 +325,7 @@ static int candidate_groups(const rollout_request *rq, attn_result_groups *liste
     memset(listed, 0, sizeof *listed);
     if (rq->groups != NULL)
         return ATTN_OK;
-    int status = attn_results_groups(rq->input, listed, err);
+    int status = attn_results_file_groups(rq->file, listed, err);
     if (status == ATTN_OK && listed->count == 0)
         status = attn_fail(err, ATTN_EINPUT, "%s holds no results of attnrun (no group carries "
                            "attnrun_version); name the groups that hold weights with --groups",

@@ -175,7 +175,7 @@ static int parse_arguments(int argc, char **argv, rollout_cli *c)
         return code;
     if (c->output == NULL || c->output[0] == '\0')
         return cli_usage_error("no file to write: give -o OUT.h5");
-    return cli_check_output(c->output, c->rq.input, c->force);
+    return cli_check_output(c->output, c->rq.input, c->force, "rollout");
 }
 
 static int print_help(void)
@@ -255,9 +255,12 @@ static int write_rollout(attn_atomic *tx, const rollout_cli *c, const rollout_pl
         if (status == ATTN_OK)
             status = finished;
     }
-    if (status == ATTN_OK)
-        status = attn_atomic_commit(tx, NULL, err);
-    else
+    /* what was read must still be what the file holds (one generation of
+     * an index) before the rollout replaces anything */
+    if (status == ATTN_OK && (status = attn_atomic_flush(tx, err)) == ATTN_OK &&
+        (status = attn_results_file_check(c->rq.file, err)) == ATTN_OK)
+        status = attn_atomic_publish(tx, NULL, err);
+    if (status != ATTN_OK)
         attn_atomic_abort(tx);
     return status;
 }
@@ -285,7 +288,9 @@ int rollout_main(int argc, char **argv)
     attn_atomic *tx = process_watch(c.rq.input, c.output, false);
     attn_error err = {0};
     rollout_plan plan;
-    int status = rollout_plan_layers(&c.rq, &plan, &err);
+    int status = attn_results_file_open(c.rq.input, &c.rq.file, &err);
+    if (status == ATTN_OK)
+        status = rollout_plan_layers(&c.rq, &plan, &err);
     const bool planned = status == ATTN_OK;
     if (planned)
         status = write_rollout(tx, &c, &plan, &err);
@@ -298,6 +303,7 @@ int rollout_main(int argc, char **argv)
                 plan.skipped, plan.skipped == 1 ? "" : "s", plan.skipped_names);
     if (planned)
         rollout_plan_free(&plan);
+    attn_results_file_close(c.rq.file);
     free_request(&c);
     return cli_exit_code(status);
 }

@@ -39,6 +39,8 @@
 /* What to roll out, from the command line. */
 typedef struct rollout_request {
     const char *input;            /* RESULTS.h5                           */
+    attn_results_file *file;      /* it, opened once: every group read is
+                                     of the index as it was then        */
     char **groups;                /* (group_count) --groups, in order; NULL:
                                      the file's own groups                */
     size_t group_count;
@@ -109,7 +111,7 @@ int rollout_stream(const rollout_request *rq, const rollout_plan *plan,
 
 /* Opens the group of the results file, its failure naming the groups
  * there are when the group is not one of them. */
-int rollout_open_group(const char *input, const char *group, attn_results **results,
+int rollout_open_group(const rollout_request *rq, const char *group, attn_results **results,
                        attn_error *err);
 
 /* `attnrun rollout ...`: argv[0] is "rollout".  Returns the exit status. */

@@ -5,7 +5,7 @@
  * and written at (item, layer).  What it holds does not grow with B or L:
  * three (n, n) float64 matrices and one (n, n) float32 map
  * (rollout_plan.working_bytes); a layer's group is open only while it is
- * read.
+ * read, from the file opened once (rq->file: one generation of an index).
  *
  * Legend: B items, L layers, H heads of a layer, n tokens.
  */
@@ -100,7 +100,7 @@ static int read_layer(const rollout_request *rq, const rollout_plan *plan,
     const rollout_layer *layer = &plan->layers[l];
     const size_t n = plan->n;
     attn_results *r = NULL;
-    int status = rollout_open_group(rq->input, layer->group, &r, err);
+    int status = rollout_open_group(rq, layer->group, &r, err);
     if (status == ATTN_OK)
         status = write_tokens(plan, output, r, l, b, err);
     memset(w->a_hat, 0, n * n * sizeof *w->a_hat);

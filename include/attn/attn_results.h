@@ -59,6 +59,10 @@ void attn_results_file_close(attn_results_file *file);
 /* The path it was opened with, for messages. */
 const char *attn_results_file_path(const attn_results_file *file);
 
+/* Whether path names one of the file's parts (an index's), under any
+ * name, or a file (existing or not) in its parts directory. */
+bool attn_results_file_holds(const attn_results_file *file, const char *path);
+
 /* Opens the group `group` ("/" or a path) of the open file. */
 int attn_results_open_group(attn_results_file *file, const char *group, attn_results **results,
                             attn_error *err);

@@ -202,6 +202,37 @@ const char *attn_results_file_path(const attn_results_file *file)
     return file->path;
 }
 
+/* The path of a part (its file relative to the index's directory) into
+ * buf; false when too long. */
+static bool part_path(const attn_results_file *f, const char *file, char *buf, size_t len)
+{
+    int wrote = snprintf(buf, len, "%s%s%s", f->dir, f->dir[0] ? "/" : "", file);
+    return wrote > 0 && (size_t)wrote < len;
+}
+
+bool attn_results_file_holds(const attn_results_file *file, const char *path)
+{
+    char parts[PATH_MAX], dir[PATH_MAX], base[PATH_MAX], part[PATH_MAX];
+    struct stat target, st;
+    if (!file->index || file->part_count == 0)
+        return false;
+    const char *slash = strchr(file->parts[0].file, '/');     /* one parts directory */
+    if (!part_path(file, file->parts[0].file, parts, sizeof parts))
+        return false;
+    parts[strlen(parts) - strlen(slash)] = '\0';
+    attn_split_path(path, dir, base);
+    if (stat(parts, &st) == 0 && stat(dir, &target) == 0 && st.st_dev == target.st_dev &&
+        st.st_ino == target.st_ino)
+        return true;                      /* in the parts directory */
+    if (stat(path, &target) != 0)
+        return false;
+    for (size_t i = 0; i < file->part_count; i++)      /* a part by another name */
+        if (part_path(file, file->parts[i].file, part, sizeof part) && stat(part, &st) == 0 &&
+            st.st_dev == target.st_dev && st.st_ino == target.st_ino)
+            return true;
+    return false;
+}
+
 /* The index's part that holds `group`: its own, or one above it. */
 static const attn_index_part *part_of(const attn_results_file *f, const char *group,
                                       size_t *at)
@@ -243,8 +274,7 @@ static int open_part(attn_results *r, const char *group, attn_error *err)
     if (part == NULL)
         return attn_fail(err, ATTN_EINPUT, "%s: no group %s in the index", f->path, group);
     part_seen *seen = &f->seen[at];
-    if (snprintf(path, sizeof path, "%s%s%s", f->dir, f->dir[0] ? "/" : "", part->file) >=
-        (int)sizeof path)
+    if (!part_path(f, part->file, path, sizeof path))
         return attn_fail(err, ATTN_EINPUT, "%s: path too long for the part of %s", f->path,
                          part->group);
     if (lstat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR))

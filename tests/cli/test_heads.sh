@@ -220,12 +220,22 @@ why=$(run_problem "$rc" 1 "$T/stderr")
 [ -z "$why" ] && [ "$(ls -A "$E" | tr '\n' ' ')" != "$before" ] && why="left $(ls -A "$E" | tr '\n' ' ')"
 if [ -z "$why" ]; then ok "a failed write (ulimit -f 1): exit 1, nothing left"; else bad "a failed write: $why"; fi
 
-# --force: a file is replaced; without it the file stays as it was.
+# --force: a census is replaced; without it the file stays as it was.
 printf 'old\n' >"$E/old.h5"
 refuse "an existing file without --force" 2 "use --force" heads "$M" -o "$E/old.h5"
 if [ "$(cat "$E/old.h5")" = "old" ]; then ok "the existing file is unchanged"; else bad "the existing file changed"; fi
 census "the census of the layers" "$C/plain.csv" "$M"
-census "--force replaces a file" "$C/force.csv" "$M" -o "$E/old.h5" --force --quiet
+# --force replaces a census attnrun wrote, and nothing else: not a file
+# of another kind, nor a results file (the input's own, or another)
+refuse "--force over a file attnrun did not write" 2 "not a census file" \
+    heads "$M" -o "$E/old.h5" --force
+if [ "$(cat "$E/old.h5")" = "old" ]; then ok "... which is unchanged"; else bad "the foreign file changed"; fi
+cp "$M" "$E/results-copy.h5"
+refuse "--force over a results file" 2 "not a census file" heads "$M" -o "$E/results-copy.h5" --force
+if cmp -s "$M" "$E/results-copy.h5"; then ok "... which is unchanged"; else bad "the results file changed"; fi
+census "a census to replace" "$C/first.csv" "$M" -o "$E/old.h5.new"
+mv "$E/old.h5.new" "$E/old.h5"
+census "--force replaces a census" "$C/force.csv" "$M" -o "$E/old.h5" --force --quiet
 if [ -s "$C/force.csv" ] && cmp -s "$C/force.csv" "$C/plain.csv"; then ok "--quiet: the CSV all the same"; else bad "--quiet changed the CSV: $(head -c 100 "$C/force.csv")"; fi
 expect "the replaced file is the census" ref heads_ref.py census "$M" "$E/old.h5" "$VERSION" \
     /layer0 /layer1 /layer2

@@ -242,12 +242,19 @@ if [ -z "$why" ]; then ok "a failed write (ulimit -f 1): exit 1, nothing left"; 
 printf 'old\n' >"$E/old.png"
 refuse "an existing file without --force" 2 "use --force" plot "$K" -o "$E/old.png"
 if [ "$(cat "$E/old.png")" = "old" ]; then ok "the existing file is unchanged"; else bad "the existing file changed"; fi
-expect "--force replaces a file" 0 plot "$K" -o "$E/old.png" --force
+# --force replaces a picture, and nothing else attnrun did not write as one
+refuse "--force over a file that is no picture" 2 "not a picture" plot "$K" -o "$E/old.png" --force
+if [ "$(cat "$E/old.png")" = "old" ]; then ok "... which is unchanged"; else bad "the foreign file changed"; fi
+cp "$K" "$E/results.svg"
+refuse "--force over a results file" 2 "not a picture" plot "$K" -o "$E/results.svg" --force
+if cmp -s "$K" "$E/results.svg"; then ok "... which is unchanged"; else bad "the results file changed"; fi
+cp "$T/known.svg" "$E/old.png"
+expect "--force replaces a picture" 0 plot "$K" -o "$E/old.png" --force
 if head -c 8 "$E/old.png" | grep -q PNG; then ok "the replaced file is the picture"; else bad "the replaced file is not a PNG"; fi
-printf 'target\n' >"$E/target"
+cp "$T/known.pdf" "$E/target"
 ln -s target "$E/link.png"
-expect "--force on a symbolic link" 0 plot "$K" -o "$E/link.png" --force
-if [ ! -L "$E/link.png" ] && [ "$(cat "$E/target")" = "target" ]; then
+expect "--force on a symbolic link to a picture" 0 plot "$K" -o "$E/link.png" --force
+if [ ! -L "$E/link.png" ] && cmp -s "$T/known.pdf" "$E/target"; then
     ok "the link itself is replaced, not the file it names"
 else
     bad "--force followed the symbolic link"

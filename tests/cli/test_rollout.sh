@@ -245,6 +245,28 @@ runs "--memory just enough" 0 rollout "$R" -o "$O/memory.h5" --memory 1008
 printf 'old\n' >"$E/old.h5"
 refuse "an existing file without --force" 2 "use --force to replace it" rollout "$R" -o "$E/old.h5"
 [ "$(cat "$E/old.h5")" = "old" ] && ok "the existing file is unchanged" || bad "the existing file changed"
+# --force replaces a rollout attnrun wrote, nothing else: not another
+# file, not a results file, not a part of the index read (even a new name
+# in its parts directory)
+refuse "--force over a file attnrun did not write" 2 "not a rollout file" \
+    rollout "$R" -o "$E/old.h5" --force
+[ "$(cat "$E/old.h5")" = "old" ] && ok "... which is unchanged" || bad "the foreign file changed"
+part=$(ls "$R.parts" | head -n 1)
+cp "$R.parts/$part" "$E/part-copy.h5"
+for target in "$R.parts/$part" "$R.parts/new.h5" "$E/part-copy.h5"; do
+    case $target in
+        "$E"/*) why="not a rollout file" ;;
+        *) why="names a file of the results" ;;
+    esac
+    refuse "--force -o ${target#"$T"/}" 2 "$why" rollout "$R" -o "$target" --force
+done
+if cmp -s "$R.parts/$part" "$E/part-copy.h5" && [ ! -e "$R.parts/new.h5" ]; then
+    ok "the parts are unchanged, nothing added"
+else
+    bad "the parts directory changed"
+fi
+runs "a rollout to replace" 0 rollout "$R" -o "$E/old.h5.new"
+mv "$E/old.h5.new" "$E/old.h5"
 if runs "--force replaces it" 0 rollout "$R" -o "$E/old.h5" --force; then
     expect "the replaced file is the rollout" rollout_ref check "$E/old.h5" "$R" 0.5 "${ALL[@]}"
 fi
