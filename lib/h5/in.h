@@ -21,6 +21,8 @@
 typedef struct open_dataset {
     struct open_dataset *next;
     hid_t id;
+    bool heap_checked;          /* its strings' places in the global heap
+                                   were checked (in_strings.c)          */
     char name[];                /* as the caller gave it                  */
 } open_dataset;
 

@@ -201,6 +201,7 @@ int h5in_dataset_of(attn_h5in *in, const char *name, hid_t *dataset, attn_error 
     }
     d->next = in->datasets;
     d->id = object;
+    d->heap_checked = false;
     memcpy(d->name, name, len + 1);
     in->datasets = d;
     *dataset = object;

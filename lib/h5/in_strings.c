@@ -285,6 +285,177 @@ static herr_t read_string_block(hid_t dataset, hid_t mem_type, bool variable, in
     return result;
 }
 
+/* ---- variable-length strings checked in the global heap ----------------- */
+
+/*
+ * HDF5 1.10 trusts the global heap a variable-length string lives in: a
+ * damaged collection whose object claims more bytes than the string's
+ * descriptor (or than the collection holds) makes H5HG_read copy past
+ * its buffers and corrupt the process's heap (no error, no signal that
+ * can be trusted).  So before HDF5 reads any, each descriptor of the
+ * dataset -- its length, the collection's address and the object's index
+ * (the file format's "global heap ID") -- is read raw and checked against
+ * its collection: within the file, "GCOL", every object inside it, and
+ * the object the length the descriptor says.
+ */
+
+/* A little-endian number of `bytes` bytes at p. */
+static uint64_t le_number(const unsigned char *p, size_t bytes)
+{
+    uint64_t v = 0;
+    for (size_t i = bytes; i-- > 0;)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* One collection read whole (the last one, kept for the next descriptor). */
+typedef struct heap_collection {
+    uint64_t address;
+    unsigned char *bytes;       /* (size) */
+    size_t size;
+} heap_collection;
+
+/* Reads the collection at `address` into c, checking its header. */
+static bool load_collection(int fd, uint64_t address, size_t sizeof_size, uint64_t file_size,
+                            heap_collection *c)
+{
+    unsigned char head[8 + 16];
+    if (c->bytes != NULL && c->address == address)
+        return true;
+    free(c->bytes);
+    c->bytes = NULL;
+    const size_t header = 8 + sizeof_size;
+    if (address >= file_size || file_size - address < header ||
+        pread(fd, head, header, (off_t)address) != (ssize_t)header ||
+        memcmp(head, "GCOL", 4) != 0 || head[4] != 1)
+        return false;
+    uint64_t size = le_number(head + 8, sizeof_size);
+    if (size < header || size > file_size - address || size > SIZE_MAX ||
+        (c->bytes = attn_malloc((size_t)size)) == NULL ||
+        pread(fd, c->bytes, (size_t)size, (off_t)address) != (ssize_t)size)
+        return false;
+    c->address = address;
+    c->size = (size_t)size;
+    return true;
+}
+
+/* Whether object `index` of collection c holds exactly `length` bytes,
+ * every object before it lying inside the collection. */
+static bool object_fits(const heap_collection *c, size_t sizeof_size, uint64_t index,
+                        uint64_t length)
+{
+    const size_t object_header = 8 + sizeof_size;
+    size_t at = 8 + sizeof_size;
+    while (at + object_header <= c->size) {
+        uint64_t id = le_number(c->bytes + at, 2);
+        uint64_t size = le_number(c->bytes + at + 8, sizeof_size);
+        if (id == 0)                        /* free space: the rest */
+            return false;
+        if (size > c->size - at - object_header)
+            return false;
+        if (id == index)
+            return size == length;
+        at += object_header + (size_t)((size + 7) & ~(uint64_t)7);
+    }
+    return false;
+}
+
+/* The raw descriptors of a variable-length string dataset, stored
+ * contiguous or in unfiltered chunks: checked one by one. */
+static int check_heap(attn_h5in *in, hid_t dataset, const char *name, attn_error *err)
+{
+    hid_t dcpl = H5Dget_create_plist(dataset), fcpl = H5Fget_create_plist(in->file);
+    hid_t space = H5Dget_space(dataset);
+    size_t sizeof_addr = 0, sizeof_size = 0;
+    heap_collection c = {0, NULL, 0};
+    unsigned char *raw = NULL;
+    int status = ATTN_OK;
+    const H5D_layout_t layout = dcpl < 0 ? H5D_LAYOUT_ERROR : H5Pget_layout(dcpl);
+    const int filters = dcpl < 0 ? -1 : H5Pget_nfilters(dcpl);
+    const hssize_t points = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
+    if (fcpl < 0 || H5Pget_sizes(fcpl, &sizeof_addr, &sizeof_size) < 0 || sizeof_addr > 8 ||
+        sizeof_size > 8 || points < 0) {
+        status = attn_fail(err, ATTN_EINPUT, "%s: cannot read how %s is stored", in->path, name);
+        goto out;
+    }
+    if (layout != H5D_CONTIGUOUS && !(layout == H5D_CHUNKED && filters == 0)) {
+        status = attn_fail(err, ATTN_EINPUT, "%s: %s keeps variable-length strings %s, which "
+                           "attnrun cannot check before HDF5 reads them; store them contiguous "
+                           "(h5repack -l %s:CONTI)", in->path, name,
+                           layout == H5D_COMPACT ? "in its header (compact)" : "in filtered chunks",
+                           name);
+        goto out;
+    }
+    const size_t each = 4 + sizeof_addr + 4;            /* length, collection, index */
+    size_t bytes = 0;
+    if (!attn_size_mul(&bytes, (size_t)points, each) || (raw = attn_malloc(bytes + 1)) == NULL) {
+        status = attn_fail(err, ATTN_ENOMEM, "%s: out of memory checking %s", in->path, name);
+        goto out;
+    }
+    /* where the descriptors are: one run at the dataset's offset, or the
+     * chunks in storage order (their elements' places do not matter) */
+    size_t got = 0;
+    if (layout == H5D_CONTIGUOUS) {
+        haddr_t offset = H5Dget_offset(dataset);
+        if (offset != HADDR_UNDEF && bytes > 0 &&
+            pread(in->fd, raw, bytes, (off_t)offset) == (ssize_t)bytes)
+            got = bytes;
+        else if (offset == HADDR_UNDEF && H5Dget_storage_size(dataset) == 0)
+            got = bytes = 0;                /* never written: nothing in the heap */
+    } else {
+        hsize_t chunks = 0;
+        if (H5Dget_num_chunks(dataset, H5S_ALL, &chunks) >= 0)
+            for (hsize_t i = 0; i < chunks; i++) {
+                hsize_t size = 0, coords[H5S_MAX_RANK];
+                unsigned mask;
+                haddr_t at;
+                if (H5Dget_chunk_info(dataset, H5S_ALL, i, coords, &mask, &at, &size) < 0 ||
+                    size % each != 0 || size > bytes - got ||
+                    pread(in->fd, raw + got, (size_t)size, (off_t)at) != (ssize_t)size)
+                    break;
+                got += (size_t)size;
+            }
+        bytes = got;                            /* unwritten chunks hold no strings */
+    }
+    if (got != bytes) {
+        status = attn_fail(err, ATTN_EINPUT, "%s: cannot read the strings of %s as stored (a "
+                           "damaged file)", in->path, name);
+        goto out;
+    }
+    for (size_t at = 0; at < bytes && status == ATTN_OK; at += each) {
+        uint64_t length = le_number(raw + at, 4);
+        uint64_t address = le_number(raw + at + 4, sizeof_addr);
+        uint64_t index = le_number(raw + at + 4 + sizeof_addr, 4);
+        if (length == 0)
+            continue;                            /* an empty string reads no heap */
+        if (!load_collection(in->fd, address, sizeof_size, (uint64_t)in->opened.st_size, &c) ||
+            !object_fits(&c, sizeof_size, index, length))
+            status = attn_fail(err, ATTN_EINPUT, "%s: string %zu of %s is damaged (its place in "
+                               "the file's global heap does not hold it); not read", in->path,
+                               at / each, name);
+    }
+out:
+    free(raw);
+    free(c.bytes);
+    h5_close(space, fcpl, dcpl);
+    H5Eclear2(H5E_DEFAULT);
+    return status;
+}
+
+/* check_heap once per dataset opened. */
+static int check_heap_once(attn_h5in *in, const char *name, hid_t dataset, attn_error *err)
+{
+    open_dataset *d = in->datasets;
+    while (d != NULL && d->id != dataset)
+        d = d->next;
+    if (d != NULL && d->heap_checked)
+        return ATTN_OK;
+    int status = check_heap(in, dataset, name, err);
+    if (status == ATTN_OK && d != NULL)
+        d->heap_checked = true;
+    return status;
+}
+
 /* Where each string wanted lies in what was read (index, (wanted)): the
  * whole array for an attribute, the block itself for a dataset. */
 static void string_positions(bool whole, int rank, const hsize_t *dims, const size_t *first,
@@ -344,6 +515,8 @@ static int h5in_read_strings(attn_h5in *in, const char *name, const char *attrib
         goto out;
     }
     string_positions(attr, rank, dims, first, count, wanted, index);
+    if (!attr && variable > 0 && (status = check_heap_once(in, name, a.dataset, err)) != ATTN_OK)
+        goto out;
     result = attr ? H5Aread(a.attribute, mem_type, buf)
                   : read_string_block(a.dataset, mem_type, variable > 0, rank, first, count, buf,
                                       &arena);
