@@ -416,23 +416,6 @@ static char *member(const attn_results *r, const char *name, attn_error *err)
     return path;
 }
 
-int attn_results_describe(attn_results *results, attn_tensor_info *info, attn_error *err)
-{
-    parse_guard g;
-    char *path = member(results, info->name, err);
-    if (path == NULL)
-        return ATTN_ENOMEM;
-    attn_tensor_info found = {.name = path};
-    parse_begin(&g);
-    int status = parse_end(&g, as_reader(attn_h5in_describe(results->in, ATTN_DATA_FLOAT, false,
-                                                            &found, err), err));
-    free(path);
-    info->present = status == ATTN_OK && found.present;
-    info->rank = info->present ? found.rank : 0;
-    memcpy(info->dims, found.dims, sizeof info->dims);
-    return status;
-}
-
 int attn_results_read(attn_results *results, const char *name, const size_t *first,
                       const size_t *count, float *values, attn_error *err)
 {
@@ -479,21 +462,35 @@ static int describe_strings(attn_results *r, const char *path, const char *name,
     return status;
 }
 
-int attn_results_describe_labels(attn_results *results, attn_tensor_info *info, attn_error *err)
+/* info->present, rank and dims of the group's dataset info->name: floats
+ * (their storage checked as an input's), or `strings`. */
+static int describe_member(attn_results *r, attn_tensor_info *info, bool strings,
+                           attn_error *err)
 {
     parse_guard g;
-    char *path = member(results, info->name, err);
+    char *path = member(r, info->name, err);
     if (path == NULL)
         return ATTN_ENOMEM;
     attn_tensor_info found = {.name = path};
     parse_begin(&g);
-    int status = parse_end(&g, as_reader(describe_strings(results, path, info->name, &found, err),
-                                         err));
+    int status = strings ? describe_strings(r, path, info->name, &found, err)
+                         : attn_h5in_describe(r->in, ATTN_DATA_FLOAT, false, &found, err);
+    status = parse_end(&g, as_reader(status, err));
     free(path);
     info->present = status == ATTN_OK && found.present;
     info->rank = info->present ? found.rank : 0;
     memcpy(info->dims, found.dims, sizeof info->dims);
     return status;
+}
+
+int attn_results_describe(attn_results *results, attn_tensor_info *info, attn_error *err)
+{
+    return describe_member(results, info, false, err);
+}
+
+int attn_results_describe_labels(attn_results *results, attn_tensor_info *info, attn_error *err)
+{
+    return describe_member(results, info, true, err);
 }
 
 static int read_labels(attn_results *r, const char *name, size_t item, size_t length,
