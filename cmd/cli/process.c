@@ -26,17 +26,6 @@ static void append(char *buf, size_t size, size_t *len, const char *text)
         buf[(*len)++] = *text++;
 }
 
-/* The first number of an environment entry NAME=..., or 0; for
- * before_libraries, which runs before getenv can be used. */
-static unsigned long environment_number(char **envp, const char *name)
-{
-    size_t len = strlen(name);
-    for (char **entry = envp; entry != NULL && *entry != NULL; entry++)
-        if (strncmp(*entry, name, len) == 0 && (*entry)[len] == '=')
-            return strtoul(*entry + len + 1, NULL, 10);
-    return 0;
-}
-
 /* Appends the decimal digits of value to buf (used: *len of size). */
 static void append_number(char *buf, size_t size, size_t *len, unsigned long long value)
 {
@@ -51,51 +40,226 @@ static void append_number(char *buf, size_t size, size_t *len, unsigned long lon
 }
 
 /*
+ * OpenBLAS's start-up, and whether the address space (ulimit -v) has room
+ * for it.  OpenBLAS's constructor takes a work buffer of 128 MiB
+ * (ATTN_BLAS_BUFFER_BYTES) for each of its threads, and when the mmap of
+ * one fails it retries forever at 100% CPU (blas_memory_alloc's loop in
+ * driver/others/memory.c): every command, --version included, would hang
+ * before main.  How many, for each build (OpenBLAS 0.3, as openblas_get_parallel
+ * tells the builds apart):
+ *   - OpenMP (2, Debian's libopenblas0-openmp, which attnrun links): one
+ *     buffer per thread of blas_thread_init, which counts
+ *     atoi(OMP_NUM_THREADS) when positive, else every CPU; capped at the
+ *     CPUs configured (sysconf), or at the places of OMP_PLACES when it
+ *     lists any (which may be more: "{0}:4:0" is four).  OPENBLAS_NUM_THREADS and GOTO_NUM_THREADS are not read
+ *     (memory.c's `#ifndef USE_OPENMP`), except in a build with USE_TLS=1,
+ *     which reads them first: both are counted, the larger taken.
+ *   - pthreads (1): OPENBLAS_NUM_THREADS, else GOTO_NUM_THREADS, else
+ *     OMP_NUM_THREADS, else the CPUs it may run on; it starts one thread
+ *     fewer, each taking its stack and a buffer.
+ *   - sequential (0): at most the one buffer of its warm-up.
+ * Measured here (Debian's 0.3.21, 2 CPUs): --version runs from about
+ * 0.5 MiB above the address space at the preinit plus the buffers, and
+ * hangs below.
+ */
+
+/* Room left above the estimate: the libraries' constructors, main's
+ * start (about 0.5 MiB measured). */
+#define START_SLACK_BYTES ((unsigned long long)32 << 20)
+
+/* At most this many threads are believed (OpenBLAS caps its own count
+ * lower still: MAX_CPU_NUMBER). */
+#define START_MAX_THREADS 4096L
+
+/* OpenBLAS's own answer, when it is the BLAS linked: 0 sequential,
+ * 1 pthreads, 2 OpenMP.  It returns a constant, so it may be called
+ * before OpenBLAS's constructor. */
+extern int openblas_get_parallel(void) __attribute__((weak));
+
+/* The value of an environment entry NAME=..., or NULL; for
+ * before_libraries, which runs before getenv can be used. */
+static const char *environment_value(char **envp, const char *name)
+{
+    size_t len = strlen(name);
+    for (char **entry = envp; entry != NULL && *entry != NULL; entry++)
+        if (strncmp(*entry, name, len) == 0 && (*entry)[len] == '=')
+            return *entry + len + 1;
+    return NULL;
+}
+
+/* A thread count as OpenBLAS reads it (atoi): 0 when the entry is
+ * absent, not a number or not positive. */
+static long environment_count(char **envp, const char *name)
+{
+    const char *text = environment_value(envp, name);
+    if (text == NULL)
+        return 0;
+    long value = strtol(text, NULL, 10);
+    return value <= 0 ? 0 : value > START_MAX_THREADS ? START_MAX_THREADS : value;
+}
+
+/*
+ * At least as many places as OMP_PLACES lists, as libgomp counts them,
+ * where they could be more than the CPUs: an explicit list gives one place
+ * per item, or LEN for an item followed by :LEN[:STRIDE] (a stride of 0
+ * repeats a place).  0 for an abstract name (threads, cores, ...: at most
+ * one place per CPU), and when it is unset or empty.
+ */
+static long places_bound(const char *text)
+{
+    long count = 0;
+    if (text == NULL)
+        return 0;
+    while (*text == ' ' || *text == '\t')
+        text++;
+    if ((*text >= 'a' && *text <= 'z') || (*text >= 'A' && *text <= 'Z'))
+        return 0;
+    int depth = 0;
+    bool item = false;
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p == '{') {
+            depth++;
+        } else if (*p == '}') {
+            depth--;
+        } else if (depth == 0 && *p == ':') {
+            long len = strtol(p + 1, NULL, 10);   /* replaces the item's 1 */
+            if (len > 1)
+                count += len - 1;
+            while (p[1] != '\0' && p[1] != ',')
+                p++;
+            continue;
+        } else if (depth == 0 && *p == ',') {
+            item = false;
+            continue;
+        }
+        if (!item && *p != ' ' && *p != '\t') {
+            item = true;
+            count++;
+        }
+        if (count > START_MAX_THREADS)
+            return START_MAX_THREADS;
+    }
+    return count;
+}
+
+/* The buffers OpenBLAS (build `parallel`) takes as it starts, and the
+ * thread stacks it starts with them, under the environment envp. */
+static void blas_start(int parallel, char **envp, unsigned long long *buffers,
+                       unsigned long long *stacks)
+{
+    long omp = environment_count(envp, "OMP_NUM_THREADS");
+    long own = environment_count(envp, "OPENBLAS_NUM_THREADS");
+    if (own == 0)
+        own = environment_count(envp, "GOTO_NUM_THREADS");
+    *buffers = *stacks = 0;
+    if (parallel == 2) {
+        /* The larger of the two: libgomp counts no places for a list it
+         * rejects, and OpenBLAS then the CPUs. */
+        long cpus = sysconf(_SC_NPROCESSORS_CONF);
+        long places = places_bound(environment_value(envp, "OMP_PLACES"));
+        long cap = places > cpus ? places : cpus > 0 ? cpus : 1;
+        long asked = omp > 0 ? omp : START_MAX_THREADS;
+        if (own > asked)                /* a USE_TLS=1 build reads it first */
+            asked = own;
+        *buffers = (unsigned long long)(asked < cap ? asked : cap);
+    } else if (parallel == 1) {
+        cpu_set_t cpus;
+        long cap = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+        long asked = own > 0 ? own : omp > 0 ? omp : START_MAX_THREADS;
+        *buffers = (unsigned long long)(asked < cap ? asked : cap) - 1;
+        struct rlimit stack;
+        unsigned long long size = (unsigned long long)32 << 20;
+        if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY)
+            size = (unsigned long long)stack.rlim_cur + ((unsigned long long)64 << 10);
+        *stacks = *buffers * size;
+    } else {
+        *buffers = 1;
+    }
+}
+
+/* Appends " NAME=1" for each variable whose 1 makes every build of
+ * OpenBLAS start a single thread, given the environment envp. */
+static void append_one_thread(char *buf, size_t size, size_t *len, int parallel, char **envp)
+{
+    bool own = environment_count(envp, "OPENBLAS_NUM_THREADS") > 1 ||
+               (environment_count(envp, "OPENBLAS_NUM_THREADS") == 0 &&
+                environment_count(envp, "GOTO_NUM_THREADS") > 1);
+    if (parallel == 1 || own)
+        append(buf, size, len, " OPENBLAS_NUM_THREADS=1");
+    if (parallel == 2)
+        append(buf, size, len, " OMP_NUM_THREADS=1");
+}
+
+/* The figure for ulimit -v (KiB) that leaves room for bytes: whole MiB. */
+static unsigned long long limit_figure(unsigned long long bytes)
+{
+    return ((bytes + ((1ull << 20) - 1)) >> 20) << 10;
+}
+
+/*
  * Runs before any shared library initialises (the executable's preinit
- * array), because OpenBLAS's initialiser takes a work buffer of 128 MiB
- * (ATTN_BLAS_BUFFER_BYTES) for each thread it may run -- as many as
- * OPENBLAS_NUM_THREADS, GOTO_NUM_THREADS or OMP_NUM_THREADS says, else one
- * per CPU -- and retries forever when the address space (ulimit -v) has
- * no room for one.  When they cannot fit, attnrun ends here with its one
- * line instead of hanging.
+ * array runs first: LD_DEBUG=libs shows it before OpenBLAS's init), and
+ * ends attnrun with one line, exit 1, when OpenBLAS's start-up (above)
+ * would not fit under ulimit -v.  The line names a setting under which it
+ * does: OMP_NUM_THREADS=1 (with OPENBLAS_NUM_THREADS=1 where that one
+ * counts) when one buffer fits, and the limit that fits.
  */
 static void before_libraries(int argc, char **argv, char **envp)
 {
-    static const char *const variables[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
-                                            "OMP_NUM_THREADS"};
     struct rlimit limit;
     char text[512] = "";
-    cpu_set_t cpus;
     (void)argc;
     (void)argv;
-    if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    if (openblas_get_parallel == NULL || getrlimit(RLIMIT_AS, &limit) != 0 ||
+        limit.rlim_cur == RLIM_INFINITY)
         return;
-    unsigned long long buffers = sched_getaffinity(0, sizeof cpus, &cpus) == 0
-                                 ? (unsigned long long)CPU_COUNT(&cpus) : 1;
-    for (size_t i = 0; i < sizeof variables / sizeof variables[0]; i++) {
-        unsigned long asked = environment_number(envp, variables[i]);
-        if (asked > 0) {
-            buffers = asked < buffers ? asked : buffers;
-            break;
-        }
-    }
+    int parallel = openblas_get_parallel();
+    unsigned long long buffers, stacks;
+    blas_start(parallel, envp, &buffers, &stacks);
+    if (buffers == 0)
+        return;             /* a pthreads build on one thread starts none */
     int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         (void)!read(fd, text, sizeof text - 1);
         close(fd);
     }
     unsigned long long used = strtoull(text, NULL, 10) * (unsigned long long)sysconf(_SC_PAGESIZE);
-    unsigned long long need = used + buffers * ATTN_BLAS_BUFFER_BYTES + ((unsigned long long)32 << 20);
+    unsigned long long need = used + buffers * ATTN_BLAS_BUFFER_BYTES + stacks + START_SLACK_BYTES;
     if (need <= limit.rlim_cur)
         return;
+    /* The same with a single thread: one buffer (none started in a
+     * pthreads build). */
+    unsigned long long single = used + (parallel == 1 ? 0 : ATTN_BLAS_BUFFER_BYTES) +
+                                START_SLACK_BYTES;
+    bool fewer = single < need && parallel != 0;
     size_t len = 0;
-    append(text, sizeof text, &len, "attnrun: out of memory: OpenBLAS takes 128 MiB for each of "
-           "its ");
-    append_number(text, sizeof text, &len, buffers);
-    append(text, sizeof text, &len, " threads and the address-space limit (ulimit -v) of ");
-    append_number(text, sizeof text, &len, (unsigned long long)limit.rlim_cur >> 20);
-    append(text, sizeof text, &len, " MiB has no room for them; raise it");
-    append(text, sizeof text, &len, buffers > 1 ? " (or set OPENBLAS_NUM_THREADS=1)\n" : "\n");
+    append(text, sizeof text, &len, "attnrun: out of memory: OpenBLAS takes 128 MiB of address "
+           "space for ");
+    if (buffers == 1) {
+        append(text, sizeof text, &len, "its one thread");
+    } else {
+        append(text, sizeof text, &len, "each of its ");
+        append_number(text, sizeof text, &len, buffers);
+        append(text, sizeof text, &len, " threads");
+    }
+    append(text, sizeof text, &len, " as it starts, more than ulimit -v ");
+    append_number(text, sizeof text, &len, (unsigned long long)limit.rlim_cur >> 10);
+    append(text, sizeof text, &len, " leaves; ");
+    if (fewer && single <= limit.rlim_cur) {
+        append(text, sizeof text, &len, "set");
+        append_one_thread(text, sizeof text, &len, parallel, envp);
+        append(text, sizeof text, &len, ", or ");
+    }
+    append(text, sizeof text, &len, "raise the limit to ulimit -v ");
+    append_number(text, sizeof text, &len, limit_figure(need));
+    if (fewer && single > limit.rlim_cur) {
+        append(text, sizeof text, &len, " (or to ");
+        append_number(text, sizeof text, &len, limit_figure(single));
+        append(text, sizeof text, &len, " with");
+        append_one_thread(text, sizeof text, &len, parallel, envp);
+        append(text, sizeof text, &len, ")");
+    }
+    append(text, sizeof text, &len, "\n");
     (void)!write(STDERR_FILENO, text, len);
     _exit(EXIT_RUNTIME);
 }
