@@ -186,6 +186,7 @@ CLI_TESTS += tests/cli/test_sysfail.sh
 CLI_TESTS += tests/cli/test_memory.sh
 CLI_TESTS += tests/cli/test_blocks.sh
 CLI_TESTS += tests/cli/test_startup.sh
+CLI_TESTS += tests/cli/test_readers.sh
 
 # The source tree's layers (tests/lib/layers.py): no file includes a header
 # of a higher layer, and the command line only public ones.

@@ -81,18 +81,28 @@ static bool is_picture(const char *path)
 }
 
 /* Whether the file at path is an analysis attnrun wrote: an HDF5 file
- * whose root's attnrun_analysis is `analysis`. */
-static bool is_analysis(const char *path, const char *analysis)
+ * whose root's attnrun_analysis is `analysis`.  ATTN_OK when it is, else
+ * the failure (ATTN_ENOMEM: not known). */
+static int is_analysis(const char *path, const char *analysis)
 {
     attn_results *r;
     attn_error err;
     char *value = NULL;
-    bool ours = attn_results_open(path, "/", &r, &err) == ATTN_OK &&
-                attn_results_attribute_text(r, "attnrun_analysis", &value, &err) == ATTN_OK &&
-                value != NULL && strcmp(value, analysis) == 0;
+    int status = attn_results_open(path, "/", &r, &err);
+    if (status == ATTN_OK)
+        status = attn_results_attribute_text(r, "attnrun_analysis", &value, &err);
+    if (status == ATTN_OK && (value == NULL || strcmp(value, analysis) != 0))
+        status = ATTN_EUSAGE;
     free(value);
     attn_results_close(r);
-    return ours;
+    return status;
+}
+
+/* A reader that could not tell: out of memory, exit 1. */
+static int out_of_memory(const char *output)
+{
+    fprintf(stderr, "attnrun: %s: out of memory\n", output);
+    return EXIT_RUNTIME;
 }
 
 int cli_check_output(const char *output, const char *input, bool force, const char *kind)
@@ -102,7 +112,10 @@ int cli_check_output(const char *output, const char *input, bool force, const ch
     attn_error err;
     if (attn_same_file(output, input))
         return cli_usage_error("-o '%s' names the results file itself", output);
-    if (attn_results_file_open(input, &file, &err) == ATTN_OK) {  /* else the reader says why */
+    int opened = attn_results_file_open(input, &file, &err);
+    if (opened == ATTN_ENOMEM)
+        return out_of_memory(input);
+    if (opened == ATTN_OK) {                  /* else the reader says why */
         bool holds = attn_results_file_holds(file, output);
         attn_results_file_close(file);
         if (holds)
@@ -117,7 +130,12 @@ int cli_check_output(const char *output, const char *input, bool force, const ch
             return cli_usage_error("%s: output exists and is not a regular file", output);
         /* --force replaces what attnrun wrote as this output, nothing else */
         const bool picture = strcmp(kind, CLI_OUTPUT_PICTURE) == 0;
-        if (stat(output, &st) == 0 && !(picture ? is_picture(output) : is_analysis(output, kind)))
+        const int ours = stat(output, &st) != 0 ? ATTN_OK
+                         : picture ? (is_picture(output) ? ATTN_OK : ATTN_EUSAGE)
+                                   : is_analysis(output, kind);
+        if (ours == ATTN_ENOMEM)
+            return out_of_memory(output);
+        if (ours != ATTN_OK)
             return cli_usage_error("%s: exists and is not %s attnrun wrote; --force replaces only "
                                    "those: name a new file", output,
                                    picture ? "a picture (PNG, PDF or SVG)"

@@ -579,9 +579,18 @@ static int axis_labels(const source *src, const plot_data *d, plot_axis axis, si
                        char ***labels, attn_error *err)
 {
     const char *dataset = plot_axis_of(axis)->labels;
+    attn_tensor_info info = {.name = dataset};
     *labels = NULL;
     if (dataset == NULL)
         return ATTN_OK;
+    /* (n), or (B, n): a row for each item of the map, no more */
+    const size_t items = d->batched ? src->dims[0] : 1;
+    int status = attn_results_describe_labels(src->results, &info, err);
+    if (status == ATTN_OK && info.present && info.rank == 2 && info.dims[0] != items)
+        return attn_fail(err, ATTN_EINPUT, "%s: %s holds the labels of %zu items, but %s holds "
+                         "%zu", src->rq->input, dataset, info.dims[0], src->specs[0]->name, items);
+    if (status != ATTN_OK)
+        return status;
     return attn_results_labels(src->results, dataset, d->item, length, labels, err);
 }
 

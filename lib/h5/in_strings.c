@@ -315,28 +315,31 @@ typedef struct heap_collection {
     size_t size;
 } heap_collection;
 
-/* Reads the collection at `address` into c, checking its header. */
-static bool load_collection(int fd, uint64_t address, size_t sizeof_size, uint64_t file_size,
-                            heap_collection *c)
+/* Reads the collection at `address` into c, checking its header:
+ * ATTN_OK, ATTN_EINPUT (no collection there) or ATTN_ENOMEM. */
+static int load_collection(int fd, uint64_t address, size_t sizeof_size, uint64_t file_size,
+                           heap_collection *c)
 {
     unsigned char head[8 + 16];
     if (c->bytes != NULL && c->address == address)
-        return true;
+        return ATTN_OK;
     free(c->bytes);
     c->bytes = NULL;
     const size_t header = 8 + sizeof_size;
     if (address >= file_size || file_size - address < header ||
         pread(fd, head, header, (off_t)address) != (ssize_t)header ||
         memcmp(head, "GCOL", 4) != 0 || head[4] != 1)
-        return false;
+        return ATTN_EINPUT;
     uint64_t size = le_number(head + 8, sizeof_size);
-    if (size < header || size > file_size - address || size > SIZE_MAX ||
-        (c->bytes = attn_malloc((size_t)size)) == NULL ||
-        pread(fd, c->bytes, (size_t)size, (off_t)address) != (ssize_t)size)
-        return false;
+    if (size < header || size > file_size - address || size > SIZE_MAX)
+        return ATTN_EINPUT;
+    if ((c->bytes = attn_malloc((size_t)size)) == NULL)
+        return ATTN_ENOMEM;
+    if (pread(fd, c->bytes, (size_t)size, (off_t)address) != (ssize_t)size)
+        return ATTN_EINPUT;
     c->address = address;
     c->size = (size_t)size;
-    return true;
+    return ATTN_OK;
 }
 
 /* Whether object `index` of collection c holds exactly `length` bytes,
@@ -381,9 +384,8 @@ static int check_heap(attn_h5in *in, hid_t dataset, const char *name, attn_error
     if (layout != H5D_CONTIGUOUS && !(layout == H5D_CHUNKED && filters == 0)) {
         status = attn_fail(err, ATTN_EINPUT, "%s: %s keeps variable-length strings %s, which "
                            "attnrun cannot check before HDF5 reads them; store them contiguous "
-                           "(h5repack -l %s:CONTI)", in->path, name,
-                           layout == H5D_COMPACT ? "in its header (compact)" : "in filtered chunks",
-                           name);
+                           "(h5repack can)", in->path, name,
+                           layout == H5D_COMPACT ? "in its header (compact)" : "in filtered chunks");
         goto out;
     }
     const size_t each = 4 + sizeof_addr + 4;            /* length, collection, index */
@@ -428,8 +430,11 @@ static int check_heap(attn_h5in *in, hid_t dataset, const char *name, attn_error
         uint64_t index = le_number(raw + at + 4 + sizeof_addr, 4);
         if (length == 0)
             continue;                            /* an empty string reads no heap */
-        if (!load_collection(in->fd, address, sizeof_size, (uint64_t)in->opened.st_size, &c) ||
-            !object_fits(&c, sizeof_size, index, length))
+        int loaded = load_collection(in->fd, address, sizeof_size, (uint64_t)in->opened.st_size,
+                                     &c);
+        if (loaded == ATTN_ENOMEM)
+            status = attn_fail(err, ATTN_ENOMEM, "%s: out of memory checking %s", in->path, name);
+        else if (loaded != ATTN_OK || !object_fits(&c, sizeof_size, index, length))
             status = attn_fail(err, ATTN_EINPUT, "%s: string %zu of %s is damaged (its place in "
                                "the file's global heap does not hold it); not read", in->path,
                                at / each, name);

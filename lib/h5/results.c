@@ -258,8 +258,16 @@ static bool same_version(const struct stat *a, const struct stat *b)
 static int index_changed(const attn_results_file *f, const char *group, attn_error *err)
 {
     return attn_fail(err, ATTN_EIO, "%s: the index changed while it was read (the results of %s "
-                     "were replaced, by attnrun --append --force or another program); nothing "
+                     "were replaced meanwhile, by another append or another program); nothing "
                      "was written: run again", f->path, group);
+}
+
+/* Whether the index's path names another file than the one opened (an
+ * append renamed a new index over it). */
+static bool index_replaced(const attn_results_file *f)
+{
+    attn_error ignored;
+    return attn_h5in_check_unchanged(f->in, &ignored) != ATTN_OK;
 }
 
 /* Opens the part of the index that holds `group` into r->in: the file
@@ -278,7 +286,7 @@ static int open_part(attn_results *r, const char *group, attn_error *err)
         return attn_fail(err, ATTN_EINPUT, "%s: path too long for the part of %s", f->path,
                          part->group);
     if (lstat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
-        return seen->seen ? index_changed(f, part->group, err)
+        return seen->seen || index_replaced(f) ? index_changed(f, part->group, err)
                : attn_fail(err, ATTN_EINPUT, "%s: the part of %s, %s, is missing; an index reads "
                            "its parts from the directory beside it (move or copy the two "
                            "together)", f->path, part->group, path);
@@ -287,8 +295,9 @@ static int open_part(attn_results *r, const char *group, attn_error *err)
                          "writes parts as files and follows no link out of the index", f->path,
                          part->group, path);
     int status = as_reader(attn_h5in_open_with(path, &reader_options, &r->in, err), err);
-    if (status != ATTN_OK)
-        return status == ATTN_EINPUT && seen->seen ? index_changed(f, part->group, err) : status;
+    if (status != ATTN_OK)       /* gone meanwhile: replaced by an append */
+        return status == ATTN_EINPUT && (seen->seen || index_replaced(f))
+                   ? index_changed(f, part->group, err) : status;
     if (fstat(attn_h5in_descriptor(r->in), &st) != 0)
         return attn_fail(err, ATTN_EIO, "%s: %s", path, strerror(errno));
     if (seen->seen && !same_version(&st, &seen->st))
@@ -336,14 +345,12 @@ static int group_open(attn_results *r, const char *group, attn_error *err)
     int status = set_prefix(r, group, err);
     if (status != ATTN_OK)
         return status;
-    if (r->file->index) {
-        if (r->prefix[0] == '\0')
-            return attn_fail(err, ATTN_EINPUT, "%s: an index holds no results at its root",
-                             r->file->path);
+    /* an index's root holds no results of its own, and its readers say
+     * so: it is read as it is */
+    if (r->file->index && r->prefix[0] != '\0')
         status = open_part(r, r->prefix, err);
-    } else {
+    else
         r->in = r->file->in;
-    }
     return status == ATTN_OK ? find_group(r, err) : status;
 }
 
@@ -587,6 +594,31 @@ static herr_t visit_group(hid_t root, const char *name, const H5O_info_t *info, 
     return 0;
 }
 
+/* The first external link found (H5Lvisit's data), into `where`. */
+static herr_t find_external(hid_t root, const char *name, const H5L_info_t *info, void *data)
+{
+    (void)root;
+    if (info->type != H5L_TYPE_EXTERNAL)
+        return 0;
+    snprintf(data, PATH_MAX, "/%s", name);
+    return 1;
+}
+
+/* A plain file without results of its own whose groups may be external
+ * links: said (ATTN_EINPUT), since a reader follows none, rather than
+ * letting the reader say the file holds nothing. */
+static int no_other_files(const attn_results_file *f, hid_t root, attn_error *err)
+{
+    char where[PATH_MAX] = "";
+    herr_t found = H5Lvisit(root, H5_INDEX_NAME, H5_ITER_INC, find_external, where);
+    H5Eclear2(H5E_DEFAULT);
+    if (found <= 0)
+        return ATTN_OK;
+    return attn_fail(err, ATTN_EINPUT, "%s: holds no results of its own, and %s is an external "
+                     "link to another file; not followed (open that file itself)", f->path,
+                     where);
+}
+
 /* The groups of a plain file holding results, by name, reached by hard
  * links only (H5Ovisit follows no other). */
 static int list_groups(const attn_results_file *f, attn_result_groups *g, attn_error *err)
@@ -600,6 +632,8 @@ static int list_groups(const attn_results_file *f, attn_result_groups *g, attn_e
         H5Ovisit2(root, H5_INDEX_NAME, H5_ITER_INC, visit_group, &walk, H5O_INFO_BASIC);
         if (walk.out_of_memory)
             status = attn_fail(err, ATTN_ENOMEM, "out of memory");
+        else if (g->count == 0)
+            status = no_other_files(f, root, err);
     }
     h5_close(root);
     H5Eclear2(H5E_DEFAULT);
