@@ -400,6 +400,11 @@ expect_failure 3 "X missing: the dataset of X's shape" \
     --stderr-has "hidden.h5: no dataset X; hidden_states (2, 4, 8) could be the queries; pass --x hidden_states" -- \
     "$I/hidden.h5" -o "$O/c60.h5" --heads 2
 expect_success "... with --x hidden_states" "$O/c61.h5" -- "$I/hidden.h5" -o "$O/c61.h5" --heads 2 --x hidden_states
+# A mask of strings is neither a mask nor an attention bias: refused, never
+# dropped (the run would go on without it)
+expect_failure 3 "tokens as --mask" \
+    --stderr-has "hidden.h5: dataset input_tokens has string elements; integer or boolean expected" -- \
+    "$I/hidden.h5" -o "$O/c90.h5" --heads 2 --x hidden_states --mask input_tokens
 expect_failure 3 "a mask missing: the integer dataset of its shape" \
     --stderr-has "hidden.h5: no dataset pad; attention_mask (2, 4) could be the key padding mask; pass --mask attention_mask" -- \
     "$I/hidden.h5" -o "$O/c62.h5" --heads 2 --x hidden_states --mask pad

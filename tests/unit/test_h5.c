@@ -26,6 +26,7 @@
 
 #include "attn_results.h"
 #include "h5/h5.h"
+#include "h5/in.h"              /* attn_h5in.file */
 #include "h5/out.h"             /* SCALE_BLOCK */
 #include "test_support.h"
 #include "test_hdf5.h"
@@ -249,6 +250,22 @@ static void assert_string_attribute(hid_t object, const char *name, const char *
     assert_string_equal(value, expected);
     H5free_memory(value);
     H5Tclose(type);
+}
+
+/* A lookup in a file HDF5 no longer has open (its id closed under the
+ * reader) fails as the input's failure, not as memory that ran out. */
+static void test_lookup_without_the_file_is_the_inputs_failure(void **state)
+{
+    const char *path = written_outputs(state);
+    attn_h5in *in = NULL;
+    attn_error err = {0};
+    assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_OK);
+    assert_true(H5Fclose(in->file) >= 0);
+    attn_tensor_info w = {.name = "/runs/first/weights"};
+    assert_int_equal(attn_h5in_describe(in, ATTN_DATA_FLOAT, true, &w, &err), ATTN_EINPUT);
+    assert_non_null(strstr(err.msg, "cannot look up /runs/first/weights"));
+    in->file = H5I_INVALID_HID;
+    attn_h5in_close(in);
 }
 
 static void test_round_trip_types_labels_chunks_attributes(void **state)
@@ -902,6 +919,7 @@ int main(void)
         test_with_fixture(test_out_write_past_the_end_is_an_error),
         test_with_fixture(test_long_axis_scale_holds_every_index),
         cmocka_unit_test(test_locking_setting_read_as_hdf5_reads_it),
+        test_with_fixture(test_lookup_without_the_file_is_the_inputs_failure),
         test_with_fixture(test_open_refuses_a_file_locked_by_another),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -53,6 +53,22 @@ static void test_growing_costs(void **state)
     assert_int_equal(thirds[3], 8);
 }
 
+/* A boundary taken past its target (nearer than the one below) counts
+ * the cost of the unit it takes: costs 9, 1, 7 (boundaries at 0, 9, 10,
+ * 17) in thirds of 17 (targets 5.67 and 11.33) end at 9 (3.33 over,
+ * nearer than 0) and at 10 (1.33 short, nearer than 17): 1 and 2. */
+static void test_a_boundary_past_its_target(void **state)
+{
+    (void)state;
+    const double cost[] = {9, 1, 7};
+    size_t starts[4];
+    attn_ranks_divide(cost, 3, 3, starts);
+    assert_int_equal(starts[0], 0);
+    assert_int_equal(starts[1], 1);
+    assert_int_equal(starts[2], 2);
+    assert_int_equal(starts[3], 3);
+}
+
 /* More ranks than units: the boundaries never go back, and some ranges
  * are empty; every unit is in exactly one range. */
 static void test_more_ranks_than_units(void **state)
@@ -131,6 +147,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_equal_costs),
         cmocka_unit_test(test_growing_costs),
+        cmocka_unit_test(test_a_boundary_past_its_target),
         cmocka_unit_test(test_more_ranks_than_units),
         cmocka_unit_test(test_one_heavy_unit),
         cmocka_unit_test(test_no_units),
