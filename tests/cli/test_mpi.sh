@@ -467,6 +467,24 @@ check_dry_run() {
     rm -rf "$d"
 }
 
+# --progress under mpirun: the run's last report, made once the ranks
+# agree the steps are done, reaches 100% (pipeline.c: the report after
+# attn_ranks_agree_sum); every row of the toy counted once
+check_progress() {
+    local d
+    d=$(workdir progress)
+    mpi 2 "$FIX/toy.h5" --heads 1 -o "$d/out.h5" --progress
+    local why last
+    why=$(mpi_problem 0)
+    last=$(tr '\r' '\n' <"$T/stderr" | grep -v '^$' | tail -n 1)
+    if [ -z "$why" ] && [ "${last%%,*}" = "attnrun: 100% (4/4 rows of item 1/1)" ]; then
+        ok "mpirun -n 2 --progress: the last report is 100% of the 4 rows"
+    else
+        bad "mpirun -n 2 --progress: ${why:-the last report is '$last'}"
+    fi
+    rm -rf "$d"
+}
+
 # ------------------------------------------------- 2. all or nothing
 
 # failed NAME STATUS TEXT DIR [LISTING]: the last mpirun ended with STATUS
@@ -650,6 +668,7 @@ check_identity
 check_in_place
 check_append
 check_dry_run
+check_progress
 check_nan
 check_overflow
 check_sigterm
