@@ -1,4 +1,4 @@
-# attnrun - see README.md.  make | make test | make demo | make install | make clean
+# attnrun - see README.md.  make | make test | make test-quick | make demo | make install | make clean
 #
 #   WERROR=1                    warnings are errors (CI)
 #   SANITIZE=address,undefined  build with sanitizers (into build/sanitize)
@@ -92,7 +92,7 @@ CMD_OBJ  = $(CMD_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BIN = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps demo test check unit cli install clean bench fuzz memcheck
+.PHONY: all deps demo test test-quick check unit cli install clean bench fuzz memcheck
 .PHONY: pictures mutate
 all: $(BIN)
 
@@ -163,46 +163,44 @@ $(FAULT_DIR)/cmd/%.o: cmd/%.c
 $(FAULT_BIN): $(FAULT_OBJ)
 	$(CC) $(FAULT_OBJ) $(LDFLAGS) -fsanitize=address,undefined $(LDLIBS) $(CAIRO_LIBS) -o $@
 
-CLI_TESTS = tests/cli/test_fixtures.sh tests/cli/test_errors.sh tests/cli/test_cli.sh tests/cli/test_fast.sh tests/cli/test_bad.sh \
-            tests/cli/test_alloc.sh tests/cli/test_h5files.sh tests/cli/test_runtime.sh tests/cli/test_models.sh
-CLI_TESTS += tests/cli/test_store.sh
-CLI_TESTS += tests/cli/test_sliding.sh
-CLI_TESTS += tests/cli/test_norms.sh
-CLI_TESTS += tests/cli/test_docs.sh
-CLI_TESTS += tests/cli/test_progress.sh
-CLI_TESTS += tests/cli/test_json.sh
-CLI_TESTS += tests/cli/test_tokens.sh
-CLI_TESTS += tests/cli/test_summaries.sh
-CLI_TESTS += tests/cli/test_install.sh
-CLI_TESTS += tests/cli/test_plot.sh
-CLI_TESTS += tests/cli/test_heads.sh
-CLI_TESTS += tests/cli/test_append.sh
-CLI_TESTS += tests/cli/test_rollout.sh
-CLI_TESTS += tests/cli/test_options.sh
-CLI_TESTS += tests/cli/test_compare.sh
-CLI_TESTS += tests/cli/test_warnings.sh
-CLI_TESTS += tests/cli/test_doc_commands.sh
-CLI_TESTS += tests/cli/test_sysfail.sh
-CLI_TESTS += tests/cli/test_memory.sh
-CLI_TESTS += tests/cli/test_blocks.sh
-CLI_TESTS += tests/cli/test_startup.sh
-CLI_TESTS += tests/cli/test_readers.sh
+# The command-line suites (tests/README.md), roughly the slowest first: on
+# a fresh clone the runner starts them in this order, then in the order of
+# the times it last measured (build/test-logs/times).
+CLI_TESTS = tests/cli/test_readers.sh tests/cli/test_runtime.sh tests/cli/test_cli.sh \
+            tests/cli/test_memory.sh tests/cli/test_summaries.sh tests/cli/test_bad.sh \
+            tests/cli/test_errors.sh tests/cli/test_plot.sh tests/cli/test_doc_commands.sh \
+            tests/cli/test_startup.sh tests/cli/test_blocks.sh tests/cli/test_rollout.sh \
+            tests/cli/test_sliding.sh tests/cli/test_progress.sh tests/cli/test_store.sh \
+            tests/cli/test_models.sh tests/cli/test_compare.sh tests/cli/test_h5files.sh \
+            tests/cli/test_tokens.sh tests/cli/test_append.sh tests/cli/test_alloc.sh \
+            tests/cli/test_norms.sh tests/cli/test_warnings.sh tests/cli/test_docs.sh \
+            tests/cli/test_heads.sh tests/cli/test_options.sh tests/cli/test_install.sh \
+            tests/cli/test_fast.sh tests/cli/test_sysfail.sh tests/cli/test_fixtures.sh \
+            tests/cli/test_json.sh tests/cli/test_smoke.sh
 
 # The source tree's layers (tests/lib/layers.py): no file includes a header
 # of a higher layer, and the command line only public ones.
-SOURCE_TESTS = python$(comma)tests/lib/layers.py
+SOURCE_TESTS = tests/lib/layers.py
 
-# Each suite prints its own results; the last line counts the suites.
+# The runner (tests/lib/runner.py): JOBS suites side by side (default: the
+# cores), the serial ones alone; SUITES=test_bad,test_cli runs only those.
+# One line per suite as it ends, a failing suite's whole log, the slowest
+# five and "suites: N passed, M failed"; the logs in $(BUILD)/test-logs/.
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+SUITES ?=
+RUNNER  = PYTHON=$(PYTHON) $(PYTHON) tests/lib/runner.py --jobs $(JOBS) --logs $(BUILD)/test-logs \
+          $(if $(SUITES),--only $(SUITES))
+
 ifeq ($(MPI),1)
-unit cli:
+unit cli test-quick:
 	@echo "make $@ runs the serial build's suites; with MPI=1, make test runs the MPI suite" >&2
 	@exit 2
 else
 unit: $(UNIT_BIN)
-	@sh tests/lib/run_suites.sh $(UNIT_BIN)
+	@$(RUNNER) $(UNIT_BIN)
 
 cli: $(BIN) $(FAULT_BIN)
-	@ATTNRUN=$(BIN) sh tests/lib/run_suites.sh $(addprefix bash$(comma),$(CLI_TESTS))
+	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) $(RUNNER) $(CLI_TESTS)
 endif
 
 ifeq ($(MPI),1)
@@ -212,13 +210,19 @@ MPI_TESTS = tests/cli/test_mpi.sh tests/cli/test_warnings.sh
 test: deps
 	@$(MAKE) --no-print-directory MPI= SANITIZE=$(SANITIZE) all
 	@$(MAKE) --no-print-directory $(BIN)
-	@ATTNRUN=build$(if $(SANITIZE),/sanitize)/attnrun ATTNRUN_MPI=$(BIN) \
-	    sh tests/lib/run_suites.sh $(addprefix bash$(comma),$(MPI_TESTS))
+	@ATTNRUN=build$(if $(SANITIZE),/sanitize)/attnrun ATTNRUN_MPI=$(BIN) $(RUNNER) $(MPI_TESTS)
 else
 test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FAULT_BIN)
-	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) PYTHON=$(PYTHON) \
-	    sh tests/lib/run_suites.sh $(SOURCE_TESTS) $(UNIT_BIN) $(addprefix bash$(comma),$(CLI_TESTS))
+	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) $(RUNNER) $(SOURCE_TESTS) $(UNIT_BIN) $(CLI_TESTS)
+
+# make test-quick: the edit loop's tier, about 30 s -- every cmocka test,
+# test_smoke.sh (every subcommand once) and each suite's first, fastest
+# checks (ATTN_TEST_TIER=quick, tests/lib/checks.sh).  Not the full suite.
+test-quick: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BIN) $(FAULT_BIN)
+	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) $(RUNNER) --tier quick \
+	    $(SOURCE_TESTS) $(UNIT_BIN) $(CLI_TESTS)
 endif
 
 check: test
@@ -280,8 +284,7 @@ memcheck:
 	@sh scripts/install-deps.sh memcheck
 	@$(MAKE) --no-print-directory all
 	@ATTNRUN=$(CURDIR)/tests/lib/valgrind-attnrun ATTNRUN_BINARY=$(CURDIR)/$(BIN) TIME_LIMIT=120 \
-	    SWEEP_EVERY=8 SKIP_HDF5_CRASHES=1 \
-	    sh tests/lib/run_suites.sh $(addprefix bash$(comma),$(MEMCHECK_TESTS))
+	    SWEEP_EVERY=8 SKIP_HDF5_CRASHES=1 $(RUNNER) $(MEMCHECK_TESTS)
 
 # make install PREFIX=/usr/local DESTDIR=: the program, both libraries, the
 # public headers (include/attn/), attn.pc and the man page.  The shared
