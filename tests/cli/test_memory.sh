@@ -27,6 +27,8 @@
 # (what attnrun did before 1.6: 365 MiB for --save result under
 # --memory 64M on the long item, 127 MiB for the online path) fails here.
 # 48 runs, about a minute on two cores; the files run to 512 MiB.
+#
+# tags: serial -- it measures each run's peak resident memory against its cap
 set -u
 
 SUITE="memory"

@@ -37,6 +37,8 @@
 #   TIME_LIMIT  hang guard of one run in seconds (default 120)
 # Each check prints "ok NAME" or "FAIL NAME: WHY"; the last line is
 # "progress: N passed, M failed"; the exit status is 1 when M > 0.
+#
+# tags: serial -- it times the progress line on the real clock
 set -u
 skip() { echo "skip $*"; }
 

@@ -20,6 +20,8 @@
 # stopped process, a blocked system call), never by sleeping: the drivers
 # are tests/ref/midrun_signals.py, lock_contention.py and
 # input_changed_midrun.py, on process_control.py.
+#
+# tags: serial -- its signal and lock checks must end within seconds
 set -u
 
 ATTNRUN=${ATTNRUN:-build/attnrun}

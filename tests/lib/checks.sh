@@ -7,14 +7,35 @@
 ATTNRUN=${ATTNRUN:-build/attnrun}
 PY=${PYTHON:-/usr/bin/python3}
 ROOT=$(dirname "${TESTS:-tests}")
+QUICK=
+[ "${ATTN_TEST_TIER:-full}" = quick ] && QUICK=1
 
 pass=0
 fail=0
-ok()  { echo "ok $*"; pass=$((pass + 1)); }
+# In the quick tier (below) a suite ends after its first QUICK_CHECKS
+# passed checks, unless it ends sooner at its quick_done.
+# ATTN_TEST_TIMES set: each verdict ends with the seconds since the last.
+_last=${EPOCHREALTIME/./}
+_took() {
+    [ -z "${ATTN_TEST_TIMES:-}" ] && return
+    local now=${EPOCHREALTIME/./}
+    printf -v "$1" ' [+%d.%03d s]' $(((now - _last) / 1000000)) $(((now - _last) / 1000 % 1000))
+    _last=$now
+}
+ok()  {
+    local took=
+    _took took
+    echo "ok $*$took"
+    pass=$((pass + 1))
+    [ -n "$QUICK" ] && [ "$pass" -ge "${QUICK_CHECKS:-4}" ] && quick_done
+    return 0
+}
 # With ATTN_TEST_FAIL_FAST set (make mutate), the first failed check ends
 # the suite.
 bad() {
-    echo "FAIL $*"
+    local took=
+    _took took
+    echo "FAIL $*$took"
     fail=$((fail + 1))
     [ -z "${ATTN_TEST_FAIL_FAST:-}" ] || finish
 }
@@ -22,6 +43,25 @@ finish() {
     echo "$SUITE: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
     exit
+}
+
+# The tiers (tests/README.md): with ATTN_TEST_TIER=quick (make test-quick,
+# tests/lib/runner.py --tier quick) a suite runs its first, fastest cases:
+# it stops at its quick_done, or after QUICK_CHECKS checks have passed.
+# QUICK is 1 then, empty otherwise, for a suite that picks its quick cases
+# another way.
+quick_done() {
+    [ -z "$QUICK" ] && return 0
+    echo "(the quick tier ends $SUITE here; make test runs the rest)"
+    finish
+}
+
+# case_wanted NAME: whether a case of a table (run_table.sh) is run: every
+# case, or with ATTN_TEST_CASE=WORDS only those whose name holds WORDS.
+case_wanted() {
+    [ -z "${ATTN_TEST_CASE:-}" ] && return 0
+    case $1 in *"$ATTN_TEST_CASE"*) return 0 ;; esac
+    return 1
 }
 
 # ref MODULE ARGS...: runs tests/ref/MODULE (a check, a generator, a
@@ -94,9 +134,33 @@ suite_setup() {
         finish
     fi
     T=$(mktemp -d "${TMPDIR:-/tmp}/attnrun-$name.XXXXXX") || exit 1
-    trap 'rm -rf "$T"' EXIT
+    trap 'py_worker_stop; rm -rf "$T"' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
+    py_worker_start "$@"
+}
+
+# py_worker_start [MODULE...]: one Python for the suite
+# (tests/lib/pyworker.py), numpy, h5py and the MODULEs imported once; from then on PY is tests/lib/pyclient, which runs
+# each script forked from it as $PY would have run it.  ATTN_TEST_NO_WORKER
+# set: every script in a Python of its own, as before.
+py_worker_start() {
+    [ -n "${ATTN_TEST_NO_WORKER:-}" ] && return
+    ATTN_PYWORKER=$T/.pyworker
+    mkdir "$ATTN_PYWORKER" && mkfifo "$ATTN_PYWORKER/requests" || return
+    # Started from a subshell, so that it is not one of the suite's jobs
+    # (`wait` and `jobs` do not see it); it leaves when the suite ($$) has.
+    ATTN_PYWORKER_PID=$(
+        "$PY" "$TESTS/lib/pyworker.py" "$ATTN_PYWORKER" $$ "$@" </dev/null >"$ATTN_PYWORKER/log" 2>&1 &
+        echo $!
+    )
+    ATTN_PYTHON_REAL=$PY
+    PY=$TESTS/lib/pyclient
+    export ATTN_PYWORKER ATTN_PYWORKER_PID ATTN_PYTHON_REAL
+}
+py_worker_stop() {
+    [ -n "${ATTN_PYWORKER_PID:-}" ] && kill "$ATTN_PYWORKER_PID" 2>/dev/null
+    return 0
 }
 
 # run_problem RC STATUS STDERR: why a run of attnrun that ended with RC

@@ -13,6 +13,20 @@ make_table() {
         bad "setup: generating the inputs failed: $(tail -n 3 "$T/mk.log")"
         finish
     fi
+    # ATTN_TEST_CASE: only the cases it names (case_wanted); the quick tier:
+    # only the first case.
+    if [ -n "${ATTN_TEST_CASE:-}" ] || [ -n "$QUICK" ]; then
+        local first
+        first=$(head -n 1 "$T/c/runs.tsv" | cut -f1)
+        while IFS= read -r line; do
+            if [ -n "${ATTN_TEST_CASE:-}" ]; then
+                case_wanted "${line%%$'\t'*}" && printf '%s\n' "$line"
+            elif [ "${line%%$'\t'*}" = "$first" ]; then
+                printf '%s\n' "$line"
+            fi
+        done <"$T/c/runs.tsv" >"$T/c/wanted.tsv"
+        mv "$T/c/wanted.tsv" "$T/c/runs.tsv"
+    fi
     count="$(wc -l <"$T/c/runs.tsv") runs"
     [ "${2:-}" = cases ] && count="$(cut -f1 "$T/c/runs.tsv" | sort -u | wc -l) cases, $count"
     ok "fixtures generated ($count)"

@@ -595,8 +595,9 @@ class Worker:
                 return f"{u} fails unmutated:\n{said[-2000:]}"
         return None
 
-    def run_suite(self, suite):
-        return sh(["bash", f"tests/cli/{suite}.sh"], self.dir, SUITE_LIMIT_S, self.env)
+    def run_suite(self, suite, tier="full"):
+        return sh(["bash", f"tests/cli/{suite}.sh"], self.dir, SUITE_LIMIT_S,
+                  dict(self.env, ATTN_TEST_TIER=tier))
 
     def judge(self, m, suites):
         src_path = os.path.join(self.dir, m.path)
@@ -622,13 +623,16 @@ class Worker:
                     return "killed", f"{os.path.basename(u)}: past {UNIT_LIMIT_S} s"
                 if status != 0:
                     return "killed", f"{os.path.basename(u)}: {first_failure(said)}"
-            for s in suites:
-                status, said = self.run_suite(s)
-                if status is None:
-                    return "killed", f"{s}: past {SUITE_LIMIT_S} s"
-                if status != 0:
-                    return "killed", f"{s}: {first_failure(said)}"
-            return "survived", " ".join(["cmocka"] + suites)
+            # The quick tier first (the smoke suite and each judging suite's
+            # first checks), then the judging suites whole.
+            for tier, names in (("quick", ["test_smoke"] + suites), ("full", suites)):
+                for s in names:
+                    status, said = self.run_suite(s, tier)
+                    if status is None:
+                        return "killed", f"{s}: past {SUITE_LIMIT_S} s"
+                    if status != 0:
+                        return "killed", f"{s}{' (quick)' if tier == 'quick' else ''}: {first_failure(said)}"
+            return "survived", " ".join(["cmocka", "test_smoke"] + suites)
         finally:
             with open(src_path, "w") as f:
                 f.write(original)
@@ -822,7 +826,8 @@ def main():
         if problem:
             print(f"mutate: {problem}", file=sys.stderr)
             return 2
-    needed = sorted({s for m in sample if not m.outcome for s in suites_for(m.path, suite_table)})
+    needed = sorted({s for m in sample if not m.outcome for s in suites_for(m.path, suite_table)}
+                    | {"test_smoke"})
     pending = list(needed)
     failures = []
 
