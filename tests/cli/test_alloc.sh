@@ -13,12 +13,12 @@ set -u
 
 FAULT_ATTNRUN=${FAULT_ATTNRUN:-build/fault/attnrun}
 LIMIT=${LIMIT:-400}
-# sanitizer findings get their own exit status, apart from attnrun's 1
-export ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1
-export UBSAN_OPTIONS=exitcode=87
 
 SUITE="allocation failures"
 . "$(dirname "$0")/../lib/checks.sh"
+# sanitizer findings get their own exit status, apart from attnrun's 1
+export ASAN_OPTIONS=$FAULT_ASAN_OPTIONS
+export UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS
 
 if [ ! -x "$FAULT_ATTNRUN" ]; then
     bad "setup: no fault-injection build at $FAULT_ATTNRUN (make build/fault/attnrun)"

@@ -633,7 +633,7 @@ check_alloc() {
     run "$FIX/toy.h5" -o "$d/res/r.h5" --heads 1 --append --group /b
     before=$(snapshot "$d/res")
     for ((n = 1; n <= 400; n++)); do
-        ATTN_FAIL_ALLOC=$n ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1 \
+        ATTN_FAIL_ALLOC=$n ASAN_OPTIONS=$FAULT_ASAN_OPTIONS \
             timeout -s KILL "$TL" "$fault" -q "$FIX/toy.h5" -o "$d/res/r.h5" --heads 1 --append \
             --group /model/c </dev/null >/dev/null 2>"$T/stderr"
         rc=$?

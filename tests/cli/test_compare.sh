@@ -15,6 +15,23 @@ compare() { "$PY" "$ROOT/scripts/compare-builds.py" "$@" --work "$T/work" >"$T/l
 # HACKING.md's command, with BEFORE a copy of this build.
 BEFORE="$T/before/attnrun"
 mkdir -p "$T/before" && cp "$ATTNRUN" "$BEFORE"
+expect_usage() {
+    local what=$1 expected=$2
+    shift 2
+    "$PY" "$ROOT/scripts/compare-builds.py" "$@" >"$T/log" 2>&1
+    local rc=$?
+    if [ "$rc" -eq 2 ] && grep -qF -- "$expected" "$T/log"; then
+        ok "usage: $what"
+    else
+        bad "usage: $what: exit $rc: $(tail -1 "$T/log")"
+    fi
+}
+expect_usage "a set that does not exist" "--only fixture: no set fixture (choose from fixtures," \
+    "$BEFORE" "$ATTNRUN" --only fixture
+expect_usage "a program that does not exist" "$T/none is not an executable file" \
+    "$T/none" "$ATTNRUN"
+quick_done      # the quick tier: the usage errors only
+
 compare "$BEFORE" "$ATTNRUN" --only fixtures,presets
 rc=$? fixtures=$(grep -c '^same fixture' "$T/log") presets=$(grep -c '^same preset' "$T/log")
 # Three runs a fixture (as listed, and each softmax path with every output),
@@ -68,20 +85,4 @@ else
 fi
 
 # Usage errors: exit 2 and a line saying what to give.
-expect_usage() {
-    local what=$1 expected=$2
-    shift 2
-    "$PY" "$ROOT/scripts/compare-builds.py" "$@" >"$T/log" 2>&1
-    local rc=$?
-    if [ "$rc" -eq 2 ] && grep -qF -- "$expected" "$T/log"; then
-        ok "usage: $what"
-    else
-        bad "usage: $what: exit $rc: $(tail -1 "$T/log")"
-    fi
-}
-expect_usage "a set that does not exist" "--only fixture: no set fixture (choose from fixtures," \
-    "$BEFORE" "$ATTNRUN" --only fixture
-expect_usage "a program that does not exist" "$T/none is not an executable file" \
-    "$T/none" "$ATTNRUN"
-
 finish

@@ -199,6 +199,15 @@ job() {
 }
 
 SETTINGS=("" "OPENBLAS_NUM_THREADS=1" "GOTO_NUM_THREADS=1" "OMP_NUM_THREADS=1")
+if [ -n "$QUICK" ]; then
+    # the quick tier (tests/README.md): --version under no variable, in
+    # steps of 150 MB
+    STEP=${STARTUP_STEP:-150000}
+    job sweep version ""
+    wait
+    report_verdicts "$TOP/1.log" 0
+    quick_done
+fi
 for kind in version run; do
     for setting in "${SETTINGS[@]}"; do
         job sweep "$kind" "$setting"

@@ -129,15 +129,16 @@ suite_setup() {
         bad "setup: attnrun not found at $ATTNRUN"
         finish
     fi
-    if ! "$PY" -c "import $(echo "$@" | tr ' ' ',')" 2>/dev/null; then
-        bad "setup: $PY lacks one of: $*"
-        finish
-    fi
     T=$(mktemp -d "${TMPDIR:-/tmp}/attnrun-$name.XXXXXX") || exit 1
     trap 'py_worker_stop; rm -rf "$T"' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
-    py_worker_start "$@"
+    # the worker imports the modules (and says which it lacks), or, without
+    # one, a Python of its own does
+    if ! py_worker_start "$@" && ! "$PY" -c "import $(echo "$@" | tr ' ' ',')" 2>/dev/null; then
+        bad "setup: $PY lacks one of: $*"
+        finish
+    fi
 }
 
 # py_worker_start [MODULE...]: one Python for the suite
@@ -145,15 +146,25 @@ suite_setup() {
 # each script forked from it as $PY would have run it.  ATTN_TEST_NO_WORKER
 # set: every script in a Python of its own, as before.
 py_worker_start() {
-    [ -n "${ATTN_TEST_NO_WORKER:-}" ] && return
+    [ -n "${ATTN_TEST_NO_WORKER:-}" ] && return 1
+    local said=
     ATTN_PYWORKER=$T/.pyworker
-    mkdir "$ATTN_PYWORKER" && mkfifo "$ATTN_PYWORKER/requests" || return
+    mkdir "$ATTN_PYWORKER" && mkfifo "$ATTN_PYWORKER/requests" "$ATTN_PYWORKER/ready" || return 1
     # Started from a subshell, so that it is not one of the suite's jobs
     # (`wait` and `jobs` do not see it); it leaves when the suite ($$) has.
     ATTN_PYWORKER_PID=$(
         "$PY" "$TESTS/lib/pyworker.py" "$ATTN_PYWORKER" $$ "$@" </dev/null >"$ATTN_PYWORKER/log" 2>&1 &
         echo $!
     )
+    # "ready" once it has imported every module, "lacks NAME" else
+    exec 9<>"$ATTN_PYWORKER/ready"
+    read -r -t 120 -u 9 said
+    exec 9<&-
+    if [ "$said" != ready ]; then
+        py_worker_stop
+        ATTN_PYWORKER_PID=
+        return 1
+    fi
     ATTN_PYTHON_REAL=$PY
     PY=$TESTS/lib/pyclient
     export ATTN_PYWORKER ATTN_PYWORKER_PID ATTN_PYTHON_REAL
@@ -236,6 +247,21 @@ run_problem() {
     fi
 }
 
+# The fault-injection build's sanitizer settings, for every allocation
+# sweep: sanitizer findings get exit statuses of their own, apart from
+# attnrun's 1; leaks are findings; malloc returns NULL rather than
+# aborting; 5 frames recorded per allocation (the default 30 took a fifth
+# of a sweep's time; a report still names the allocating function and its
+# library, which tests/lib/lsan.supp matches).
+FAULT_ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1:malloc_context_size=5
+FAULT_UBSAN_OPTIONS=exitcode=87
+
+# alloc_sweep_first NAME N SOURCE ARGS...: alloc_sweep's check of the
+# first N allocations only, each failing in turn (the quick tier).
+alloc_sweep_first() {
+    SWEEP_FIRST=1 alloc_sweep "$@"
+}
+
 # alloc_sweep NAME LIMIT SOURCE ARGS...: the fault-injection build
 # ($FAULT_ATTNRUN) run on ARGS with its 1st, 2nd, ... allocation failing
 # (ATTN_FAIL_ALLOC=N) until a run needs fewer than N (at most LIMIT).
@@ -248,48 +274,71 @@ run_problem() {
 alloc_sweep() {
     local name=$1 limit=$2 source=$3 input=$T/sweep/in.h5
     shift 3
+    # the quick tier: the first 8 allocations only
+    if [ -n "$QUICK" ] && [ "$limit" -gt 8 ]; then
+        alloc_sweep_first "$name" 8 "$source" "$@"
+        return
+    fi
     mkdir -p "$T/sweep"
     cp "$source" "$T/sweep/pristine"
     cp "$source" "$input"
-    local before n rc why problems=0 later
-    before=$(sha256sum <"$input")
+    local n rc why problems=0 later
     set -- "${@//IN/$input}"
     set -- "${@//OUT/$T/sweep/out/out}"
+    # (Each step in as few processes as bash allows: a sweep runs hundreds.)
+    local said left tmps globbing
+    globbing=$(shopt -p nullglob)
+    shopt -s nullglob
+    mkdir "$T/sweep/out"
     for ((n = 1; n <= limit; n++)); do
-        rm -rf "$T/sweep/out"
-        mkdir "$T/sweep/out"
-        ATTN_FAIL_ALLOC=$n "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>"$T/sweep/stderr"
+        ATTN_FAIL_ALLOC=$n ASAN_OPTIONS=$FAULT_ASAN_OPTIONS UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS \
+            "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>"$T/sweep/stderr"
         rc=$?
         [ "$rc" -eq 0 ] && break       # fewer than n allocations: all of them failed once
-        why=$(run_problem "$rc" 1 "$T/sweep/stderr")
-        if [ -z "$why" ] && grep -q 'internal error' "$T/sweep/stderr"; then
+        said=
+        IFS= read -r -d '' said <"$T/sweep/stderr"
+        left=("$T/sweep/out"/* "$T/sweep/out"/.[!.]*)
+        tmps=("$T/sweep/"*attnrun-tmp* "$T/sweep/".*attnrun-tmp*)
+        why=
+        # run_problem's verdict, asked only when it could find one: exit 1
+        # and exactly one line, starting "attnrun: "
+        if [ "$rc" -ne 1 ] || [[ $said != "attnrun: "*$'\n' ]] || [[ ${said%$'\n'} == *$'\n'* ]]; then
+            why=$(run_problem "$rc" 1 "$T/sweep/stderr")
+        fi
+        if [ -z "$why" ] && [[ $said == *"internal error"* ]]; then
             why="a crash, caught by the fatal-signal handler"
-        elif [ -z "$why" ] && [ -n "$(ls -A "$T/sweep/out")" ]; then
-            why="left $(ls -A "$T/sweep/out" | tr '\n' ' ')"
-        elif [ -z "$why" ] && [ -n "$(find "$T/sweep" -maxdepth 1 -name '*attnrun-tmp*')" ]; then
+        elif [ -z "$why" ] && [ "${#left[@]}" -gt 0 ]; then
+            why="left ${left[*]##*/}"
+        elif [ -z "$why" ] && [ "${#tmps[@]}" -gt 0 ]; then
             why="left a temporary next to the input"
-        elif [ -z "$why" ] && [ "$(sha256sum <"$input")" != "$before" ]; then
+        elif [ -z "$why" ] && ! cmp -s "$input" "$T/sweep/pristine"; then
             why="the input changed"
         fi
         if [ -n "$why" ]; then
             bad "$name: allocation $n failing: $why: $(head -c 400 "$T/sweep/stderr")"
             problems=$((problems + 1))
             [ "$problems" -ge 3 ] && break
+            cp "$T/sweep/pristine" "$input"
+            rm -rf "$T/sweep/out" && mkdir "$T/sweep/out"
         fi
-        cp "$T/sweep/pristine" "$input"
     done
     for later in $((n + 1)) $((n + 2)) $((n + 5)); do
+        [ -n "${SWEEP_FIRST:-}" ] && [ "$n" -gt "$limit" ] && break
         cp "$T/sweep/pristine" "$input"
         rm -rf "$T/sweep/out"
         mkdir "$T/sweep/out"
-        if ! ATTN_FAIL_ALLOC=$later "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>&1; then
+        if ! ATTN_FAIL_ALLOC=$later ASAN_OPTIONS=$FAULT_ASAN_OPTIONS UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS \
+                "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>&1; then
             bad "$name: allocation $n failing went unnoticed (the run succeeded, with $later failing it does not)"
             problems=$((problems + 1))
             break
         fi
     done
     rm -rf "$T/sweep"
-    if [ "$n" -gt "$limit" ]; then
+    $globbing
+    if [ "$n" -gt "$limit" ] && [ -n "${SWEEP_FIRST:-}" ] && [ "$problems" -eq 0 ]; then
+        ok "$name: each of its first $limit allocations failing ends with exit 1 and one line"
+    elif [ "$n" -gt "$limit" ]; then
         bad "$name: still failing after $limit allocations"
     elif [ "$n" -eq 1 ]; then
         bad "$name: the first failing allocation went unnoticed"

@@ -36,11 +36,21 @@ import runpy  # noqa: E402
 import threading  # noqa: E402
 import traceback  # noqa: E402
 
-for _name in ["numpy", "h5py"] + sys.argv[3:]:
-    try:
-        importlib.import_module(_name)
-    except ImportError:
-        pass
+
+def imported(folder):
+    """Imports numpy, h5py and the MODULEs; writes "ready" (or "lacks
+    NAME") to the FIFO DIR/ready, which the suite reads."""
+    said = "ready"
+    for name in ["numpy", "h5py"] + sys.argv[3:]:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            said = "lacks " + name
+            break
+    fd = os.open(os.path.join(folder, "ready"), os.O_WRONLY)
+    os.write(fd, said.encode() + b"\n")
+    os.close(fd)
+    return said == "ready"
 
 BASE_PATH = [p for p in sys.path[1:]
              if p not in os.environ.get("PYTHONPATH", "").split(":")]
@@ -154,6 +164,8 @@ def answer(req, status):
 
 def main():
     folder, suite = sys.argv[1], int(sys.argv[2])
+    if not imported(folder):
+        return
     requests = os.open(os.path.join(folder, "requests"), os.O_RDWR | os.O_NONBLOCK)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
