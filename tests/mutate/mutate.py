@@ -837,10 +837,13 @@ def main():
                 if not pending:
                     return
                 suite = pending.pop(0)
-            status, said = w.run_suite(suite)
-            if status != 0:
-                with lock:
-                    failures.append(f"{suite} fails unmutated: {first_failure(said)}")
+            # both tiers: a mutant is judged by the quick one first
+            for tier in ("quick", "full"):
+                status, said = w.run_suite(suite, tier)
+                if status != 0:
+                    with lock:
+                        failures.append(f"{suite} fails unmutated ({tier} tier): {first_failure(said)}")
+                    break
 
     lock = threading.Lock()
     threads = [threading.Thread(target=check_suites, args=(w,)) for w in workers]
