@@ -12,9 +12,8 @@ QUICK=
 
 pass=0
 fail=0
-# In the quick tier (below) a suite ends after its first QUICK_CHECKS
-# passed checks, unless it ends sooner at its quick_done.
-# ATTN_TEST_TIMES set: each verdict ends with the seconds since the last.
+# ATTN_TEST_TIMES set: each verdict ends with the seconds since the last
+# (where a suite spends its time).
 _last=${EPOCHREALTIME/./}
 _took() {
     [ -z "${ATTN_TEST_TIMES:-}" ] && return
@@ -22,6 +21,8 @@ _took() {
     printf -v "$1" ' [+%d.%03d s]' $(((now - _last) / 1000000)) $(((now - _last) / 1000 % 1000))
     _last=$now
 }
+# In the quick tier (below) a suite ends after its first QUICK_CHECKS
+# passed checks, unless it ends sooner at its quick_done.
 ok()  {
     local took=
     _took took
@@ -142,9 +143,10 @@ suite_setup() {
 }
 
 # py_worker_start [MODULE...]: one Python for the suite
-# (tests/lib/pyworker.py), numpy, h5py and the MODULEs imported once; from then on PY is tests/lib/pyclient, which runs
-# each script forked from it as $PY would have run it.  ATTN_TEST_NO_WORKER
-# set: every script in a Python of its own, as before.
+# (tests/lib/pyworker.py), numpy, h5py and the MODULEs imported once; from
+# then on PY is tests/lib/pyclient, which runs each script forked from it
+# as $PY would have run it.  ATTN_TEST_NO_WORKER set: every script in a
+# Python of its own, as before.
 py_worker_start() {
     [ -n "${ATTN_TEST_NO_WORKER:-}" ] && return 1
     local said=
