@@ -14,8 +14,9 @@ parallel run never makes it flaky.
 
 With `--tier quick`, each suite is run with ATTN_TEST_TIER=quick: a
 command-line suite then stops at its `quick_done` (tests/lib/checks.sh),
-after its fastest cases; one tagged `quick` runs whole in either tier.  `--only` runs the suites named (a file's name without
-its folder and extension; `cmocka.NAME` or NAME for a cmocka binary).
+after its fastest cases; one tagged `quick` runs whole in either tier.
+`--only` runs the suites named (a file's name without its folder and
+extension; `cmocka.NAME` or NAME for a cmocka binary).
 
 Each suite's standard output and error go to DIR/NAME.log (default
 build/test-logs).  When a suite ends, one line gives its verdict, its time
