@@ -4,8 +4,8 @@ h5py and the MODULEs imported once, then each script the suite (PID) runs
 forked from this process.
 
 A command-line suite starts it (suite_setup in tests/lib/checks.sh) and
-runs its Python through `pyrun SCRIPT ARGS...` (`ref` does), which behaves
-as `$PY SCRIPT ARGS...` would: the script runs as `__main__` with those
+from then on runs its Python through tests/lib/pyclient (`$PY`, so `ref`
+too), which behaves as `python3 SCRIPT ARGS...` would: the script runs as `__main__` with those
 arguments, in the caller's directory, with the caller's environment
 (PYTHONPATH included) and standard input, in a child of its own forked
 from here; its standard output and error come back to the caller (the
@@ -51,6 +51,7 @@ def imported(folder):
     os.write(fd, said.encode() + b"\n")
     os.close(fd)
     return said == "ready"
+
 
 BASE_PATH = [p for p in sys.path[1:]
              if p not in os.environ.get("PYTHONPATH", "").split(":")]
