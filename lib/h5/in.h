@@ -1,7 +1,7 @@
 /*
  * in.h - what the files reading an input share (internal to the h5 layer):
  * the open input, the datasets resolved so far, and the steps every read
- * takes (in_open.c, in_safety.c, in_read.c, in_strings.c).
+ * takes (in_open.c, in_safety.c, in_heap.c, in_read.c, in_strings.c).
  *
  * Shapes are what the file holds; a "row" is one index along axis 0, so a
  * batch slice of X (B, n, D) is rows [first, first + c): (c, n, D).
@@ -15,6 +15,7 @@
 
 #include <hdf5.h>
 
+#include <stdint.h>
 #include <sys/stat.h>
 
 /* A dataset found by name, kept open for the reads that follow. */
@@ -71,6 +72,28 @@ int h5in_resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *err
  * follow: ATTN_OK, 1 when absent (no message), or ATTN_EINPUT /
  * ATTN_ENOMEM (in_safety.c). */
 int h5in_dataset_of(attn_h5in *in, const char *name, hid_t *dataset, attn_error *err);
+
+/*
+ * Whether HDF5 can list the names of a group without looping: a group of
+ * the original file format whose local heap's free list loops (or runs
+ * past the heap) is ATTN_EINPUT, with a message naming it `name`; any
+ * other object is ATTN_OK.  Nothing is allocated (in_heap.c).  By the
+ * address of the object's header (H5O_info_t's addr), or by an open
+ * object.  Every walk of the input's groups calls it for each group
+ * before HDF5 reads the group's links.
+ */
+int h5in_check_names_at(const attn_h5in *in, haddr_t header, const char *name, attn_error *err);
+int h5in_check_names(const attn_h5in *in, hid_t object, const char *name, attn_error *err);
+
+/* A little-endian number of `bytes` (at most 8) bytes at p, as the file
+ * format stores them. */
+static inline uint64_t h5in_le_number(const unsigned char *p, size_t bytes)
+{
+    uint64_t v = 0;
+    for (size_t i = bytes; i-- > 0;)
+        v = v << 8 | p[i];
+    return v;
+}
 
 /* Where a dataset's values live, checked before any is read (in_safety.c). */
 int h5in_check_storage(attn_h5in *in, const char *name, hid_t dset, hid_t space,

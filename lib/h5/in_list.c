@@ -16,6 +16,7 @@
 
 /* The walk's state (H5Ovisit's callback data). */
 typedef struct list_walk {
+    const attn_h5in *in;
     attn_h5in_list *list;
     size_t capacity;
     bool out_of_memory;
@@ -69,6 +70,10 @@ static herr_t visit(hid_t root, const char *name, const H5O_info_t *info, void *
 {
     list_walk *walk = data;
     attn_h5in_list *list = walk->list;
+    attn_error damaged;
+    if (info->type == H5O_TYPE_GROUP &&
+        h5in_check_names_at(walk->in, info->addr, name, &damaged) != ATTN_OK)
+        return 1;                           /* stops the walk: the list is a hint */
     if (strcmp(name, ".") == 0 || (info->type != H5O_TYPE_GROUP && info->type != H5O_TYPE_DATASET))
         return 0;
     if (list->count == ATTN_H5IN_LIST_MAX) {
@@ -106,7 +111,7 @@ void attn_h5in_list_free(attn_h5in_list *list)
 
 int attn_h5in_list_objects(attn_h5in *in, attn_h5in_list *list, attn_error *err)
 {
-    list_walk walk = {.list = list};
+    list_walk walk = {.in = in, .list = list};
     memset(list, 0, sizeof *list);
     attn_parsing_enter();
     hid_t root = H5Gopen2(in->file, "/", H5P_DEFAULT);

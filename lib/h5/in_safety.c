@@ -97,6 +97,13 @@ int h5in_resolve(attn_h5in *in, const char *name, hid_t *object, attn_error *err
         H5L_info_t info;
         memcpy(link, part, len);
         link[len] = '\0';
+        if (H5Iget_type(here) == H5I_GROUP) {
+            char group[256];
+            snprintf(group, sizeof group, "/%.*s", (int)(part - path < 250 ? part - path : 250),
+                     path);
+            if ((status = h5in_check_names(in, here, group, err)) != ATTN_OK)
+                goto out;
+        }
         htri_t there = H5Iget_type(here) == H5I_GROUP ? H5Lexists(here, link, H5P_DEFAULT) : 0;
         if (there == 0 && links > 0) {        /* a soft link led nowhere */
             status = attn_fail(err, ATTN_EINPUT, "%s: %.200s leads through a soft link to "

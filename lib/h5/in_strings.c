@@ -299,15 +299,6 @@ static herr_t read_string_block(hid_t dataset, hid_t mem_type, bool variable, in
  * the object the length the descriptor says.
  */
 
-/* A little-endian number of `bytes` bytes at p. */
-static uint64_t le_number(const unsigned char *p, size_t bytes)
-{
-    uint64_t v = 0;
-    for (size_t i = bytes; i-- > 0;)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* One collection read whole (the last one, kept for the next descriptor). */
 typedef struct heap_collection {
     uint64_t address;
@@ -330,7 +321,7 @@ static int load_collection(int fd, uint64_t address, size_t sizeof_size, uint64_
         pread(fd, head, header, (off_t)address) != (ssize_t)header ||
         memcmp(head, "GCOL", 4) != 0 || head[4] != 1)
         return ATTN_EINPUT;
-    uint64_t size = le_number(head + 8, sizeof_size);
+    uint64_t size = h5in_le_number(head + 8, sizeof_size);
     if (size < header || size > file_size - address || size > SIZE_MAX)
         return ATTN_EINPUT;
     if ((c->bytes = attn_malloc((size_t)size)) == NULL)
@@ -350,8 +341,8 @@ static bool object_fits(const heap_collection *c, size_t sizeof_size, uint64_t i
     const size_t object_header = 8 + sizeof_size;
     size_t at = 8 + sizeof_size;
     while (at + object_header <= c->size) {
-        uint64_t id = le_number(c->bytes + at, 2);
-        uint64_t size = le_number(c->bytes + at + 8, sizeof_size);
+        uint64_t id = h5in_le_number(c->bytes + at, 2);
+        uint64_t size = h5in_le_number(c->bytes + at + 8, sizeof_size);
         if (id == 0)                        /* free space: the rest */
             return false;
         if (size > c->size - at - object_header)
@@ -425,9 +416,9 @@ static int check_heap(attn_h5in *in, hid_t dataset, const char *name, attn_error
         goto out;
     }
     for (size_t at = 0; at < bytes && status == ATTN_OK; at += each) {
-        uint64_t length = le_number(raw + at, 4);
-        uint64_t address = le_number(raw + at + 4, sizeof_addr);
-        uint64_t index = le_number(raw + at + 4 + sizeof_addr, 4);
+        uint64_t length = h5in_le_number(raw + at, 4);
+        uint64_t address = h5in_le_number(raw + at + 4, sizeof_addr);
+        uint64_t index = h5in_le_number(raw + at + 4 + sizeof_addr, 4);
         if (length == 0)
             continue;                            /* an empty string reads no heap */
         int loaded = load_collection(in->fd, address, sizeof_size, (uint64_t)in->opened.st_size,

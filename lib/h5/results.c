@@ -556,15 +556,20 @@ int attn_results_labels(attn_results *results, const char *name, size_t item, si
 
 /* The walk over a plain results file's groups (H5Ovisit's data). */
 typedef struct groups_walk {
+    const attn_h5in *in;
     attn_result_groups *groups;
     size_t capacity;
-    bool out_of_memory;
+    int status;                 /* ATTN_OK, or why the walk stopped (err) */
+    attn_error *err;
 } groups_walk;
 
 static herr_t visit_group(hid_t root, const char *name, const H5O_info_t *info, void *data)
 {
     groups_walk *walk = data;
     attn_result_groups *g = walk->groups;
+    if (info->type == H5O_TYPE_GROUP &&
+        (walk->status = h5in_check_names_at(walk->in, info->addr, name, walk->err)) != ATTN_OK)
+        return -1;
     if (info->type != H5O_TYPE_GROUP ||
         H5Aexists_by_name(root, name, PROVENANCE_ATTRIBUTE, H5P_DEFAULT) <= 0) {
         H5Eclear2(H5E_DEFAULT);
@@ -574,7 +579,7 @@ static herr_t visit_group(hid_t root, const char *name, const H5O_info_t *info, 
         size_t capacity = walk->capacity == 0 ? 16 : 2 * walk->capacity, bytes;
         char **grown = attn_size_mul(&bytes, capacity, sizeof *grown) ? attn_malloc(bytes) : NULL;
         if (grown == NULL) {
-            walk->out_of_memory = true;
+            walk->status = attn_fail(walk->err, ATTN_ENOMEM, "out of memory");
             return -1;
         }
         if (g->count > 0)
@@ -586,7 +591,7 @@ static herr_t visit_group(hid_t root, const char *name, const H5O_info_t *info, 
     size_t len = strlen(name) + 2;
     char *path = attn_malloc(len);
     if (path == NULL) {
-        walk->out_of_memory = true;
+        walk->status = attn_fail(walk->err, ATTN_ENOMEM, "out of memory");
         return -1;
     }
     snprintf(path, len, "/%s", strcmp(name, ".") == 0 ? "" : name);
@@ -628,10 +633,10 @@ static int list_groups(const attn_results_file *f, attn_result_groups *g, attn_e
     if (root < 0) {
         status = attn_fail(err, ATTN_EINPUT, "%s: cannot open its root group", f->path);
     } else {
-        groups_walk walk = {.groups = g};
+        groups_walk walk = {.in = f->in, .groups = g, .status = ATTN_OK, .err = err};
         H5Ovisit2(root, H5_INDEX_NAME, H5_ITER_INC, visit_group, &walk, H5O_INFO_BASIC);
-        if (walk.out_of_memory)
-            status = attn_fail(err, ATTN_ENOMEM, "out of memory");
+        if (walk.status != ATTN_OK)
+            status = walk.status;
         else if (g->count == 0)
             status = no_other_files(f, root, err);
     }

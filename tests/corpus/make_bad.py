@@ -15,6 +15,7 @@ The base input is valid (B=2, n=4, d_model=8, H=2, biases, a mask); each
 case breaks one thing about it.
 """
 import os
+import struct
 import sys
 
 import h5py
@@ -98,6 +99,23 @@ def object_header_offset(path, name):
         return h5py.h5o.get_info(f[name].id).addr
 
 
+def damage_free_list(data, how):
+    """The file's one local heap (the file format's "HEAP": version 0, the
+    data's size and the offset of its first free block as 8-byte lengths,
+    then the data's address), its free list changed as `how` says."""
+    heap = data.find(b"HEAP")
+    size, first, address = struct.unpack_from("<QQQ", data, heap + 8)
+    assert heap > 0 and data[heap + 4] == 0 and 16 <= first < size - 32, (heap, size, first)
+    if how == "self":                       # the first block's next is itself
+        struct.pack_into("<Q", data, address + first, first)
+    elif how == "pair":                     # first -> first + 16 -> first
+        struct.pack_into("<QQ", data, address + first, first + 16, 16)
+        struct.pack_into("<QQ", data, address + first + 16, first, 16)
+    else:                                   # the first block's fields end past the data
+        struct.pack_into("<Q", data, heap + 16, size - 8)
+    return data
+
+
 def damaged_files(c):
     write(c.path("_base"), base_arrays())
     size = os.path.getsize(c.path("_base"))
@@ -126,6 +144,12 @@ def damaged_files(c):
         with open(path, "wb") as f:
             f.write(bytes(flipped))
         c.sweep.append("flip_%d\t%s %s" % (at, path, OK_ARGS))
+    # the root group's local heap (its link names): a free list that leads
+    # back to itself, through one block or two, and one whose block runs
+    # past the heap's end (HDF5 1.10 would loop, or read past its buffer)
+    for name, blocks in (("heap_free_list_self", "self"), ("heap_free_list_pair", "pair"),
+                         ("heap_free_list_past_end", "past")):
+        c.byte_case(name, 3, lambda d, how=blocks: damage_free_list(d, how))
     # X's values: the top bytes of one float become an infinity or a NaN
     data = dataset_offset(c.path("_base"), "X")
     c.byte_case("x_data_inf", 3, lambda d: d[:data] + b"\x00\x00\x80\x7f" + d[data + 4:])
