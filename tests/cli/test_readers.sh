@@ -89,15 +89,18 @@ export ATTNRUN TIME_LIMIT=$TL PYTHONPATH=$TESTS/ref
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$TESTS/lib/lsan.supp:print_suppressions=0}
 
 cases() { ref readers_cases.py "$@"; }
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# (the helpers below start no process where a builtin will do: entries
+# and file_text are checks.sh's)
+now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
 
 # ---------------------------------------------------------------- helpers
 
-# snap DIR: every name under DIR with its kind and size, and every regular
-# file's sha256 (FIFOs are listed, never opened).
+# snap DIR: every name under DIR with its kind, size, inode and change
+# time (ctime: every write, truncation, rename or chmod moves it, and no
+# program can set it back), so an unchanged listing is unchanged files;
+# FIFOs are listed, never opened.
 snap() {
-    (cd "$1" && find . -printf '%y %p %s\n' | LC_ALL=C sort &&
-        find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum)
+    find "$1" -printf '%y %P %s %i %C@\n'
 }
 
 # verdict STATUSES WORDS OUT RC STDERR STDOUT: why a run that ended with RC
@@ -108,40 +111,58 @@ snap() {
 # not "") absent; a success: every line starts "attnrun: ", OUT (when not
 # "") exists; never glibc, HDF5 or sanitizer text.  Prints nothing when so.
 verdict() {
-    local statuses=$1 words=$2 out=$3 rc=$4 err=$5 stdout=$6 w
+    local statuses=$1 words=$2 out=$3 rc=$4 err=$5 stdout=$6 w line lines others="" ours=0 breaks
+    file_text "$err"
+    local all=$TEXT
     if [ "$rc" -eq 137 ]; then
-        echo "no answer within $TL s (killed): $(head -c 300 "$err")"
+        echo "no answer within $TL s (killed): ${all:0:300}"
         return
     elif [ "$rc" -ge 124 ]; then
-        echo "exit $rc (a signal, or timeout's own failure): $(head -c 300 "$err")"
+        echo "exit $rc (a signal, or timeout's own failure): ${all:0:300}"
         return
     fi
     case "|$statuses|" in
         *"|$rc|"*) ;;
-        *) echo "exit $rc, expected $statuses: $(head -c 300 "$err")"; return ;;
+        *) echo "exit $rc, expected $statuses: ${all:0:300}"; return ;;
     esac
-    if grep -q 'internal error' "$err" ||
-        grep -v '^attnrun: ' "$err" | grep -qE 'malloc|corrupted|double free|HDF5-DIAG|Sanitizer|runtime error'; then
-        echo "stderr: $(head -c 400 "$err" | tr '\n' ' ')"
+    mapfile -t lines <"$err"
+    for line in "${lines[@]}"; do
+        if [[ $line == "attnrun: "* ]]; then
+            ours=1
+        else
+            others+=$line$'\n'
+            if [[ $line =~ malloc|corrupted|double\ free|HDF5-DIAG|Sanitizer|runtime\ error ]]; then
+                w=${all:0:400}
+                echo "stderr: ${w//$'\n'/ }"
+                return
+            fi
+        fi
+    done
+    if [[ $all == *"internal error"* ]]; then
+        w=${all:0:400}
+        echo "stderr: ${w//$'\n'/ }"
         return
     fi
     if [ "$rc" -eq 0 ]; then
-        if grep -qv '^attnrun: ' "$err"; then
-            echo "a line of stderr not from attnrun: $(grep -v '^attnrun: ' "$err" | head -c 300)"
+        if [ -n "$others" ]; then
+            echo "a line of stderr not from attnrun: ${others:0:300}"
         elif [ -n "$out" ] && [ ! -e "$out" ]; then
-            echo "exit 0 but no $(basename "$out")"
+            echo "exit 0 but no ${out##*/}"
         fi
         return
     fi
-    if [ "$(wc -l <"$err")" -ne 1 ] || ! grep -q '^attnrun: ' "$err"; then
-        echo "stderr is not one 'attnrun: ' line: $(head -c 400 "$err" | tr '\n' '|')"
+    breaks=${all//[!$'\n']/}
+    if [ "${#breaks}" -ne 1 ] || [ "$ours" -eq 0 ]; then
+        w=${all:0:400}
+        echo "stderr is not one 'attnrun: ' line: ${w//$'\n'/|}"
         return
     fi
     while IFS= read -r w; do
-        [ -z "$w" ] || grep -qF -- "$w" "$err" || { echo "the message lacks '$w': $(cat "$err")"; return; }
+        [ -z "$w" ] || [[ $all == *"$w"* ]] || { echo "the message lacks '$w': ${all%$'\n'}"; return; }
     done <<<"$words"
     if [ -n "$stdout" ] && [ -s "$stdout" ]; then
-        echo "printed on standard output: $(head -c 200 "$stdout")"
+        file_text "$stdout"
+        echo "printed on standard output: ${TEXT:0:200}"
     elif [ -n "$out" ] && [ -e "$out" ]; then
         echo "left $out"
     fi
@@ -188,23 +209,25 @@ verdict_self_check() {
 judge() {
     local name=$1 statuses=$2 words=$3 out=$4 why before="" stdout=$T/stdout t0 tmp
     shift 4
-    find "$O" -mindepth 1 -delete
+    entries "$O"
+    [ "${#ENTRIES[@]}" -eq 0 ] || rm -rf "${ENTRIES[@]}"
     [ -n "${IN:-}" ] && before=$(snap "$IN")
     [ -n "${STDOUT:-}" ] && stdout=""
-    t0=$(now_ms)
+    t0=${EPOCHREALTIME/./}
     (
         [ -z "${ULIM:-}" ] || ulimit $ULIM || exit 125
         [ -z "${CWD:-}" ] || cd "$CWD" || exit 125
         exec timeout -s KILL "$TL" "$ATTNRUN" "$@"
     ) </dev/null >"${STDOUT:-$T/stdout}" 2>"$T/stderr"
     rc=$?
-    ms=$(($(now_ms) - t0))
+    ms=$(((${EPOCHREALTIME/./} - t0) / 1000))
     why=$(verdict "$statuses" "$words" "$out" "$rc" "$T/stderr" "$stdout")
-    if [ -z "$why" ] && [ "$rc" -ne 0 ] && [ -n "$(ls -A "$O")" ]; then
-        why="left $(ls -A "$O" | tr '\n' ' ')"
+    if [ -z "$why" ] && [ "$rc" -ne 0 ]; then
+        entries "$O"
+        [ "${#ENTRIES[@]}" -eq 0 ] || why="left ${ENTRIES[*]##*/}"
     fi
     if [ -z "$why" ]; then
-        tmp=$(find "$T" -name '*attnrun-tmp*' 2>/dev/null | head -n 3)
+        tmp=$(find "$T" -name '*attnrun-tmp*' -print -quit 2>/dev/null)
         [ -n "$tmp" ] && why="left a temporary: $tmp"
     fi
     if [ -z "$why" ] && [ -n "$before" ] && [ "$(snap "$IN")" != "$before" ]; then
