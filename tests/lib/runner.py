@@ -110,7 +110,7 @@ class Suite:
         self.tags = tags_of(path)
         self.log = os.path.join(logs, self.name + ".log")
         self.proc = None
-        self.start = self.seconds = 0.0
+        self.start = self.seconds = self.cpu = 0.0
         self.status = None
         self.counts = (0, 0)
 
@@ -205,8 +205,8 @@ def main():
         passed, failed = suite.counts
         verdict = "ok  " if suite.status == 0 else "FAIL"
         extra = "" if suite.status == 0 else ", exit %s" % suite.status
-        print("%s %-22s %6.1f s  %d passed, %d failed%s"
-              % (verdict, suite.name, suite.seconds, passed, failed, extra), flush=True)
+        print("%s %-22s %6.1f s  %6.1f s cpu  %d passed, %d failed%s"
+              % (verdict, suite.name, suite.seconds, suite.cpu, passed, failed, extra), flush=True)
         if suite.status != 0:
             print("---- %s ----" % suite.log, flush=True)
             with open(suite.log, encoding="utf-8", errors="replace") as f:
@@ -231,9 +231,13 @@ def main():
             running.append(nxt)
             if "serial" in nxt.tags:
                 break
-        pid, status = os.wait()
+        # wait4: the suite's processor time, its own and that of every
+        # process it waited for (the Python worker, orphaned on purpose, is
+        # not counted)
+        pid, status, usage = os.wait4(-1, 0)
         for s in running:
             if s.proc.pid == pid:
+                s.cpu = usage.ru_utime + usage.ru_stime
                 # A status as the shell gives it: 128 + N for signal N.
                 code = os.waitstatus_to_exitcode(status)
                 s.proc.returncode = code if code >= 0 else 128 - code
@@ -253,8 +257,9 @@ def main():
     print("slowest: " + ", ".join("%s %.0f s" % (s.name, s.seconds) for s in slowest))
     if failed:
         print("failed: " + " ".join(s.name for s in failed))
-    print("checks: %d passed, %d failed, in %.0f s"
-          % (sum(s.counts[0] for s in done), sum(s.counts[1] for s in done), wall))
+    print("checks: %d passed, %d failed, in %.0f s (%.0f s of processor time)"
+          % (sum(s.counts[0] for s in done), sum(s.counts[1] for s in done), wall,
+             sum(s.cpu for s in done)))
     if args.tier == "quick":
         print("this was the quick tier (each suite's fastest cases): `make test` runs every check")
     print("suites: %d passed, %d failed" % (len(done) - len(failed), len(failed)))
