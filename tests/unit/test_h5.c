@@ -334,6 +334,28 @@ static void test_round_trip_types_labels_chunks_attributes(void **state)
     H5Fclose(file);
 }
 
+/* Opening the --in-place copy marks HDF5's parse of it (a crash there is
+ * the file's, status 3) and unmarks it before returning, so that a crash
+ * afterwards is attnrun's own (status 1); creating an output marks
+ * nothing. */
+static void test_out_open_marks_the_parse_only_while_opening(void **state)
+{
+    const char *path = written_outputs(state);
+
+    attn_h5out *out = NULL;
+    attn_error err = {0};
+    assert_false(attn_parsing_file());
+    assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/first", &out, &err), ATTN_OK);
+    assert_false(attn_parsing_file());
+    assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
+    attn_parsing_enter();               /* inside a parse, it stays one */
+    assert_int_equal(attn_h5out_open(path, "dest.h5", "/runs/first", &out, &err), ATTN_OK);
+    assert_true(attn_parsing_file());
+    attn_parsing_leave();
+    assert_false(attn_parsing_file());
+    assert_int_equal(attn_h5out_close(out, &err), ATTN_OK);
+}
+
 /* --force: the results attnrun wrote give way; with their scales
  * detached; without force nothing does. */
 static void test_out_clear_result_only_with_force(void **state)
@@ -900,6 +922,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         test_with_fixture(test_round_trip_read_back_with_h5in),
         test_with_fixture(test_round_trip_types_labels_chunks_attributes),
+        test_with_fixture(test_out_open_marks_the_parse_only_while_opening),
         test_with_fixture(test_out_clear_result_only_with_force),
         test_with_fixture(test_out_clear_never_touches_a_user_object),
         test_with_fixture(test_out_group_through_a_dataset_is_usage_error),
