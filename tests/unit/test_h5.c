@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>             /* mallopt (glibc) */
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -605,7 +606,13 @@ static void test_list_objects_by_hard_links_only(void **state)
     attn_error err = {0};
     attn_h5in_list list;
     assert_int_equal(attn_h5in_open(path, &in, &err), ATTN_OK);
+    /* glibc fills what malloc returns with 0xa5 bytes while the list is
+     * made: a free of an entry past the count (64 made room for 10) frees
+     * a pointer of 0xa5 bytes and aborts, where fresh zeroed pages would
+     * hide it */
+    mallopt(M_PERTURB, 0x5a);
     assert_int_equal(attn_h5in_list_objects(in, &list, &err), ATTN_OK);
+    mallopt(M_PERTURB, 0);
     static const char *const expected[] = {"/X64", "/a", "/a/b", "/a/b/X", "/bool", "/group",
                                            "/ints", "/mask", "/mask64", "/mask8"};
     assert_int_equal(list.count, COUNT(expected));
