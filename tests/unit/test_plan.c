@@ -1206,6 +1206,28 @@ static void test_plan_slice_query_row_blocks(void **state)
     assert_int_equal(sizes.rows, 1024);
 }
 
+/* A step's rows as the buffers count them: a block of rows as it is, a
+ * whole item rounded up to whole tiles (the maps' chunks) -- 1000 rows in
+ * tiles of 256 count as 1024. */
+static void test_plan_whole_item_counts_whole_tiles(void **state)
+{
+    (void)state;
+    attn_layout layout = {
+        .dims = {.batch = 3, .n = 1000, .m = 1000, .d_model = 16, .heads = 2, .d_k = 8, .d_v = 8},
+        .batched = true,
+    };
+    attn_slice_sizes sizes;
+    sliced(&layout, ATTN_F32, ATTN_SAVE_DEFAULT, 1, 0, &sizes);
+    const size_t tile = sizes.least_rows;
+    assert_int_equal(tile, 256);
+    sizes.rows = 1000;                          /* the whole item */
+    assert_int_equal(attn_plan_step_bytes(&layout, &sizes, 1),
+                     sizes.bytes_per_base + 1024 * sizes.bytes_per_row);
+    sizes.rows = 512;                           /* a block: as it is */
+    assert_int_equal(attn_plan_step_bytes(&layout, &sizes, 1),
+                     sizes.bytes_per_base + 512 * sizes.bytes_per_row);
+}
+
 /* The benchmark's shapes (bench/workloads.h), as the planner sees them. */
 typedef struct bench_shape {
     const char *name;
@@ -1704,6 +1726,7 @@ int main(void)
         cmocka_unit_test(test_plan_slice_buffer_sizes),
         cmocka_unit_test(test_plan_slice_budget_picks_item_count),
         cmocka_unit_test(test_plan_slice_query_row_blocks),
+        cmocka_unit_test(test_plan_whole_item_counts_whole_tiles),
         cmocka_unit_test(test_plan_slice_overflow_is_rejected),
         cmocka_unit_test(test_plan_step_blocks_by_hand),
         cmocka_unit_test(test_plan_map_in_weights_place),
