@@ -17,6 +17,8 @@ import sys
 import numpy as np
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, TESTS)
+import reference  # noqa: E402  (tests/ref/reference.py, the tree's one attention reference)
 FLOAT = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?|(?<![\w.])-?\d+(?![\w.])")
 
 
@@ -121,11 +123,7 @@ def toy_reference():
                   [0.3, 0.7, 0.2, 0.9, 0.1, 0.6]])
     rng = np.random.RandomState(42)                 # what np.random.seed(42) sets up
     W_Q, W_K, W_V = (rng.randn(6, 3) * 0.5 for _ in range(3))
-    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
-    scores = Q @ K.T / np.sqrt(3.0)
-    e = np.exp(scores - scores.max(axis=1, keepdims=True))
-    weights = e / e.sum(axis=1, keepdims=True)
-    heads = weights @ V
+    Q, K, V, scores, weights, heads = reference.walkthrough(X, W_Q, W_K, W_V)
     return {"X": X, "W_Q": W_Q, "W_K": W_K, "W_V": W_V, "Q": Q, "K": K, "V": V,
             "scores": scores, "weights": weights, "heads": heads}
 

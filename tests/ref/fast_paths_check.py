@@ -1,8 +1,9 @@
 """tests/ref/fast_paths_check.py - the paths attnrun takes for speed (threads,
 the online softmax, query rows in blocks) give the same answers, for
-tests/cli/test_fast.sh.  The reference below is written from the formulas of
-docs/contract.md §2 with its rules for NaN rows and rows that see no key,
-independently of attnrun.  Each command prints nothing and exits 0 when the
+tests/cli/test_fast.sh.  The reference is the tree's one
+(tests/ref/reference.py, written from the formulas of docs/contract.md §2
+with its rules for NaN rows and rows that see no key, independently of
+attnrun).  Each command prints nothing and exits 0 when the
 check holds, else prints the problems and exits 1.
 
     python3 tests/ref/fast_paths_check.py inputs DIR
@@ -19,7 +20,8 @@ import sys
 import numpy as np
 import h5py
 
-OUTPUTS = ("scores", "weights", "heads", "output", "q", "k", "v")
+import reference as attention_reference   # tests/ref/reference.py
+from reference import OUTPUTS, PATHS_TOLERANCE
 
 
 def inputs(d):
@@ -95,72 +97,25 @@ def compare(a_path, b_path, mode):
                     continue
                 scale = max(float(np.abs(y[finite]).max()), 1e-30)
                 err = float(np.abs(x[finite].astype("f8") - y[finite].astype("f8")).max()) / scale
-                if not err <= 1e-5:
-                    problems.append(f"{n}: relative difference {err:g} > 1e-5")
+                if not err <= PATHS_TOLERANCE:
+                    problems.append(f"{n}: relative difference {err:g} > {PATHS_TOLERANCE:g}")
     return problems
 
 
-def attention(in_path, H, causal, mask, kv):
-    """weights, heads and output of IN in float64: a row with a NaN is NaN
-    throughout, a row that sees no key is 0."""
-    with h5py.File(in_path, "r") as f:
-        X = f["X"][()].astype("f8")
-        Y = f[kv][()].astype("f8") if kv != "-" else X
-        keep = f[mask][()].astype(bool) if mask != "-" else None
-        W = {w: f[w][()].astype("f8") for w in ("W_Q", "W_K", "W_V", "W_O")}
-        b = {k: (f[k][()].astype("f8") if k in f else 0.0) for k in ("b_Q", "b_K", "b_V", "b_O")}
-    B, n, D = X.shape
-    m = Y.shape[1]
-    dk = W["W_Q"].shape[1] // H
-    dv = W["W_V"].shape[1] // H
-
-    def split(T, d):                      # (B, rows, H*d) -> (B, H, rows, d)
-        return T.reshape(B, T.shape[1], H, d).transpose(0, 2, 1, 3)
-    Q = split(X @ W["W_Q"] + b["b_Q"], dk)
-    K = split(Y @ W["W_K"] + b["b_K"], dk)
-    V = split(Y @ W["W_V"] + b["b_V"], dv)
-    S = Q @ K.transpose(0, 1, 3, 2) / np.sqrt(dk)
-    hidden = np.zeros((B, 1, n, m), bool)
-    if causal:
-        hidden |= np.triu(np.ones((n, m), bool), 1)[None, None]
-    if keep is not None:
-        hidden |= ~keep[:, None, None, :]
-    S = np.where(hidden, -np.inf, S)
-    top = S.max(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore"):
-        E = np.where(hidden, 0.0, np.exp(S - np.where(np.isfinite(top), top, 0.0)))
-    total = E.sum(axis=-1, keepdims=True)
-    A = np.divide(E, total, out=np.zeros_like(E), where=(total > 0) | np.isnan(total))
-    heads_out = A @ V
-    O = heads_out.transpose(0, 2, 1, 3).reshape(B, n, H * dv) @ W["W_O"] + b["b_O"]
-    return {"weights": A, "heads": heads_out, "output": O}
-
-
 def reference(in_path, out_path, heads, causal, mask, kv):
-    ref = attention(in_path, int(heads), causal == "1", mask, kv)
-    # weights absolute, heads and output relative to their largest magnitude
-    want = {"weights": (1e-5, False), "heads": (1e-4, True), "output": (1e-4, True)}
+    """OUT's weights, heads and output against reference.py's, within its
+    tolerance() (weights absolute, heads and output relative to their
+    largest magnitude); NaN and -inf exactly where the reference has them."""
+    ref = attention_reference.from_file(in_path, int(heads), causal=causal == "1",
+                                        y=None if kv == "-" else kv,
+                                        keep=None if mask == "-" else mask)
     problems = []
     with h5py.File(out_path, "r") as f:
-        for name, (tol, relative) in want.items():
-            if name not in f:
-                continue
-            got = f[name][()].astype("f8")
-            if got.shape != ref[name].shape:
-                problems.append(f"{name}: shape {got.shape}, expected {ref[name].shape}")
-                continue
-            nan = np.isnan(ref[name])
-            if (np.isnan(got) != nan).any():
-                problems.append(f"{name}: NaN at {np.count_nonzero(np.isnan(got))} places, "
-                                f"expected {np.count_nonzero(nan)}")
-                continue
-            if nan.all():
-                continue
-            err = np.abs(got[~nan] - ref[name][~nan]).max()
-            if relative:
-                err /= max(np.abs(ref[name][~nan]).max(), 1e-30)
-            if not err <= tol:
-                problems.append(f"{name}: error {err:g} > {tol:g}")
+        for name in ("weights", "heads", "output"):
+            if name in f:
+                why = attention_reference.off_by(name, f[name][()], ref[name])
+                if why:
+                    problems.append(why)
     return problems
 
 

@@ -1,5 +1,5 @@
 """tests/ref/forward_example_check.py - the numbers examples/forward.c prints,
-against float64 numpy written from the formulas (x W per head, scale
+against the float64 reference (tests/ref/reference.py: x W per head, scale
 1/sqrt(d_k), causal mask, softmax over keys, weights V, concat W_O), to 1e-9,
 for tests/cli/test_install.sh.
 
@@ -11,6 +11,8 @@ for tests/cli/test_install.sh.
 import sys
 
 import numpy as np
+
+import reference   # tests/ref/reference.py, the tree's one attention reference
 
 N, D, H, DK = 3, 4, 2, 2
 
@@ -24,16 +26,8 @@ def expected_values():
     x = fill(N * D, 1).reshape(N, D)
     wq, wk, wv = (fill(D * H * DK, k).reshape(D, H * DK) for k in (2, 4, 5))
     wo = fill(H * DK * D, 7).reshape(H * DK, D)
-    q, k, v = x @ wq, x @ wk, x @ wv
-    weights, concat = np.zeros((H, N, N)), np.zeros((N, H * DK))
-    for h in range(H):
-        cols = slice(h * DK, (h + 1) * DK)
-        scores = q[:, cols] @ k[:, cols].T / np.sqrt(DK)
-        scores[np.triu_indices(N, 1)] = -np.inf
-        e = np.exp(scores - scores.max(axis=1, keepdims=True))
-        weights[h] = e / e.sum(axis=1, keepdims=True)
-        concat[:, cols] = weights[h] @ v[:, cols]
-    return np.concatenate([weights.ravel(), (concat @ wo).ravel()])
+    ref = reference.attention(x, wq, wk, wv, wo, H, causal=True)
+    return np.concatenate([ref["weights"].ravel(), ref["output"].ravel()])
 
 
 def main(path):

@@ -63,17 +63,7 @@ def _f64(a):
     return None if a is None else np.asarray(a, dtype=np.float64)
 
 
-def _masked_softmax(S, hidden):
-    """Softmax over the last axis of S with `hidden` entries excluded.
-    Returns (scores with -inf where hidden, weights); a row with no visible
-    key gets weights 0 (never NaN)."""
-    S = np.where(hidden, -np.inf, S)
-    top = S.max(axis=-1, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    E = np.where(hidden, 0.0, np.exp(np.where(hidden, 0.0, S - top)))
-    total = E.sum(axis=-1, keepdims=True)
-    A = np.divide(E, total, out=np.zeros_like(E), where=total > 0)
-    return S, A
+_masked_softmax = reference.masked_softmax   # one softmax for the tree
 
 
 def alibi_slopes(H):
