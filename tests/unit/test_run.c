@@ -751,6 +751,248 @@ static void test_progress_reports_each_block_of_rows(void **state)
                                            LONG_N));
 }
 
+/* ---- the same bytes whatever the schedule -------------------------------- */
+
+/* A batch of SCHEDULE_B items of SCHEDULE_N queries (m = n): n m is above
+ * ATTN_MAP_TILE^2, so the maps are chunked in 256 x 256 tiles and a step
+ * may hold a block of 256 of an item's 260 query rows (then 4). */
+enum { SCHEDULE_B = 3, SCHEDULE_N = 260 };
+#define SCHEDULE_SEED 20240611u
+
+/* The next value of a 32-bit linear congruential generator (Numerical
+ * Recipes' constants) in [-scale / 2, scale / 2): 24 bits, exact in float. */
+static float lcg_value(uint32_t *state, float scale)
+{
+    *state = *state * 1664525u + 1013904223u;
+    return scale * ((float)(*state >> 8) / 16777216.0f - 0.5f);
+}
+
+/* Writes in.h5: X (B, n, D) and the legend's weights and biases, all from
+ * one generator started at seed, and a key mask /mask (B, n) uint8 that
+ * hides key 0 of item 0 (with causal, its first query sees no key), every
+ * third key of item 1 and the last 40 keys of item 2. */
+static void write_schedule_input(run_fixture *f, uint32_t seed)
+{
+    static float x[SCHEDULE_B * SCHEDULE_N * D];
+    static uint8_t mask[SCHEDULE_B][SCHEDULE_N];
+    input_values v;
+    uint32_t lcg = seed;
+    for (size_t i = 0; i < COUNT(x); i++)
+        x[i] = lcg_value(&lcg, 4.0f);
+    const struct {
+        float *values;
+        size_t count;
+        float scale;
+    } parts[] = {
+        {&v.w_q[0][0], D * H * DK, 2.0f}, {&v.w_k[0][0], D * H * DK, 2.0f},
+        {&v.w_v[0][0], D * H * DV, 2.0f}, {&v.w_o[0][0], H * DV * D, 2.0f},
+        {v.b_q, H * DK, 0.5f},            {v.b_k, H * DK, 0.5f},
+        {v.b_v, H * DV, 0.5f},            {v.b_o, D, 0.5f},
+    };
+    for (size_t p = 0; p < COUNT(parts); p++)
+        for (size_t i = 0; i < parts[p].count; i++)
+            parts[p].values[i] = lcg_value(&lcg, parts[p].scale);
+    for (size_t k = 0; k < SCHEDULE_N; k++) {
+        mask[0][k] = k != 0;
+        mask[1][k] = k % 3 != 1;
+        mask[2][k] = k < SCHEDULE_N - 40;
+    }
+
+    input_dataset sets[INPUT_DATASETS];
+    input_datasets(&v, x, SCHEDULE_B, SCHEDULE_N, sets);
+    write_datasets(f->input, sets, INPUT_DATASETS);
+    hid_t file = test_h5_open(f->input, H5F_ACC_RDWR);
+    const hsize_t dims[2] = {SCHEDULE_B, SCHEDULE_N};
+    test_h5_put(file, "/mask", H5T_STD_U8LE, H5T_NATIVE_UINT8, 2, dims, &mask[0][0]);
+    assert_true(H5Fclose(file) >= 0);
+}
+
+/* One dataset of an output file, as stored. */
+typedef struct stored_dataset {
+    char name[64];
+    hid_t type;              /* its stored type */
+    int rank;
+    hsize_t dims[4];
+    size_t size;             /* bytes */
+    unsigned char *bytes;    /* read in the stored type: no conversion */
+} stored_dataset;
+
+/* Every dataset at the root of a file, in the order of their names. */
+typedef struct stored_file {
+    size_t count;
+    stored_dataset sets[16];
+} stored_file;
+
+static void read_stored(const char *path, stored_file *s)
+{
+    hid_t file = test_h5_open(path, H5F_ACC_RDONLY);
+    H5G_info_t info;
+    assert_true(H5Gget_info(file, &info) >= 0);
+    s->count = 0;
+    for (hsize_t i = 0; i < info.nlinks; i++) {
+        char name[64];
+        ssize_t len = H5Lget_name_by_idx(file, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
+                                         sizeof name, H5P_DEFAULT);
+        assert_true(len > 0 && (size_t)len < sizeof name);
+        hid_t object = H5Oopen(file, name, H5P_DEFAULT);
+        assert_true(object >= 0);
+        if (H5Iget_type(object) == H5I_DATASET) {
+            assert_true(s->count < COUNT(s->sets));
+            stored_dataset *d = &s->sets[s->count++];
+            snprintf(d->name, sizeof d->name, "%s", name);
+            d->type = H5Dget_type(object);
+            assert_true(d->type >= 0);
+            hid_t space = H5Dget_space(object);
+            d->rank = H5Sget_simple_extent_ndims(space);
+            assert_in_range(d->rank, 0, 4);
+            assert_int_equal(H5Sget_simple_extent_dims(space, d->dims, NULL), d->rank);
+            d->size = (size_t)H5Sget_simple_extent_npoints(space) * H5Tget_size(d->type);
+            H5Sclose(space);
+            d->bytes = malloc(d->size + 1);
+            assert_non_null(d->bytes);
+            assert_true(H5Dread(object, d->type, H5S_ALL, H5S_ALL, H5P_DEFAULT, d->bytes) >= 0);
+        }
+        H5Oclose(object);
+    }
+    assert_true(H5Fclose(file) >= 0);
+}
+
+static void stored_free(stored_file *s)
+{
+    for (size_t i = 0; i < s->count; i++) {
+        H5Tclose(s->sets[i].type);
+        free(s->sets[i].bytes);
+    }
+    s->count = 0;
+}
+
+/* s holds a dataset called name. */
+static bool stored_has(const stored_file *s, const char *name)
+{
+    for (size_t i = 0; i < s->count; i++)
+        if (strcmp(s->sets[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+/* got holds the datasets of first, of the same types and shapes, byte for
+ * byte; a failure names the run (what), the dataset and the first byte
+ * that differs. */
+static void assert_same_stored(const stored_file *got, const stored_file *first, const char *what)
+{
+    if (got->count != first->count)
+        fail_msg("%s: %zu datasets, the first run %zu", what, got->count, first->count);
+    for (size_t i = 0; i < first->count; i++) {
+        const stored_dataset *a = &got->sets[i], *b = &first->sets[i];
+        if (strcmp(a->name, b->name) != 0)
+            fail_msg("%s: dataset %s where the first run has %s", what, a->name, b->name);
+        if (H5Tequal(a->type, b->type) <= 0 || a->rank != b->rank ||
+            memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]) != 0 ||
+            a->size != b->size)
+            fail_msg("%s: %s: another type or shape than the first run's", what, a->name);
+        if (memcmp(a->bytes, b->bytes, a->size) != 0)
+            for (size_t k = 0; k < a->size; k++)
+                if (a->bytes[k] != b->bytes[k])
+                    fail_msg("%s: %s differs from the first run's at byte %zu of %zu", what,
+                             a->name, k, a->size);
+    }
+}
+
+/*
+ * The results do not depend on how the work is scheduled: with causal and
+ * a key mask, for each softmax (the full one when the maps are saved, the
+ * online one when only heads and output are), every run of threads
+ * {1, 2, 3} x steps {slices of 2 items (then 1), of 1 item, 1 item in
+ * blocks of rows under a small --memory} stores every dataset byte for
+ * byte as the path's first run.  (Blocks of rows come one item a step:
+ * the plan cuts items in blocks only when not even one fits.)
+ * The report and the progress show that each run took the softmax, the
+ * threads and the steps asked.
+ */
+static void test_results_bit_identical_across_threads_slices_and_blocks(void **state)
+{
+    run_fixture *f = *state;
+    write_schedule_input(f, SCHEDULE_SEED);
+    static const struct {
+        const char *name;
+        size_t slice_items;   /* --batch-slice; 0: by memory */
+        size_t memory;        /* --memory; 0: the default */
+        size_t items;         /* items a slice, as planned */
+        bool blocks;          /* rows in blocks (else whole items) */
+    } schedules[] = {
+        {"2 items a slice", 2, 0, 2, false},
+        {"1 item a slice", 1, 0, 1, false},
+        {"1 item a slice in blocks of rows", 0, (size_t)64 << 10, 1, true},
+    };
+    static const int threads[] = {1, 2, 3};
+    static const struct {
+        const char *name;
+        unsigned save;
+        bool online;
+    } paths[] = {
+        {"maps saved (full softmax)", ATTN_SAVE_DEFAULT, false},
+        {"heads and output (online softmax)", (1u << ATTN_OUT_HEADS) | (1u << ATTN_OUT_OUTPUT),
+         true},
+    };
+
+    for (size_t p = 0; p < COUNT(paths); p++) {
+        stored_file first = {0}, got = {0};
+        bool have_first = false;
+        for (size_t t = 0; t < COUNT(threads); t++)
+            for (size_t s = 0; s < COUNT(schedules); s++) {
+                char what[160];
+                snprintf(what, sizeof what, "%s, %d threads, %s", paths[p].name, threads[t],
+                         schedules[s].name);
+                attn_run_options opt = default_options(f);
+                opt.force = true;
+                opt.names[ATTN_IN_MASK] = "mask";
+                opt.variant.causal = true;
+                opt.save = paths[p].save;
+                opt.threads = threads[t];
+                opt.slice_items = schedules[s].slice_items;
+                opt.memory_budget = schedules[s].memory;
+                attn_run_report report;
+                progress_log log = {0};
+                run_logged(&opt, &log, &report);
+
+                /* the run took the softmax, threads and steps asked */
+                assert_true(report.inputs[ATTN_IN_MASK].present);
+                assert_int_equal(report.online, paths[p].online);
+                assert_int_equal(report.threads, threads[t]);
+                assert_int_equal(report.slice_items, schedules[s].items);
+                const size_t rows = report.slice_rows;
+                const size_t item = attn_run_work(&report, 0, SCHEDULE_N);
+                if (schedules[s].blocks) {
+                    assert_true(rows >= report.least_rows && rows < SCHEDULE_N);
+                    /* a step ended after the first block of each item */
+                    for (size_t b = 0; b < SCHEDULE_B; b++)
+                        assert_reported(&log, b * item + attn_run_work(&report, 0, rows));
+                } else {
+                    assert_int_equal(rows, SCHEDULE_N);
+                    /* a step ended after each slice */
+                    for (size_t b = schedules[s].items; b < SCHEDULE_B; b += schedules[s].items)
+                        assert_reported(&log, b * item);
+                }
+                assert_reported(&log, SCHEDULE_B * item);
+
+                read_stored(f->output, have_first ? &got : &first);
+                if (!have_first) {
+                    /* the outputs saved, and only those */
+                    assert_true(stored_has(&first, "heads"));
+                    assert_true(stored_has(&first, "output"));
+                    assert_int_equal(stored_has(&first, "scores"), !paths[p].online);
+                    assert_int_equal(stored_has(&first, "weights"), !paths[p].online);
+                    have_first = true;
+                } else {
+                    assert_same_stored(&got, &first, what);
+                    stored_free(&got);
+                }
+            }
+        stored_free(&first);
+    }
+    assert_entries(f, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -767,6 +1009,7 @@ int main(void)
         test_with_fixture(test_second_in_place_without_force_leaves_file_unchanged),
         test_with_fixture(test_progress_reaches_total_in_increasing_steps),
         test_with_fixture(test_progress_reports_each_block_of_rows),
+        test_with_fixture(test_results_bit_identical_across_threads_slices_and_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
