@@ -35,7 +35,7 @@
 #     links to a part of its own, no two part names the same once case is
 #     folded (on macOS or a Windows share they would be one file).
 # The checks of files are tests/ref/append_index.py, fixture_tolerances.py,
-# identical_outputs.py and tree_snapshot.py; the lock's driver is
+# same_file.py and tree_snapshot.py; the lock's driver is
 # lock_contention.py.  Each check prints "ok NAME", "FAIL NAME: WHY" or
 # "skip NAME: WHY"; the last line is "append: N passed, M failed"; the exit
 # status is 1 when M > 0.
@@ -140,7 +140,7 @@ check_gather() {
 
     for i in 0 1 2; do
         expect "layer $i equals a direct run bit for bit" \
-            ref identical_outputs.py outputs "/model/layer$i" "$RES/results.h5" "$D1/direct/layer$i.h5"
+            ref same_file.py outputs "/model/layer$i" "$RES/results.h5" "$D1/direct/layer$i.h5"
     done
     for c in /fixtures/gpt2=gpt2 /toy=toy; do
         within "${c#*=} fixture within fixtures/tolerances.tsv of its numpy reference" "$RES/results.h5" "$c"
@@ -290,7 +290,7 @@ check_force() {
     fi
     layer_run 2 -o "$D1/direct/layer1_as_2.h5" --group /model/layer1
     expect "--force: the group now holds the new results" \
-        ref identical_outputs.py outputs /model/layer1 "$RES/results.h5" "$D1/direct/layer1_as_2.h5"
+        ref same_file.py outputs /model/layer1 "$RES/results.h5" "$D1/direct/layer1_as_2.h5"
     others_after=$(sha256sum "$RES"/results.h5.parts/model+layer0.1.h5 "$RES"/results.h5.parts/toy.1.h5)
     if [ -e "$part1" ]; then
         bad "--force: the replaced part is still there"
@@ -304,7 +304,7 @@ check_force() {
     # back to layer 1, for the checks after this one
     layer_run 1 -o "$RES/results.h5" --append --group /model/layer1 --force
     expect "--force again: generation 3 holds layer 1" \
-        ref identical_outputs.py outputs /model/layer1 "$RES/results.h5" "$D1/direct/layer1.h5" + \
+        ref same_file.py outputs /model/layer1 "$RES/results.h5" "$D1/direct/layer1.h5" + \
         ref append_index.py parts "$RES/results.h5.parts" model+layer1. model+layer1.3.h5
     # a user's file in the parts directory that no link names is not attnrun's to delete,
     # unless it carries the very name a crash would leave
@@ -469,7 +469,7 @@ check_moves() {
     # appending to the moved index works and leaves the other links right
     run "$FIX/toy.h5" -o "$d/elsewhere/moved/results.h5" --heads 1 --append --group /toy2
     within "appending to the moved index" "$d/elsewhere/moved/results.h5" /toy2=toy + \
-        ref identical_outputs.py outputs /model/layer0 "$d/elsewhere/moved/results.h5" "$D1/direct/layer0.h5"
+        ref same_file.py outputs /model/layer0 "$d/elsewhere/moved/results.h5" "$D1/direct/layer0.h5"
 }
 
 check_symlink_and_mode() {

@@ -183,7 +183,7 @@ for input in grouped long; do
                 by_place run "$T/$input.h5" -o "$out" --heads 4 "${attention[@]}" --save "$save" -q "${extra[@]}"
                 if [ "$rc" -ne 0 ]; then
                     bad "$name $way under blas_by_place: exit $rc: $(head -c 300 "$T/stderr")"
-                elif why=$(ref identical_outputs.py datasets "$base.default.h5" "$out" 2>&1); then
+                elif why=$(ref same_file.py datasets "$base.default.h5" "$out" 2>&1); then
                     ok "$name under blas_by_place: $way writes the default run's bits"
                 else
                     bad "$name under blas_by_place: $way differs from the default run: $why"

@@ -13,7 +13,7 @@
 # Inputs other than fixtures/ are generated at test time
 # (tests/ref/attention_inputs.py) in a temporary directory that is removed
 # on exit; the checks of files are tests/ref/output_layout.py,
-# provenance_check.py, in_place_result.py and identical_outputs.py.  Each
+# provenance_check.py, in_place_result.py and same_file.py.  Each
 # check prints "ok NAME [detail]", "FAIL NAME: WHY" or "skip NAME: WHY";
 # the last line is "cli: N passed, M failed"; the exit status is 1 when M > 0.
 
@@ -132,7 +132,7 @@ check_compress() {
     ran "compress: plain run" "$d/in.h5" -o "$d/plain.h5" --heads 2 || return
     ran "compress: --compress 4" "$d/in.h5" -o "$d/gz.h5" --heads 2 --compress 4 || return
     expect compress_filters ref output_layout.py compress_filters "$d/gz.h5" "$d/plain.h5"
-    expect compress_same_values ref identical_outputs.py outputs / "$d/gz.h5" "$d/plain.h5"
+    expect compress_same_values ref same_file.py outputs / "$d/gz.h5" "$d/plain.h5"
     plain=$(stat -c %s "$d/plain.h5")
     gz=$(stat -c %s "$d/gz.h5")
     if [ "$gz" -lt "$plain" ]; then
@@ -249,7 +249,7 @@ check_streaming() {
         ran "streaming_slices: --batch-slice $s" "$d/in.h5" -o "$d/slice$s.h5" --heads 4 --causal \
             --save $ALL --batch-slice $s || return
     done
-    expect streaming_slices ref identical_outputs.py outputs / "$d/default.h5" "$d/slice1.h5" "$d/slice3.h5"
+    expect streaming_slices ref same_file.py outputs / "$d/default.h5" "$d/slice1.h5" "$d/slice3.h5"
 }
 
 # ---------------------------------------------------------------- 12. memory
@@ -415,7 +415,7 @@ check_threads() {
         ran "threads_bit_identical: --threads $t" "$d/in.h5" -o "$d/t$t.h5" --heads 4 --threads $t \
             --save $ALL || return
     done
-    expect threads_bit_identical ref identical_outputs.py outputs / "$d/t1.h5" "$d/t2.h5"
+    expect threads_bit_identical ref same_file.py outputs / "$d/t1.h5" "$d/t2.h5"
 }
 
 # ---------------------------------------------------------------- 16. non-finite

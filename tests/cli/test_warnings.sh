@@ -98,7 +98,7 @@ warns() {
         bad "$name: stderr $(head -c 600 "$T/stderr" | tr '\n' '|'), expected $(tr '\n' '|' <"$T/expected")"
     elif [ "$rcq" -ne 0 ] || [ -s "$T/stderr.q" ]; then
         bad "$name: -q: exit $rcq, stderr $(head -c 300 "$T/stderr.q")"
-    elif ! same=$(ref identical_outputs.py datasets "$T/$name.h5" "$T/$name-q.h5" 2>&1); then
+    elif ! same=$(ref same_file.py datasets "$T/$name.h5" "$T/$name-q.h5" 2>&1); then
         bad "$name: the results with -q differ: $same"
     else
         ok "$name: $([ -n "$expected" ] && echo "$(wc -l <"$T/expected") warning line(s)" ||

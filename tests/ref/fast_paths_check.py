@@ -9,7 +9,8 @@ check holds, else prints the problems and exits 1.
     python3 tests/ref/fast_paths_check.py inputs DIR
         the suite's inputs: DIR/self.h5, cross.h5, many.h5, nan.h5, odd.h5, long.h5
     python3 tests/ref/fast_paths_check.py compare A.h5 B.h5 exact|close|online
-        the datasets of A against B's -- exact: the same bytes; close: within
+        the datasets of A against B's -- exact: the same bytes (same_file.py's
+        comparison); close: within
         float32 tolerance; online: the output only, within float32 tolerance
     python3 tests/ref/fast_paths_check.py reference IN.h5 OUT.h5 HEADS CAUSAL MASK KV
         OUT's weights, heads and output against float64 numpy (CAUSAL 1 or 0,
@@ -22,6 +23,7 @@ import h5py
 
 import reference as attention_reference   # tests/ref/reference.py
 from reference import OUTPUTS, PATHS_TOLERANCE
+import same_file                           # tests/ref/same_file.py, the one comparer
 
 
 def inputs(d):
@@ -87,9 +89,9 @@ def compare(a_path, b_path, mode):
             if x.shape != y.shape or x.dtype != y.dtype:
                 problems.append(f"{n}: {x.shape} {x.dtype} vs {y.shape} {y.dtype}")
             elif mode == "exact":
-                if x.tobytes() != y.tobytes():
-                    diff = np.abs(x.astype("f8") - y.astype("f8"))
-                    problems.append(f"{n}: {np.count_nonzero(diff)} values differ, max {np.nanmax(diff):g}")
+                d = same_file.value_difference(np.ascontiguousarray(x), np.ascontiguousarray(y))
+                if d is not None:
+                    problems.append(f"{n}: {d.elements} values differ, the first at {d.at}")
             else:
                 finite = np.isfinite(y)
                 if (np.isfinite(x) != finite).any() or (x[~finite] != y[~finite]).any():

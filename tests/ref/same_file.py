@@ -1,12 +1,31 @@
 #!/usr/bin/env python3
-"""tests/ref/same_file.py - are two attnrun output files the same file?
+"""tests/ref/same_file.py - are two of attnrun's files the same, bit for bit?
+The tree's one file comparer (h5py and numpy only, independently of
+attnrun), in three modes:
 
     same_file.py A.h5 B.h5 [--ignore-attr NAME ...] [--no-chunks]
+        the whole file: for a serial run against an MPI one
+        (tests/cli/test_mpi.sh) and two builds (scripts/compare-builds.py,
+        which imports walk, Differ and CHUNKS).
+    same_file.py outputs GROUP A B [B2 ...]
+        the outputs (scores ... v) in GROUP of A and of each B: the same
+        names (at least one), dtypes, shapes and values bit for bit.  For
+        two ways of running (threads, batch slices, --compress, --append
+        against -o) that must give one answer.
+    same_file.py datasets A B
+        every dataset of both files, axis scales included: the same paths,
+        dtypes, shapes and values bit for bit; nothing else (attributes,
+        links, chunks, filters) compared.
 
-Written for tests/cli/test_mpi.sh (a serial run against an MPI one) and
-scripts/compare-builds.py (two builds), independently of attnrun (h5py and numpy
-only): walks both files from the root through every hard link and
-requires
+The first argument picks the mode: exactly `outputs` or `datasets` is
+that mode; anything else is the first file of the whole-file mode (a file
+named outputs or datasets is compared whole by another name for it, such
+as ./outputs).  Every mode compares values alike (value_difference): by
+their raw bytes, so a NaN equals a NaN of the same bits and 0.0 differs
+from -0.0; strings as str.
+
+The whole-file mode walks both files from the root through every hard
+link and requires
   - the same links in every group, of the same kinds (a soft link's path
     and an external link's file and path compared, never followed);
   - for every group and dataset the same attributes with equal values and
@@ -21,13 +40,20 @@ requires
   - dimension scales: the same datasets are scales, with the same scale
     names; on every axis of every dataset the same attached scales (by
     path) and the same label.
-Prints one line naming the first difference and exits 1; prints nothing
-and exits 0 when the files are the same.  Exit 2: usage or unreadable file.
+
+Every mode prints one line naming the first difference and exits 1;
+prints nothing and exits 0 when the files agree.  Exit 2: a usage error
+(outputs and datasets: this text on stderr, tests/ref/subcommands.py), or
+in the whole-file mode a file it cannot open or compare.
 """
+import collections
+import os
 import sys
 
 import numpy as np
 import h5py
+
+from subcommands import check, run
 
 INTERNAL = ("DIMENSION_LIST", "REFERENCE_LIST")
 
@@ -81,6 +107,49 @@ def compare_attrs(path, oa, ob, ignore):
             differ("%s@%s: attribute values %r vs %r" % (path, k, va, vb))
 
 
+def values(d):
+    """A dataset's values as every mode compares them: its strings as a
+    flat list of str, else its values as an array in C order."""
+    if h5py.check_string_dtype(d.dtype) is not None:
+        return [as_str(x) for x in np.asarray(d[()]).ravel().tolist()]
+    return np.ascontiguousarray(d[()])
+
+
+# How two datasets' values differ: at, the index of the first element that
+# does (a tuple; a flat index for strings), and elements, how many do -- by
+# value (NaN equal to NaN) when numeric, floats that differ as numbers,
+# else by their bytes (as str for strings); byte and bytes, the first
+# differing byte of the raw data and how many differ (None for strings).
+Difference = collections.namedtuple("Difference", "at elements numeric byte bytes")
+
+
+def first_true(mask):
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+def value_difference(va, vb):
+    """None when va and vb, the values (values()) of two datasets of one
+    dtype and shape, not of objects other than strings, are the same bit
+    for bit -- raw bytes, so a NaN equals a NaN of the same bits and 0.0
+    differs from -0.0; strings as str -- else their Difference."""
+    if isinstance(va, list):
+        diff = [x != y for x, y in zip(va, vb)]
+        if not any(diff):
+            return None
+        return Difference(diff.index(True), sum(diff), False, None, None)
+    ba, bb = va.reshape(-1).view(np.uint8), vb.reshape(-1).view(np.uint8)
+    if np.array_equal(ba, bb):
+        return None
+    byte_diff = ba != bb
+    byte, nbytes = int(np.argmax(byte_diff)), int(byte_diff.sum())
+    if va.dtype.fields is None and va.dtype.kind in "fc":
+        diff = ~((va == vb) | (np.isnan(va) & np.isnan(vb)))
+        if diff.any():
+            return Difference(first_true(diff), int(diff.sum()), True, byte, nbytes)
+    diff = byte_diff.reshape(va.shape + (va.dtype.itemsize,)).any(axis=-1)
+    return Difference(first_true(diff), int(diff.sum()), False, byte, nbytes)
+
+
 CHUNKS = True                           # --no-chunks: False
 
 
@@ -106,27 +175,22 @@ def compare_dataset(path, a, b):
         if not values_equal(fa, fb):
             differ("%s: fill value %r vs %r" % (path, fa, fb))
     if h5py.check_string_dtype(a.dtype) is not None:
-        la = [as_str(x) for x in np.asarray(a[()]).ravel().tolist()]
-        lb = [as_str(x) for x in np.asarray(b[()]).ravel().tolist()]
-        if la != lb:
-            first = next(i for i, (x, y) in enumerate(zip(la, lb)) if x != y)
+        la, lb = values(a), values(b)
+        d = value_difference(la, lb)
+        if d is not None:
             differ("%s: strings differ, first at flat index %d: %r vs %r"
-                   % (path, first, la[first], lb[first]))
+                   % (path, d.at, la[d.at], lb[d.at]))
         return
     if a.dtype.kind == "O":
         differ("%s: dataset of type %s not comparable here" % (path, a.dtype))
-    va, vb = a[()], b[()]
-    va, vb = np.ascontiguousarray(va), np.ascontiguousarray(vb)
-    if a.dtype.fields is None and a.dtype.kind in "fc":
-        if not np.array_equal(va, vb, equal_nan=True):
-            diff = ~((va == vb) | (np.isnan(va) & np.isnan(vb)))
-            idx = tuple(int(i) for i in np.argwhere(diff)[0])
-            differ("%s: values differ (%d elements), first at %s: %r vs %r"
-                   % (path, int(diff.sum()), idx, va[idx], vb[idx]))
-    ba, bb = va.reshape(-1).view(np.uint8), vb.reshape(-1).view(np.uint8)
-    if not np.array_equal(ba, bb):
-        first = int(np.argmax(ba != bb))
-        differ("%s: bytes differ (%d bytes), first at byte %d" % (path, int((ba != bb).sum()), first))
+    va, vb = values(a), values(b)
+    d = value_difference(va, vb)
+    if d is None:
+        return
+    if d.numeric:
+        differ("%s: values differ (%d elements), first at %s: %r vs %r"
+               % (path, d.elements, d.at, va[d.at], vb[d.at]))
+    differ("%s: bytes differ (%d bytes), first at byte %d" % (path, d.bytes, d.byte))
 
 
 def compare_scales(path, a, b):
@@ -235,5 +299,79 @@ def main(argv):
     return 0
 
 
+# ---------------------------------------- the modes outputs and datasets
+
+def outputs_differ(path_a, path_b, group="/"):
+    """'' when both files' group holds the same outputs with equal values, else why."""
+    # imported here: the whole-file mode (and compare-builds.py, which
+    # imports this module) needs no more than h5py and numpy
+    from reference import OUTPUTS
+    with h5py.File(path_a, "r") as a, h5py.File(path_b, "r") as b:
+        ga, gb = a[group], b[group]
+        oa = sorted(k for k in OUTPUTS if k in ga)
+        ob = sorted(k for k in OUTPUTS if k in gb)
+        if oa != ob:
+            return "different outputs: %s vs %s" % (oa, ob)
+        if not oa:
+            return "no outputs"
+        for k in oa:
+            da, db = ga[k], gb[k]
+            if da.dtype != db.dtype or da.shape != db.shape:
+                return "%s: %s%s vs %s%s" % (k, da.dtype, da.shape, db.dtype, db.shape)
+            x, y = values(da), values(db)
+            if da.dtype.kind == "O" and not isinstance(x, list):
+                return "%s: dataset of type %s not comparable here" % (k, da.dtype)
+            d = value_difference(x, y)
+            if d is not None:
+                return "%s differs first at %s: %r vs %r" % (k, d.at, x[d.at], y[d.at])
+    return ""
+
+
+def all_datasets(path):
+    """Every dataset of the file at path: {name: (dtype, shape, values)}."""
+    found = {}
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset):
+                found[name] = (obj.dtype, obj.shape, values(obj))
+        f.visititems(visit)
+    return found
+
+
+def datasets_differ(path_a, path_b):
+    """'' when both files hold the same datasets with bitwise equal values."""
+    try:
+        da, db = all_datasets(path_a), all_datasets(path_b)
+    except OSError as e:
+        return "cannot read: %s" % e
+    if sorted(da) != sorted(db):
+        return "datasets %s vs %s" % (sorted(da), sorted(db))
+    for k in da:
+        (ta, sa, x), (tb, sb, y) = da[k], db[k]
+        if ta != tb or sa != sb:
+            return "%s differs" % k
+        if ta.kind == "O" and not isinstance(x, list):
+            return "%s differs" % k         # objects other than strings: not comparable
+        if value_difference(x, y) is not None:
+            return "%s differs" % k
+    return ""
+
+
+def outputs(group, a, b, *more):
+    for other in (b,) + more:
+        why = outputs_differ(a, other, group)
+        check(why and "%s vs %s: %s" % (os.path.basename(other), os.path.basename(a), why))
+
+
+def datasets(a, b):
+    check(datasets_differ(a, b))
+
+
+MODES = {"outputs": outputs, "datasets": datasets}
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in MODES:
+        run(MODES, __doc__)
+        sys.exit(0)
     sys.exit(main(sys.argv[1:]))

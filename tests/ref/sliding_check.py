@@ -45,6 +45,7 @@ import h5py
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models_ref  # noqa: E402
+import same_file  # noqa: E402  (the one comparer)
 from subcommands import fail, run  # noqa: E402
 
 SMALL = (2, 1100, 64, 4, 2)          # B, n, D, H, G
@@ -120,11 +121,9 @@ def same(names, path_a, path_b):
             x, y = a[name][...], b[name][...]
             if x.dtype != y.dtype or x.shape != y.shape:
                 fail("%s: %s %s against %s %s" % (name, x.dtype, x.shape, y.dtype, y.shape))
-            if not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
-                at = np.argwhere(~((x == y) | (np.isnan(x) & np.isnan(y))
-                                   if x.dtype.kind == "f" else x == y))[0]
-                fail("%s: differs first at %s: %r against %r" % (name, tuple(at), x[tuple(at)],
-                                                                  y[tuple(at)]))
+            d = same_file.value_difference(same_file.values(a[name]), same_file.values(b[name]))
+            if d is not None:
+                fail("%s: differs first at %s: %r against %r" % (name, d.at, x[d.at], y[d.at]))
 
 
 def _within(name, got, exp):
