@@ -295,8 +295,9 @@ static int open_part(attn_results *r, const char *group, attn_error *err)
                          "writes parts as files and follows no link out of the index", f->path,
                          part->group, path);
     int status = as_reader(attn_h5in_open_with(path, &reader_options, &r->in, err), err);
-    if (status != ATTN_OK)       /* gone meanwhile: replaced by an append */
-        return status == ATTN_EINPUT && (seen->seen || index_replaced(f))
+    if (status != ATTN_OK)       /* gone meanwhile (between its opens): replaced by an append */
+        return (status == ATTN_EINPUT || lstat(path, &st) != 0) &&
+                       (seen->seen || index_replaced(f))
                    ? index_changed(f, part->group, err) : status;
     if (fstat(attn_h5in_descriptor(r->in), &st) != 0)
         return attn_fail(err, ATTN_EIO, "%s: %s", path, strerror(errno));

@@ -499,6 +499,45 @@ case $said in
        esac ;;
 esac
 
+# deterministic: the replacement lands between two opens of the part.  A
+# reader opens /layer1's part several times (its descriptor, then HDF5 by
+# name, on each pass); tests/lib/vanish_on_open.c, preloaded, renames the
+# new index over the old and removes the old part (what the append does)
+# just before the Nth of those opens.  Each window must end as the race
+# may: exit 1, "changed while it was read", nothing left.
+VANISH=$T/vanish_on_open.so
+old_part=$(cd "$RACE/pristine/results.h5.parts" && echo layer1.*.h5)
+new_part=$(cd "$RACE/newer/results.h5.parts" && echo layer1.*.h5)
+if ! "${CC:-cc}" -shared -fPIC -O2 -o "$VANISH" "$TESTS/lib/vanish_on_open.c" -ldl 2>"$T/cc.log"; then
+    bad "setup: cannot build tests/lib/vanish_on_open.c: $(head -c 300 "$T/cc.log")"
+else
+    windows=0 vanish_bad=""
+    for at in 1 2 3 4 5 6 7 8; do
+        rm -rf "$W" "$RACE/out"
+        mkdir -p "$W" "$RACE/out"
+        cp -a "$RACE/pristine/results.h5" "$RACE/pristine/results.h5.parts" "$W/"
+        cp "$RACE/newer/results.h5" "$W/new-index.h5"
+        cp "$RACE/newer/results.h5.parts/$new_part" "$W/results.h5.parts/"
+        VANISH_PATH=results.h5.parts/$old_part VANISH_AT=$at VANISH_FROM=$W/new-index.h5 \
+            VANISH_TO=$W/results.h5 LD_PRELOAD=$VANISH \
+            ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+            timeout -s KILL "$TL" "$ATTNRUN" rollout "$W/results.h5" -o "$RACE/out/rollout.h5" \
+            </dev/null >/dev/null 2>"$RACE/reader.err"
+        rrc=$?
+        [ -e "$W/results.h5.parts/$old_part" ] && break    # no Nth open
+        windows=$((windows + 1))
+        said=$(race_outcome "$rrc" 0)
+        [ "$said" = changed ] || vanish_bad+=" open $at: ${said#FAIL: };"
+    done
+    if [ -n "$vanish_bad" ]; then
+        bad "/layer1 replaced between two opens of its part:$vanish_bad"
+    elif [ "$windows" -lt 4 ]; then
+        bad "/layer1 replaced between two opens of its part: only $windows opens of the part seen, expected 4 or more"
+    else
+        ok "/layer1 replaced between two opens of its part, at each of its first $windows opens: exit 1, 'changed while it was read', nothing left"
+    fi
+fi
+
 # ------------------------------------- 5. the fuzzer's memory-hungry inputs
 
 # fuzz_start KEY ARGS...: attnrun ARGS in the background, under ulimit -v
