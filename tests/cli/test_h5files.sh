@@ -278,6 +278,9 @@ done
 d=$T/c/7_one_masked
 refused "7 one score below float32 (-inf) under a key mask: float32 overflow refused" 3 "--precision f64" \
     "$d" "$TIME_LIMIT" "$d/in.h5" -o "$d/out.h5" --heads 2 --mask M
+d=$T/c/7_first_masked
+refused "7 the first key's score below float32 (-inf) under a key mask: float32 overflow refused" 3 \
+    "--precision f64" "$d" "$TIME_LIMIT" "$d/in.h5" -o "$d/out.h5" --heads 2 --mask M
 
 d=$T/c/7_x19
 name="7 X around 1e19 with --precision f64: finite values matching the reference"

@@ -150,6 +150,16 @@ for scale in 0.353553 0.125 1; do
     warns "scale-$scale" "" --scale "$scale"
 done
 warns scale-1-dk-1 "" --scale 1 --heads 16
+# "within a thousandth" includes the thousandth: with d_k = 125, 125.125
+# is d_k + 1e-3 * d_k exactly in binary (0.125 both ways)
+ref attention_inputs.py random "$T/d125.h5" 1 3 125 5
+if ! attn "$T/stderr" "$T/d125.h5" -o "$T/d125.out.h5" --heads 1 --save output --scale 125.125; then
+    bad "scale-dk-edge: exit $?: $(head -c 300 "$T/stderr")"
+elif [ "$(cat "$T/stderr")" != "$W --scale 125.125 equals d_k = 125; the usual scale is 1/sqrt(d_k) = 0.0894427 (the default without --scale)" ]; then
+    bad "scale-dk-edge: stderr $(head -c 600 "$T/stderr" | tr '\n' '|'), expected the d_k warning"
+else
+    ok "scale-dk-edge: --scale 125.125 with d_k = 125, exactly a thousandth off, warns"
+fi
 
 attn "$T/stderr" "$IN" --dry-run "${BASE[@]}" --scale 8
 rc=$?

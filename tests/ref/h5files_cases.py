@@ -230,6 +230,23 @@ def make(top):
         k = x[0].astype(np.float64) @ f["W_K"][...].astype(np.float64)
         for h in (slice(0, 4), slice(4, 8)):         # --heads 2: d_k = 4
             assert q3[h] @ k[3, h] / 2 < -3.5e38 and (q3[h] @ k[:3, h].T > -1e30).all()
+    # the same with the first key the one that overflows (the kept keys'
+    # check starts at key 0): item 0's first token around 2e19, so only
+    # q0 . k0 of item 0 is below float32's range
+    rng = np.random.default_rng(72)
+    with h5py.File(path("7_first_masked"), "w") as f:
+        x = (1 + 0.1 * rng.random((2, 4, 8))).astype(np.float32)
+        x[0, 0] *= np.float32(2e19)
+        f["X"] = x
+        for w in ("W_Q", "W_K", "W_V", "W_O"):
+            sign = -1 if w == "W_K" else 1
+            f[w] = (sign * np.abs(rng.standard_normal((8, 8))) / np.sqrt(8)).astype(np.float32)
+        f["M"] = np.array([[1, 1, 1, 1], [0, 1, 1, 1]], dtype=np.int8)
+        q = x[0].astype(np.float64) @ f["W_Q"][...].astype(np.float64)
+        k = x[0].astype(np.float64) @ f["W_K"][...].astype(np.float64)
+        for h in (slice(0, 4), slice(4, 8)):         # --heads 2: d_k = 4
+            logit = q[:, h] @ k[:, h].T / 2
+            assert logit[0, 0] < -3.5e38 and (logit.ravel()[1:] > -1e30).all()
 
     # 10: /g/a is a hard link to /g; soft links through 4 KB paths /g/a/a/.../a/NAME
     P = "/g/" + "a/" * 2045
