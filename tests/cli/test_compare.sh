@@ -81,7 +81,7 @@ rc=$?
 if [ "$rc" -eq 1 ] && grep -q '^FAIL fixture toy as listed: new exit 3: attnrun: broken$' "$T/log"; then
     ok "a build that fails: exit 1, the side and its message"
 else
-    bad "a build that fails: exit $rc: $(grep -m1 FAIL "$T/log")"
+    bad "a build that fails: exit $rc: $(grep -m1 FAIL "$T/log") ... $(tail -n 3 "$T/log" | tr '\n' '|')"
 fi
 
 # Usage errors: exit 2 and a line saying what to give.
