@@ -117,6 +117,17 @@ for save in "scores,weights,heads,output" "heads,output"; do
             reference "$tmp/nan.h5" "$tmp/nan_${tag}_t1.h5" 2 1 pad -
 done
 
+# An infinite value in the V of one K/V group only (GQA): each group's
+# values are checked on their own, so a row that sees no key gets 0 . inf =
+# NaN in that group's heads and exactly 0 in the other's.
+for save in "weights,heads" "heads,output"; do
+    if run "inf_group_${save%%,*}" "$tmp/inf_group.h5" --heads 4 --kv-heads 2 --mask pad \
+        --allow-nonfinite --save "$save"; then
+        check "an infinite V in K/V group 1 only, --save $save: NaN in that group's heads alone" \
+            fast_check inf_group "$tmp/inf_group_${save%%,*}.h5"
+    fi
+done
+
 # ---- query rows in blocks -------------------------------------------------
 LONG=("$tmp/long.h5" --heads 2 --causal)
 plan=$("$ATTNRUN" "${LONG[@]}" --memory 1K --dry-run 2>&1)

@@ -7,7 +7,11 @@ attnrun).  Each command prints nothing and exits 0 when the
 check holds, else prints the problems and exits 1.
 
     python3 tests/ref/fast_paths_check.py inputs DIR
-        the suite's inputs: DIR/self.h5, cross.h5, many.h5, nan.h5, odd.h5, long.h5
+        the suite's inputs: DIR/self.h5, cross.h5, many.h5, nan.h5, odd.h5, long.h5,
+        inf_group.h5
+    python3 tests/ref/fast_paths_check.py inf_group OUT.h5
+        item 0 of inf_group.h5 sees no key: its heads exactly 0, NaN (0 . inf)
+        only where K/V group 1's values are infinite
     python3 tests/ref/fast_paths_check.py compare A.h5 B.h5 exact|close|online
         the datasets of A against B's -- exact: the same bytes (same_file.py's
         comparison); close: within
@@ -71,6 +75,30 @@ def inputs(d):
     with h5py.File(f"{d}/long.h5", "w") as f:          # one (1024, 1024) map per head
         f["X"] = rng.standard_normal((1, 1024, 16)).astype("f4")
         layer(f, 16, 2, True)
+
+    with h5py.File(f"{d}/inf_group.h5", "w") as f:     # --heads 4 --kv-heads 2, d = 2
+        f["X"] = rng.standard_normal((2, 5, 8)).astype("f4")
+        for w, shape in (("W_Q", (8, 8)), ("W_K", (8, 4)), ("W_V", (8, 4)), ("W_O", (8, 8))):
+            f[w] = (rng.standard_normal(shape) / 3).astype("f4")
+        wv = f["W_V"][...]
+        wv[0, 3] = np.inf                               # V of K/V group 1, column 1: +-inf
+        f["W_V"][...] = wv
+        keep = np.ones((2, 5), bool)
+        keep[0, :] = False                              # item 0: no key at all
+        f["pad"] = keep
+    return []
+
+
+def inf_group(out_path):
+    """Item 0 sees no key, so its weights are 0; heads = 0 . V: exactly 0
+    where V is finite (K/V group 0, heads 0 and 1; column 0 of group 1),
+    NaN where V is infinite (0 . inf: column 1 of group 1, heads 2 and 3)."""
+    with h5py.File(out_path, "r") as f:
+        h = f["heads"][0]                               # (H, n, d_v)
+    want = np.zeros_like(h)
+    want[2:, :, 1] = np.nan
+    if not np.array_equal(h, want, equal_nan=True) or np.signbit(h[~np.isnan(h)]).any():
+        return [f"item 0's heads {h.tolist()}, expected 0 with NaN in column 1 of heads 2 and 3"]
     return []
 
 
@@ -121,7 +149,8 @@ def reference(in_path, out_path, heads, causal, mask, kv):
     return problems
 
 
-COMMANDS = {"inputs": (inputs, 1), "compare": (compare, 3), "reference": (reference, 6)}
+COMMANDS = {"inputs": (inputs, 1), "compare": (compare, 3), "reference": (reference, 6),
+            "inf_group": (inf_group, 1)}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS or len(sys.argv) - 2 != COMMANDS[sys.argv[1]][1]:
