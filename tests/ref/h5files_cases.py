@@ -214,39 +214,26 @@ def make(top):
             assert np.isfinite(f["X"][...]).all()
     # 7: one score overflows to -inf, under a key mask (the kept keys'
     # check; a -inf logit would otherwise pass for a masked key): item 0's
-    # last token around 2e19, the rest near 1, W_K negative, the other W
-    # positive: each head's q3 . k3 of item 0 is below float32's range,
-    # q3 . k0..k2 are not
-    rng = np.random.default_rng(71)
-    with h5py.File(path("7_one_masked"), "w") as f:
-        x = (1 + 0.1 * rng.random((2, 4, 8))).astype(np.float32)
-        x[0, 3] *= np.float32(2e19)
-        f["X"] = x
-        for w in ("W_Q", "W_K", "W_V", "W_O"):
-            sign = -1 if w == "W_K" else 1
-            f[w] = (sign * np.abs(rng.standard_normal((8, 8))) / np.sqrt(8)).astype(np.float32)
-        f["M"] = np.array([[1, 1, 1, 1], [0, 1, 1, 1]], dtype=np.int8)
-        q3 = x[0, 3].astype(np.float64) @ f["W_Q"][...].astype(np.float64)
-        k = x[0].astype(np.float64) @ f["W_K"][...].astype(np.float64)
-        for h in (slice(0, 4), slice(4, 8)):         # --heads 2: d_k = 4
-            assert q3[h] @ k[3, h] / 2 < -3.5e38 and (q3[h] @ k[:3, h].T > -1e30).all()
-    # the same with the first key the one that overflows (the kept keys'
-    # check starts at key 0): item 0's first token around 2e19, so only
-    # q0 . k0 of item 0 is below float32's range
-    rng = np.random.default_rng(72)
-    with h5py.File(path("7_first_masked"), "w") as f:
-        x = (1 + 0.1 * rng.random((2, 4, 8))).astype(np.float32)
-        x[0, 0] *= np.float32(2e19)
-        f["X"] = x
-        for w in ("W_Q", "W_K", "W_V", "W_O"):
-            sign = -1 if w == "W_K" else 1
-            f[w] = (sign * np.abs(rng.standard_normal((8, 8))) / np.sqrt(8)).astype(np.float32)
-        f["M"] = np.array([[1, 1, 1, 1], [0, 1, 1, 1]], dtype=np.int8)
-        q = x[0].astype(np.float64) @ f["W_Q"][...].astype(np.float64)
-        k = x[0].astype(np.float64) @ f["W_K"][...].astype(np.float64)
-        for h in (slice(0, 4), slice(4, 8)):         # --heads 2: d_k = 4
-            logit = q[:, h] @ k[:, h].T / 2
-            assert logit[0, 0] < -3.5e38 and (logit.ravel()[1:] > -1e30).all()
+    # token t around 2e19, the rest near 1, W_K negative, the other W
+    # positive: each head's qt . kt of item 0 is below float32's range, no
+    # other score is.  t = 3, the last key; t = 0, the first (the check
+    # starts at key 0).
+    for t, name, seed in ((3, "7_one_masked", 71), (0, "7_first_masked", 72)):
+        rng = np.random.default_rng(seed)
+        with h5py.File(path(name), "w") as f:
+            x = (1 + 0.1 * rng.random((2, 4, 8))).astype(np.float32)
+            x[0, t] *= np.float32(2e19)
+            f["X"] = x
+            for w in ("W_Q", "W_K", "W_V", "W_O"):
+                sign = -1 if w == "W_K" else 1
+                f[w] = (sign * np.abs(rng.standard_normal((8, 8))) / np.sqrt(8)).astype(np.float32)
+            f["M"] = np.array([[1, 1, 1, 1], [0, 1, 1, 1]], dtype=np.int8)
+            q = x[0].astype(np.float64) @ f["W_Q"][...].astype(np.float64)
+            k = x[0].astype(np.float64) @ f["W_K"][...].astype(np.float64)
+            for h in (slice(0, 4), slice(4, 8)):     # --heads 2: d_k = 4
+                logit = q[:, h] @ k[:, h].T / 2
+                below = logit < -3.5e38
+                assert below[t, t] and below.sum() == 1 and (logit[~below] > -1e30).all()
 
     # 10: /g/a is a hard link to /g; soft links through 4 KB paths /g/a/a/.../a/NAME
     P = "/g/" + "a/" * 2045
