@@ -5,6 +5,7 @@
  */
 #include "attnrun/attnrun.h"
 #include "cli/exit.h"
+#include "cli/fault_server.h"
 #include "cli/options.h"
 #include "cli/process.h"
 #include "heads/heads.h"
@@ -119,6 +120,7 @@ int main(int argc, char **argv)
 {
     if (lent_slot != NULL)
         *lent_slot = lent_entry;       /* libgomp has read the policy */
+    fault_serve();                     /* the fault build's sweeps only */
     process_open_standard_descriptors();
     for (size_t i = 0; argc > 1 && i < SUBCOMMAND_COUNT; i++)
         if (strcmp(argv[1], subcommands[i].name) == 0)

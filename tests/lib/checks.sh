@@ -291,9 +291,40 @@ alloc_sweep_first() {
     SWEEP_FIRST=1 alloc_sweep "$@"
 }
 
+# sweep_start ARGS...: the fault-injection build ($FAULT_ATTNRUN) started
+# once on ARGS as the sweep's server (cmd/cli/fault_server.h): each
+# sweep_run then forks a run of it, so that a sweep of hundreds of runs
+# pays for one start (exec, libraries, sanitizer).  Uses $T/sweep.
+sweep_start() {
+    coproc SWEEP_SERVER {
+        ATTN_FAIL_SERVE=1 ATTN_FAIL_STDERR=$T/sweep/stderr ASAN_OPTIONS=$FAULT_ASAN_OPTIONS \
+            UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS exec "$FAULT_ATTNRUN" "$@"
+    }
+    SWEEP_TO=${SWEEP_SERVER[1]} SWEEP_FROM=${SWEEP_SERVER[0]} SWEEP_PID=$SWEEP_SERVER_PID
+}
+
+# sweep_run N: one run of the server's ARGS with allocation N failing,
+# standard input and output on /dev/null, standard error in
+# $T/sweep/stderr; its status in rc (255 when the server is gone).
+sweep_run() {
+    rc=
+    { printf '%s\n' "$1" >&"$SWEEP_TO" && IFS= read -r rc <&"$SWEEP_FROM"; } 2>/dev/null
+    if [ -z "$rc" ]; then
+        rc=255
+        echo "attnrun: the sweep's server ended" >"$T/sweep/stderr"
+    fi
+}
+
+# sweep_stop: the server told its input has ended, and waited for.
+sweep_stop() {
+    exec {SWEEP_TO}>&- {SWEEP_FROM}<&-
+    wait "$SWEEP_PID" 2>/dev/null
+}
+
 # alloc_sweep NAME LIMIT SOURCE ARGS...: the fault-injection build
 # ($FAULT_ATTNRUN) run on ARGS with its 1st, 2nd, ... allocation failing
 # (ATTN_FAIL_ALLOC=N) until a run needs fewer than N (at most LIMIT).
+# Each run is forked by one server (sweep_start) rather than started.
 # Every failing run must end as documented for exit 1 (run_problem), not
 # by the fatal-signal handler, leaving nothing beside OUT, no temporary
 # beside IN and IN as it was; and a run with a later allocation failing
@@ -319,10 +350,9 @@ alloc_sweep() {
     globbing=$(shopt -p nullglob)
     shopt -s nullglob
     mkdir "$T/sweep/out"
+    sweep_start "$@"
     for ((n = 1; n <= limit; n++)); do
-        ATTN_FAIL_ALLOC=$n ASAN_OPTIONS=$FAULT_ASAN_OPTIONS UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS \
-            "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>"$T/sweep/stderr"
-        rc=$?
+        sweep_run "$n"
         [ "$rc" -eq 0 ] && break       # fewer than n allocations: all of them failed once
         said=
         IFS= read -r -d '' said <"$T/sweep/stderr"
@@ -356,13 +386,14 @@ alloc_sweep() {
         cp "$T/sweep/pristine" "$input"
         rm -rf "$T/sweep/out"
         mkdir "$T/sweep/out"
-        if ! ATTN_FAIL_ALLOC=$later ASAN_OPTIONS=$FAULT_ASAN_OPTIONS UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS \
-                "$FAULT_ATTNRUN" "$@" </dev/null >/dev/null 2>&1; then
+        sweep_run "$later"
+        if [ "$rc" -ne 0 ]; then
             bad "$name: allocation $n failing went unnoticed (the run succeeded, with $later failing it does not)"
             problems=$((problems + 1))
             break
         fi
     done
+    sweep_stop
     rm -rf "$T/sweep"
     $globbing
     if [ "$n" -gt "$limit" ] && [ -n "${SWEEP_FIRST:-}" ] && [ "$problems" -eq 0 ]; then
