@@ -28,8 +28,9 @@ against an unconstrained run's.
     memory_check.py same A B
         every output dataset of A (at the root: the maps, heads, output,
         q, k, v, the summaries, mean, result) is in B with the same
-        dtype, shape and bytes, compared a block of the first axes at a
-        time (the files run to hundreds of MiB).
+        dtype, shape and bytes (same_file.py's value_difference), compared
+        a block of the first axis at a time (the files run to hundreds of
+        MiB).
 """
 import json
 import resource
@@ -40,6 +41,7 @@ import numpy as np
 import h5py
 
 from reference import OUTPUTS as MAIN_OUTPUTS
+from same_file import value_difference
 from subcommands import fail, run
 
 MIB = 1 << 20
@@ -109,11 +111,19 @@ def same(path_a, path_b):
             x, y = a[k], b[k]
             if x.dtype != y.dtype or x.shape != y.shape:
                 fail("%s: %s%s vs %s%s" % (k, x.dtype, x.shape, y.dtype, y.shape))
-            # blocks of about 64 MiB along the leading axes
+            # blocks of about 64 MiB along the leading axis, read into two
+            # buffers kept from block to block, compared as same_file does
             rows = max(1, (64 * MIB) // max(1, x.dtype.itemsize * int(np.prod(x.shape[1:]))))
+            rows = min(rows, max(1, x.shape[0]))
+            bx = np.empty((rows,) + x.shape[1:], x.dtype)
+            by = np.empty_like(bx)
             for i in range(0, x.shape[0], rows):
-                if x[i:i + rows].tobytes() != y[i:i + rows].tobytes():
-                    fail("%s differs in [%d:%d]" % (k, i, i + rows))
+                m = min(rows, x.shape[0] - i)
+                x.read_direct(bx, np.s_[i:i + m], np.s_[0:m])
+                y.read_direct(by, np.s_[i:i + m], np.s_[0:m])
+                d = value_difference(bx[:m], by[:m])
+                if d is not None:
+                    fail("%s differs at %s (%d elements)" % (k, (i + d.at[0],) + d.at[1:], d.elements))
         print(", ".join(names))
 
 
