@@ -232,14 +232,17 @@ check: test
 # suites tests/mutate/suites names for its file, in scratch copies under
 # build/mutate/ (tests/mutate/mutate.py, tests/README.md).  MUTANTS=0 (the
 # default) runs every mutant; exits 1 when one survives that
-# tests/mutate/equivalent does not list.
+# tests/mutate/equivalent does not list.  BASELINE=quick: the unmutated
+# build must pass the quick tier only, for a run that follows a passing
+# `make test` of the same sources (CI).
 MUTANTS      ?= 0
 SEED         ?= 23
 MUTATE_FILES ?=
 MUTATE_JOBS  ?= 2
+BASELINE     ?=
 mutate: deps
 	@$(PYTHON) tests/mutate/mutate.py --mutants $(MUTANTS) --seed $(SEED) --jobs $(MUTATE_JOBS) \
-	    $(if $(MUTATE_FILES),--files $(MUTATE_FILES))
+	    $(if $(MUTATE_FILES),--files $(MUTATE_FILES)) $(if $(BASELINE),--baseline $(BASELINE))
 
 # make fuzz FUZZ_SECONDS=N: libFuzzer (clang) over the input path, see
 # tests/fuzz/fuzz_input.c.  Findings land in build/fuzz/findings/;
