@@ -91,22 +91,25 @@ attempt() {
     rc=$?
 }
 
-# judge KIND: why the last attempt did not end as promised; nothing when
-# it did.
+# judge KIND: why the last attempt did not end as promised into JUDGED;
+# empty when it did.  (In the shell itself: a sweep judges hundreds of
+# attempts, and a subshell costs a fork.)
 judge() {
-    local why
+    JUDGED=""
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-        echo "no answer within $TL s (a hang)"
+        JUDGED="no answer within $TL s (a hang)"
     elif [ "$rc" -eq 0 ]; then
         if [ "$1" = run ] && [ ! -s "$T/out/out.h5" ]; then
-            echo "exit 0 without the output"
+            JUDGED="exit 0 without the output"
         elif [ "$1" != run ] && [ ! -s "$T/stdout" ]; then
-            echo "exit 0 without output"
+            JUDGED="exit 0 without output"
         fi
-    elif why=$(run_problem "$rc" 1 "$T/stderr") && [ -n "$why" ]; then
-        echo "$why"
-    elif [ "$1" = run ] && [ -n "$(ls -A "$T/out")" ]; then
-        echo "exit 1 leaving $(ls -A "$T/out" | tr '\n' ' ')"
+    else
+        JUDGED=$(run_problem "$rc" 1 "$T/stderr")
+        if [ -z "$JUDGED" ] && [ "$1" = run ]; then
+            entries "$T/out"
+            [ "${#ENTRIES[@]}" -eq 0 ] || JUDGED="exit 1 leaving ${ENTRIES[*]##*/}"
+        fi
     fi
 }
 
@@ -142,7 +145,8 @@ follow() {
         # shellcheck disable=SC2086  # piece: NAME=V words
         attempt "$to" "$kind" "$@" $piece
         followed=$((followed + 1))
-        why=$(judge "$kind")
+        judge "$kind"
+        why=$JUDGED
         if [ -z "$why" ] && [ "$rc" -ne 0 ] && [ "$kind" != run ]; then
             why="exit $rc: $(head -c 300 "$T/stderr")"
         elif [ -z "$why" ] && [ "$rc" -ne 0 ] && grep -q 'OpenBLAS takes' "$T/stderr"; then
@@ -164,13 +168,15 @@ sweep() {
     followed=0
     for ((limit = FROM; limit <= TO; limit += STEP)); do
         attempt "$limit" "$kind" "${words[@]}"
-        why=$(judge "$kind")
+        judge "$kind"
+        why=$JUDGED
         if [ -z "$why" ] && [ "$rc" -eq 0 ]; then
             ran=$((ran + 1))
             [ -n "$first" ] || first=$limit
         elif [ -z "$why" ]; then
             refused=$((refused + 1))
-            message=$(head -n 1 "$T/stderr")
+            message=
+            IFS= read -r message <"$T/stderr"
             follow "$limit" "$kind" "$message" "${words[@]}"
             why=$unfollowed
         fi
