@@ -61,9 +61,11 @@ void fault_serve(void)
             _exit(2);             /* not a count: the caller is confused */
         pid_t pid = fork();
         if (pid == 0) {
-            if (setenv("ATTN_FAIL_ALLOC", line, 1) != 0)
-                _exit(125);
+            /* the environment of a run started with N, nothing more */
             child_descriptors(stderr_path);
+            if (setenv("ATTN_FAIL_ALLOC", line, 1) != 0 || unsetenv("ATTN_FAIL_SERVE") != 0 ||
+                unsetenv("ATTN_FAIL_STDERR") != 0)
+                _exit(125);
             return;               /* the run, as if started with N */
         }
         int status = 0;
