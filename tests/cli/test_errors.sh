@@ -404,7 +404,7 @@ expect_success "... with --x hidden_states" "$O/c61.h5" -- "$I/hidden.h5" -o "$O
 expect_failure 3 "tokens as --mask" \
     --stderr-has "hidden.h5: dataset input_tokens has string elements; integer or boolean expected" -- \
     "$I/hidden.h5" -o "$O/c90.h5" --heads 2 --x hidden_states --mask input_tokens
-expect_failure 3 "a mask missing: the integer dataset of its shape" \
+expect_failure 3 "a mask missing: the integer dataset of its shape (not labels of n + 1 keys)" \
     --stderr-has "hidden.h5: no dataset pad; attention_mask (2, 4) could be the key padding mask; pass --mask attention_mask" -- \
     "$I/hidden.h5" -o "$O/c62.h5" --heads 2 --x hidden_states --mask pad
 expect_failure 3 "tokens missing: the strings of their shape" \

@@ -56,10 +56,13 @@ def inputs(d):
     write("hf_mask.h5", attention_mask=hf_mask)
 
     # names that are not the defaults: X as hidden_states (B, n, d_model),
-    # an integer padding mask, string tokens (B, n)
+    # an integer padding mask, string tokens (B, n); and integer labels of
+    # n + 1 keys, which no mask of X's n keys fits (so a missing mask's
+    # guess must know n from the batched X)
     write("hidden.h5", X=None, hidden_states=f32(B, n, dm),
           attention_mask=np.ones((B, n), np.int64),
-          input_tokens=np.array([[b"a", b"b", b"c", b"d"]] * B))
+          input_tokens=np.array([[b"a", b"b", b"c", b"d"]] * B),
+          labels=np.zeros((B, n + 1), np.int64))
     # X's nearest name, of no shape X could have
     write("near_name.h5", X=None, x=f32(B, n, 7))
     # ... and one edit away, the most a name of 1 letter may be (limit 1)
