@@ -407,6 +407,37 @@ static void test_results_groups_of_many_groups(void **state)
     attn_result_groups_free(&g);
 }
 
+/* Read, an index's links all go into one parts directory, the first
+ * link's: a later link into another directory ending in ".parts" is
+ * refused, even one whose name begins the first's (results.h5.parts
+ * against results.h5.parts.parts). */
+static void test_reading_an_index_of_two_parts_directories_is_refused(void **state)
+{
+    index_fixture *f = *state;
+    attn_error err;
+    attn_result_groups g;
+    assert_int_equal(append(f, "/layer0", 10, false, &err), ATTN_OK);
+    assert_int_equal(append(f, "/layer1", 11, false, &err), ATTN_OK);
+    assert_int_equal(attn_results_groups(f->index, &g, &err), ATTN_OK);
+    assert_int_equal(g.count, 2);
+    attn_result_groups_free(&g);
+
+    /* the links made again in their order: /layer0's first, into
+     * results.h5.parts.parts; /layer1's into results.h5.parts */
+    hid_t file = H5Fopen(f->index, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(file >= 0);
+    assert_true(H5Ldelete(file, "layer0", H5P_DEFAULT) >= 0);
+    assert_true(H5Ldelete(file, "layer1", H5P_DEFAULT) >= 0);
+    assert_true(H5Lcreate_external("results.h5.parts.parts/layer0.1.h5", "/layer0", file,
+                                   "layer0", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    assert_true(H5Lcreate_external("results.h5.parts/layer1.1.h5", "/layer1", file, "layer1",
+                                   H5P_DEFAULT, H5P_DEFAULT) >= 0);
+    assert_true(H5Fclose(file) >= 0);
+    assert_int_equal(attn_results_groups(f->index, &g, &err), ATTN_EINPUT);
+    assert_int_equal(g.count, 0);
+    assert_non_null(strstr(err.msg, "/layer1 is an external link to another file or group"));
+}
+
 static void test_force_replaces_the_part_and_removes_the_old(void **state)
 {
     index_fixture *f = *state;
@@ -662,6 +693,7 @@ int main(void)
         test_with_fixture(test_appends_gather_groups_in_one_index),
         test_with_fixture(test_results_groups_of_an_index_and_of_a_file),
         test_with_fixture(test_results_groups_of_many_groups),
+        test_with_fixture(test_reading_an_index_of_two_parts_directories_is_refused),
         test_with_fixture(test_force_replaces_the_part_and_removes_the_old),
         test_with_fixture(test_groups_differing_only_in_case_get_parts_of_their_own),
         test_with_fixture(test_an_empty_group_in_the_index_is_kept),
