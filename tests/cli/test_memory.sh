@@ -28,7 +28,9 @@
 # --memory 64M on the long item, 127 MiB for the online path) fails here.
 # 48 runs, about a minute on two cores; the files run to 512 MiB.
 #
-# tags: serial -- it measures each run's peak resident memory against its cap
+# tags: serial quick-untimed -- it measures each run's peak resident memory
+# against its cap, many runs of up to 256 MiB, 8 threads each (its quick
+# case, one run under 64 MiB, runs beside other suites)
 set -u
 
 SUITE="memory"
@@ -39,7 +41,8 @@ ALLOWANCE=48                                # MiB, as docs/running.md states
 
 suite_setup memory numpy h5py
 check() { PYTHONPATH=$TESTS/ref "$PY" "$TESTS/ref/memory_check.py" "$@"; }
-check inputs "$T" || { bad "setup: cannot write the inputs"; finish; }
+# (the quick tier's one case needs long.h5 alone)
+check inputs "$T" ${QUICK:+long} || { bad "setup: cannot write the inputs"; finish; }
 
 # capped NAME INPUT PRECISION CAP SLICE ARGS...: attnrun INPUT ARGS under
 # --memory CAP: its plan within the cap, its peak resident memory within
@@ -79,6 +82,7 @@ for p in f32 f64; do
     # one long item: X, K and V whole, the rest by rows; the default
     # outputs (scores, weights, heads, output) on one with smaller maps
     capped "long $p --save result" long "$p" "$small" 1 --heads 8 --save result
+    quick_done                      # the quick tier: this first case alone
     capped "long $p --save $ONLINE" long "$p" "$small" 1 --heads 8 --save "$ONLINE"
     capped "long $p --save mean" long "$p" "$mid" 1 --heads 8 --save mean
     capped "long $p, the default outputs" maps "$p" "$mid" 1 --heads 2

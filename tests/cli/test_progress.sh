@@ -38,7 +38,7 @@
 # Each check prints "ok NAME" or "FAIL NAME: WHY"; the last line is
 # "progress: N passed, M failed"; the exit status is 1 when M > 0.
 #
-# tags: serial -- it times the progress line on the real clock
+# tags: serial quick-untimed -- it times the progress line on the real clock
 set -u
 skip() { echo "skip $*"; }
 
@@ -106,42 +106,46 @@ attn_ok() {
 
 # --------------------------------------------- a long item moves: watched
 
-SHIM=                             # the fake clock's shim, when it builds
+# Timed, so left to the full tier: the quick tier (tests/README.md) runs
+# the untimed checks below, and beside other suites (quick-untimed).
+if [ -z "$QUICK" ]; then
+    SHIM=                             # the fake clock's shim, when it builds
 
-# The real clock: one item of 32768 queries, d_model 64 in 4 heads,
-# causal, online (a few seconds).  One thread, here and below: while the
-# thread that reports waits for a core, no other computes on, so that a
-# busy machine makes lines late but never with much work between them.
-if progress_check input "$T/online.h5" 1 32768 64; then
-    watch online-output 1 32768 1 1 0 1 \
-        "$T/online.h5" -o "$T/online-out.h5" --heads 4 --causal --save output --threads 1 \
-        --progress
-else
-    bad "setup: cannot write the online input"
-fi
+    # The real clock: one item of 32768 queries, d_model 64 in 4 heads,
+    # causal, online (a few seconds).  One thread, here and below: while the
+    # thread that reports waits for a core, no other computes on, so that a
+    # busy machine makes lines late but never with much work between them.
+    if progress_check input "$T/online.h5" 1 32768 64; then
+        watch online-output 1 32768 1 1 0 1 \
+            "$T/online.h5" -o "$T/online-out.h5" --heads 4 --causal --save output --threads 1 \
+            --progress
+    else
+        bad "setup: cannot write the online input"
+    fi
 
-# The fake clock.
-if ! command -v cc >/dev/null; then
-    skip "fake clock: no C compiler (cc) to build the LD_PRELOAD shim"
-elif ! out=$("$PY" "$TESTS/ref/fake_clock.py" build "$T" 2>&1); then
-    skip "fake clock: the shim does not build: $(printf '%s\n' "$out" | tail -n 1)"
-else
-    SHIM=$T/fake_time.so
+    # The fake clock.
+    if ! command -v cc >/dev/null; then
+        skip "fake clock: no C compiler (cc) to build the LD_PRELOAD shim"
+    elif ! out=$("$PY" "$TESTS/ref/fake_clock.py" build "$T" 2>&1); then
+        skip "fake clock: the shim does not build: $(printf '%s\n' "$out" | tail -n 1)"
+    else
+        SHIM=$T/fake_time.so
+    fi
+    if [ -n "$SHIM" ] && progress_check input "$T/short.h5" 1 8192 64 &&
+            progress_check input "$T/maps.h5" 1 8192 32; then
+        # the summaries on the online path: 8192 queries, 4 heads, causal
+        watch online-entropy 1 8192 1 1 0 fit:300 \
+            "$T/short.h5" -o "$T/short-out.h5" --force --heads 4 --causal --save entropy,output \
+            --threads 1 --progress
+        # the maps in blocks of rows: 8192 queries, 4 heads, causal window 256
+        watch maps-blocks 1 8192 1 1 256 fit:300 \
+            "$T/maps.h5" -o "$T/maps-out.h5" --force --heads 4 --causal --window 256 \
+            --save weights,output --store f16 --memory 32M --threads 1 --progress
+    elif [ -n "$SHIM" ]; then
+        bad "setup: cannot write the inputs of the fake clock's runs"
+    fi
+    rm -f "$T"/*-out.h5
 fi
-if [ -n "$SHIM" ] && progress_check input "$T/short.h5" 1 8192 64 &&
-        progress_check input "$T/maps.h5" 1 8192 32; then
-    # the summaries on the online path: 8192 queries, 4 heads, causal
-    watch online-entropy 1 8192 1 1 0 fit:300 \
-        "$T/short.h5" -o "$T/short-out.h5" --force --heads 4 --causal --save entropy,output \
-        --threads 1 --progress
-    # the maps in blocks of rows: 8192 queries, 4 heads, causal window 256
-    watch maps-blocks 1 8192 1 1 256 fit:300 \
-        "$T/maps.h5" -o "$T/maps-out.h5" --force --heads 4 --causal --window 256 \
-        --save weights,output --store f16 --memory 32M --threads 1 --progress
-elif [ -n "$SHIM" ]; then
-    bad "setup: cannot write the inputs of the fake clock's runs"
-fi
-rm -f "$T"/*-out.h5
 
 # ------------------------------------------------- into a file: whole lines
 

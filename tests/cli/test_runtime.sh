@@ -21,7 +21,8 @@
 # are tests/ref/midrun_signals.py, lock_contention.py and
 # input_changed_midrun.py, on process_control.py.
 #
-# tags: serial -- its signal and lock checks must end within seconds
+# tags: serial quick-untimed -- its signal and lock checks must end within
+# seconds (its quick cases, closed descriptors, time nothing)
 set -u
 
 ATTNRUN=${ATTNRUN:-build/attnrun}

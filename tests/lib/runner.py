@@ -10,7 +10,8 @@ A SUITE is a cmocka binary, a bash script (`*.sh`) or a Python script
 so up to N of them run at once (default: the cores this process may use).
 A suite whose header holds the line `# tags: ... serial ...` (it times
 something or measures memory; a reason may follow `--`) runs alone, after the others, so that a
-parallel run never makes it flaky.
+parallel run never makes it flaky; in the quick tier, one tagged
+`quick-untimed` too (its quick cases time nothing) runs beside the others.
 
 With `--tier quick`, each suite is run with ATTN_TEST_TIER=quick: a
 command-line suite then stops at its `quick_done` (tests/lib/checks.sh),
@@ -113,6 +114,7 @@ class Suite:
         self.start = self.seconds = self.cpu = 0.0
         self.status = None
         self.counts = (0, 0)
+        self.alone = False          # runs with no other suite (main: the tags and the tier)
 
     def launch(self, env):
         if "quick" in self.tags:
@@ -183,9 +185,11 @@ def main():
     # The longest first (as last measured; the order given otherwise), so
     # that the last suites to start are short ones.
     order = {s.name: i for i, s in enumerate(suites)}
-    parallel = sorted((s for s in suites if "serial" not in s.tags),
+    for s in suites:
+        s.alone = "serial" in s.tags and not (args.tier == "quick" and "quick-untimed" in s.tags)
+    parallel = sorted((s for s in suites if not s.alone),
                       key=lambda s: (-known.get(s.name, 0.0), order[s.name]))
-    serial = [s for s in suites if "serial" in s.tags]
+    serial = [s for s in suites if s.alone]
     jobs = max(1, args.jobs)
 
     env = dict(os.environ)
@@ -224,12 +228,12 @@ def main():
     while pending or running:
         while pending and len(running) < jobs:
             nxt = pending[0]
-            if "serial" in nxt.tags and running:
+            if nxt.alone and running:
                 break
             pending.pop(0)
             nxt.launch(env)
             running.append(nxt)
-            if "serial" in nxt.tags:
+            if nxt.alone:
                 break
         # wait4: the suite's processor time, its own and that of every
         # process it waited for (the Python worker, orphaned on purpose, is

@@ -4,8 +4,9 @@ attnrun to --memory (docs/running.md, "Steps"): the inputs, the peak
 resident memory of one run, the plan's own account, and the outputs
 against an unconstrained run's.
 
-    memory_check.py inputs DIR
-        writes, from numpy's default_rng (seeded), float32:
+    memory_check.py inputs DIR [NAME...]
+        writes, from numpy's default_rng (seeded), float32 (only the NAMEs
+        given, each the same as when all are written):
           long.h5  X (1, 4096, 1024), W_Q (1024, 1024), W_K and W_V
                    (1024, 256), W_O (1024, 1024): one long item, H = 8
                    heads of d_k = 128 over G = 2 K/V heads (GQA)
@@ -55,8 +56,13 @@ INPUTS = {
 }
 
 
-def inputs(directory):
+def inputs(directory, *names):
+    unknown = set(names) - set(INPUTS)
+    if unknown:
+        fail("no input named %s; the inputs are %s" % (", ".join(sorted(unknown)), ", ".join(INPUTS)))
     for seed, (name, (B, n, D, hk, gk)) in enumerate(sorted(INPUTS.items())):
+        if names and name not in names:
+            continue
         rng = np.random.default_rng(100 + seed)
         with h5py.File("%s/%s.h5" % (directory, name), "w") as f:
             f["X"] = rng.standard_normal((B, n, D), dtype=np.float32)
