@@ -218,8 +218,13 @@ test: deps
 	@$(MAKE) --no-print-directory $(BIN)
 	@ATTNRUN=build$(if $(SANITIZE),/sanitize)/attnrun ATTNRUN_MPI=$(BIN) $(RUNNER) $(MPI_TESTS)
 else
+# (test_install's make install SANITIZE= finds the plain build's shared
+# library made here, with the other JOBS, rather than compile it alone)
+INSTALL_BUILT = build/attnrun build/libattn.a build/libattn.so.$(VERSION)
+
 test: deps
 	@$(MAKE) --no-print-directory -s -j$(JOBS) all $(UNIT_BIN) $(FAULT_BIN)
+	@$(MAKE) --no-print-directory -s -j$(JOBS) SANITIZE= $(INSTALL_BUILT)
 	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) $(RUNNER) $(SOURCE_TESTS) $(UNIT_BIN) $(CLI_TESTS)
 
 # make test-quick: the edit loop's tier, under a minute -- every cmocka test,
@@ -227,6 +232,7 @@ test: deps
 # checks (ATTN_TEST_TIER=quick, tests/lib/checks.sh).  Not the full suite.
 test-quick: deps
 	@$(MAKE) --no-print-directory -s -j$(JOBS) all $(UNIT_BIN) $(FAULT_BIN)
+	@$(MAKE) --no-print-directory -s -j$(JOBS) SANITIZE= $(INSTALL_BUILT)
 	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) $(RUNNER) --tier quick \
 	    $(SOURCE_TESTS) $(UNIT_BIN) $(CLI_TESTS)
 endif
