@@ -308,6 +308,10 @@ static void test_layout_hints_the_other_layout(void **state)
     SET(in, ATTN_IN_WQ, 7, 12);
     assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &xw, &layout, &err), ATTN_EINPUT);
     assert_int_equal(err.hint, ATTN_HINT_NONE);
+    assert_string_equal(err.msg, FILE_NAME ": /weights/W_Q has shape (7, 12); axis 0 must be d_model = 8");
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &linear, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_NONE);
+    assert_string_equal(err.msg, FILE_NAME ": /weights/W_Q has shape (7, 12); axis 1 must be d_model = 8");
 }
 
 /* ---- attn_plan_layout_for: GQA, linear and fused weights, accepted ------ */
