@@ -701,6 +701,14 @@ static void test_progress_reaches_total_in_increasing_steps(void **state)
         assert_reported(&log, (i + 1) * item);
     for (size_t r = 0; r <= N; r++)             /* the library's unit is this one */
         assert_int_equal(attn_run_work(&report, 0, r), work_of_rows(r, N));
+    /* past size_t, it saturates: 2 rows of 2^63 keys are 2^64 pairs, a
+     * double that no size_t holds */
+    attn_run_report huge = report;
+    huge.config.dims.m = huge.layout.dims.m = (size_t)1 << 63;
+    huge.config.variant.causal = false;
+    huge.config.variant.window = 0;
+    assert_int_equal(attn_run_work(&huge, 0, 2), SIZE_MAX);
+    assert_int_equal(attn_run_work(&huge, 0, 0), 0);
 
     /* slices of 2: done = 2 items, then 3 */
     opt.slice_items = 2;
