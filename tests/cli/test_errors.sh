@@ -407,6 +407,9 @@ expect_failure 3 "tokens as --mask" \
 expect_failure 3 "a mask missing: the integer dataset of its shape (not labels of n + 1 keys)" \
     --stderr-has "hidden.h5: no dataset pad; attention_mask (2, 4) could be the key padding mask; pass --mask attention_mask" -- \
     "$I/hidden.h5" -o "$O/c62.h5" --heads 2 --x hidden_states --mask pad
+expect_failure 3 "a mask missing, three datasets of its shape: each named, in the file's order" \
+    --stderr-has "three_masks.h5: no dataset pad; mask_a (2, 4), mask_b (2, 4) or mask_c (2, 4) could be the key padding mask; pass --mask mask_a" -- \
+    "$I/three_masks.h5" -o "$O/c62b.h5" --heads 2 --mask pad
 expect_failure 3 "tokens missing: the strings of their shape" \
     --stderr-has "hidden.h5: the tokens dataset toks does not exist; input_tokens (2, 4) could be the tokens; pass --tokens input_tokens" -- \
     "$I/hidden.h5" -o "$O/c63.h5" --heads 2 --x hidden_states --tokens toks

@@ -67,6 +67,9 @@ def inputs(d):
     write("near_name.h5", X=None, x=f32(B, n, 7))
     # ... and one edit away, the most a name of 1 letter may be (limit 1)
     write("near_edit.h5", X=None, Xa=f32(B, n, 7))
+    # three integer masks of X's (B, n): each could be the one meant
+    write("three_masks.h5", mask_a=np.ones((B, n), np.int64), mask_b=np.ones((B, n), np.int64),
+          mask_c=np.ones((B, n), np.int64))
     # a Llama checkpoint's layers, each under /model/layers.L/self_attn
     with h5py.File(os.path.join(d, "layers.h5"), "w") as f:
         f["X"] = good["X"]
