@@ -226,6 +226,12 @@ static void test_layout_rank2_x_is_one_unbatched_item(void **state)
     assert_int_equal(layout.dims.n, 5);
     assert_int_equal(layout.dims.m, 5);
     assert_true(layout.mask_shared);
+
+    /* a scalar mask (rank 0) is no mask of keys: refused by its rank */
+    attn_error err = {0};
+    set_tensor(in, ATTN_IN_MASK, 0, (size_t[]){0});
+    assert_int_equal(attn_plan_layout(in, FILE_NAME, 2, &layout, &err), ATTN_EINPUT);
+    assert_non_null(strstr(err.msg, "has rank 0, shape (); expected (m,) for a rank-2 X"));
 }
 
 static void test_layout_cross_attention_and_biases(void **state)
