@@ -341,9 +341,7 @@ size_t attn_plan_default_memory(size_t threads, size_t physical_bytes);
  * of sizes->rows (a power of two, whole chunks of the maps, at least
  * sizes->least_rows).  Items are the whole batch or a power of two, and
  * never so many that items * max(n, m) exceeds INT_MAX.
- * Returns ATTN_OK, ATTN_EUSAGE when req->save holds a bit of no output
- * (1u << ATTN_OUT_COUNT or above), or ATTN_EINPUT when one item's buffers
- * overflow size_t.
+ * Returns ATTN_OK, or ATTN_EINPUT when one item's buffers overflow size_t.
  */
 int attn_plan_steps(const attn_layout *layout, const attn_step_request *req,
                     attn_slice_sizes *sizes, size_t *items, attn_error *err);

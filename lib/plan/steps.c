@@ -9,7 +9,6 @@
 
 #include "plan/plan.h"
 
-#include <assert.h>
 #include <limits.h>
 #include <string.h>
 
@@ -250,10 +249,6 @@ static int fit_step(const attn_layout *layout, const attn_step_request *req, siz
     const attn_dims *d = &layout->dims;
     const size_t forced = req->forced;
     attn_slice_sizes by_rows;    /* one item in blocks of rows */
-    static_assert(ATTN_OUT_COUNT < sizeof req->save * CHAR_BIT, "a bit of save per output");
-    if (req->save >> ATTN_OUT_COUNT != 0)
-        return attn_fail(err, ATTN_EUSAGE, "the outputs to save (bits 0x%x) hold bits of no output "
-                         "(there are %d outputs)", req->save, (int)ATTN_OUT_COUNT);
     bool ok = size_item(layout, req, sizes, false);
     const size_t least = ok && sizes->least_rows < d->n ? sizes->least_rows : d->n;
     const bool sliding = ok && req->slide_window != 0 && least < d->n;

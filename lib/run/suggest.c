@@ -6,7 +6,7 @@
  * hint names the setting and its value (ATTN_HINT_WEIGHTS_GROUP,
  * ATTN_HINT_NAME).
  *
- * Legend: n queries, m keys, D d_model.
+ * Legend: B batch, n queries, m keys, D d_model.
  */
 #include "run/run_state.h"
 
@@ -20,7 +20,7 @@
 
 /* What the inputs found so far say of the sizes: 0 where unknown. */
 typedef struct known_sizes {
-    size_t n, m, d_model;
+    size_t batch, n, m, d_model;
     size_t weight_axes[16];     /* every axis of the weights found, when
                                    X is missing: d_model is one of them */
     size_t weight_axis_count;
@@ -34,6 +34,7 @@ static known_sizes sizes_known(const run_state *st)
     if (x->present && x->rank >= 2 && x->rank <= 3) {
         k.d_model = x->dims[x->rank - 1];
         k.n = k.m = x->dims[x->rank - 2];
+        k.batch = x->rank == 3 ? x->dims[0] : 1;
     }
     if (kv->present && kv->rank >= 2)
         k.m = kv->dims[kv->rank - 2];

@@ -1404,28 +1404,6 @@ static void test_plan_steps_memory_is_a_cap(void **state)
     assert_true(attn_plan_step_blocks(&layout, &sizes, items, 128) >= 4);
 }
 
-/* The outputs to save are bits 0 to ATTN_OUT_COUNT - 1: a bit past them
- * names no output, and the plan refuses it (a library caller's mistake)
- * rather than sizing an output that is not there. */
-static void test_plan_steps_refuse_a_bit_of_no_output(void **state)
-{
-    (void)state;
-    attn_layout layout;
-    attn_slice_sizes sizes;
-    size_t cap, items = plan_for(&bench_shapes[0], 1, (size_t)24 << 30, &layout, &sizes, &cap);
-    attn_error err = {0};
-    attn_step_request req = {
-        .precision = ATTN_F32, .save = ATTN_SAVE_DEFAULT | 1u << ATTN_OUT_COUNT,
-        .memory = 64 * MIB, .threads = 1, .task_rows = 128,
-    };
-    assert_int_equal(attn_plan_steps(&layout, &req, &sizes, &items, &err), ATTN_EUSAGE);
-    assert_non_null(strstr(err.msg, "hold bits of no output"));
-    req.save = 1u << (ATTN_OUT_COUNT - 1);        /* the last output alone */
-    assert_int_equal(attn_plan_steps(&layout, &req, &sizes, &items, &err), ATTN_OK);
-    assert_int_equal(attn_plan_slice(&layout, ATTN_F32, 1u << 31, ATTN_STEP_BYTES, 0, &sizes,
-                                     &items, &err), ATTN_EUSAGE);
-}
-
 /*
  * MPI ranks (attn_step_request.ranks).  xl, one item, is shared by rows
  * among 2 ranks: its steps hold the whole item (the cap allows it), so
@@ -1765,7 +1743,6 @@ int main(void)
         cmocka_unit_test(test_plan_steps_feed_every_thread),
         cmocka_unit_test(test_plan_default_memory),
         cmocka_unit_test(test_plan_steps_memory_is_a_cap),
-        cmocka_unit_test(test_plan_steps_refuse_a_bit_of_no_output),
         cmocka_unit_test(test_plan_steps_for_ranks),
         cmocka_unit_test(test_output_shape_gqa_kv_heads),
         cmocka_unit_test(test_plan_slice_gqa_kv_buffers),
