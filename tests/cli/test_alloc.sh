@@ -18,7 +18,6 @@ SUITE="allocation failures"
 . "$(dirname "$0")/../lib/checks.sh"
 # sanitizer findings get their own exit status, apart from attnrun's 1
 export ASAN_OPTIONS=$FAULT_ASAN_OPTIONS
-export UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS
 
 if [ ! -x "$FAULT_ATTNRUN" ]; then
     bad "setup: no fault-injection build at $FAULT_ATTNRUN (make build/fault/attnrun)"

@@ -267,7 +267,6 @@ fi
 
 if [ -n "${FAULT_ATTNRUN:-}" ] && [ -x "$FAULT_ATTNRUN" ]; then
     export ASAN_OPTIONS=$FAULT_ASAN_OPTIONS
-    export UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS
     alloc_sweep "heads" 400 "$R/plain.h5" heads IN -o OUT.h5
     alloc_sweep "heads, constructed" 400 "$T/induction.h5" heads IN -o OUT.h5
 else

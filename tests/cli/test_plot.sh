@@ -283,7 +283,6 @@ if [ -n "${FAULT_ATTNRUN:-}" ] && [ -x "$FAULT_ATTNRUN" ]; then
     # fontconfig keeps a few bytes to the end (tests/lib/lsan.supp)
     export ASAN_OPTIONS=$FAULT_ASAN_OPTIONS
     export LSAN_OPTIONS=suppressions=$TESTS/lib/lsan.supp:print_suppressions=0
-    export UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS
     alloc_sweep "plot" 200 "$K" plot IN --item 1 --heads 0-2 -o OUT.png
     alloc_sweep "plot a census" 200 "$T/census.h5" plot IN --color log -o OUT.png
     alloc_sweep "plot a rollout, zoomed" 200 "$T/rollout.h5" plot IN --queries 1-4 --color sqrt -o OUT.png

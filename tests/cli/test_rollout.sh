@@ -321,7 +321,6 @@ fi
 if [ -n "$FAULT_ATTNRUN" ] && [ -x "$FAULT_ATTNRUN" ]; then
     export ASAN_OPTIONS=$FAULT_ASAN_OPTIONS
     export LSAN_OPTIONS=suppressions=$TESTS/lib/lsan.supp:print_suppressions=0
-    export UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS
     alloc_sweep "rollout" 300 "$T/plain.h5" rollout IN -o OUT.h5
 else
     echo "    (no FAULT_ATTNRUN: the allocation-failure sweep is skipped)"

@@ -150,7 +150,6 @@ report_verdicts "$T/verify.log" $?
 # The run reads both kinds of source: a dataset and an attribute.
 if [ -n "$FAULT_ATTNRUN" ] && [ -x "$FAULT_ATTNRUN" ]; then
     export ASAN_OPTIONS=$FAULT_ASAN_OPTIONS
-    export UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS
     alloc_sweep "a tokens run (a dataset and an attribute)" 400 "$T/c/cross.h5" -q IN -o OUT.h5 \
         -H 2 --kv Y --tokens qt --kv-tokens Y@tokens --save weights
 else

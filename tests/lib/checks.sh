@@ -150,6 +150,21 @@ suite_setup() {
 py_worker_start() {
     [ -n "${ATTN_TEST_NO_WORKER:-}" ] && return 1
     local said=
+    # the runner's worker, shared by its suites (tests/lib/runner.py),
+    # where it runs: asked, in a fork of it, whether it has the MODULEs
+    if [ -n "${ATTN_SHARED_PYWORKER:-}" ] && [ -p "$ATTN_SHARED_PYWORKER/requests" ] &&
+        kill -0 "${ATTN_SHARED_PYWORKER_PID:-0}" 2>/dev/null; then
+        ATTN_PYWORKER=$ATTN_SHARED_PYWORKER ATTN_PYWORKER_PID=$ATTN_SHARED_PYWORKER_PID
+        ATTN_PYTHON_REAL=$PY
+        export ATTN_PYWORKER ATTN_PYWORKER_PID ATTN_PYTHON_REAL
+        if "$TESTS/lib/pyclient" "$TESTS/lib/has_modules.py" "$@" >/dev/null; then
+            PY=$TESTS/lib/pyclient
+            ATTN_PYWORKER_SHARED=1
+            return 0
+        fi
+        unset ATTN_PYWORKER ATTN_PYWORKER_PID ATTN_PYTHON_REAL
+        return 1
+    fi
     ATTN_PYWORKER=$T/.pyworker
     mkdir "$ATTN_PYWORKER" && mkfifo "$ATTN_PYWORKER/requests" "$ATTN_PYWORKER/ready" || return 1
     # Started from a subshell, so that it is not one of the suite's jobs
@@ -172,7 +187,8 @@ py_worker_start() {
     export ATTN_PYWORKER ATTN_PYWORKER_PID ATTN_PYTHON_REAL
 }
 py_worker_stop() {
-    [ -n "${ATTN_PYWORKER_PID:-}" ] && kill "$ATTN_PYWORKER_PID" 2>/dev/null
+    [ -z "${ATTN_PYWORKER_SHARED:-}" ] && [ -n "${ATTN_PYWORKER_PID:-}" ] &&
+        kill "$ATTN_PYWORKER_PID" 2>/dev/null
     return 0
 }
 
@@ -283,7 +299,6 @@ run_problem() {
 # of a sweep's time; a report still names the allocating function and its
 # library, which tests/lib/lsan.supp matches).
 FAULT_ASAN_OPTIONS=exitcode=86:detect_leaks=1:allocator_may_return_null=1:malloc_context_size=5
-FAULT_UBSAN_OPTIONS=exitcode=87
 
 # alloc_sweep_first NAME N SOURCE ARGS...: alloc_sweep's check of the
 # first N allocations only, each failing in turn (the quick tier).
@@ -298,7 +313,7 @@ alloc_sweep_first() {
 sweep_start() {
     coproc SWEEP_SERVER {
         ATTN_FAIL_SERVE=1 ATTN_FAIL_STDERR=$T/sweep/stderr ASAN_OPTIONS=$FAULT_ASAN_OPTIONS \
-            UBSAN_OPTIONS=$FAULT_UBSAN_OPTIONS exec "$FAULT_ATTNRUN" "$@"
+            exec "$FAULT_ATTNRUN" "$@"
     }
     SWEEP_TO=${SWEEP_SERVER[1]} SWEEP_FROM=${SWEEP_SERVER[0]} SWEEP_PID=$SWEEP_SERVER_PID
 }

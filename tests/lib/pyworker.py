@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""tests/lib/pyworker.py DIR PID [MODULE...] - one Python per suite: numpy,
-h5py and the MODULEs imported once, then each script the suite (PID) runs
+"""tests/lib/pyworker.py DIR PID [MODULE...] - one Python per suite (or one
+for a whole run of tests/lib/runner.py, shared by its suites): numpy, h5py
+and the MODULEs imported once, then each script the suite (PID) runs
 forked from this process.
 
 A command-line suite starts it (suite_setup in tests/lib/checks.sh) and
@@ -20,7 +21,7 @@ NUL), `env` (`env -0`) and a FIFO `status`, then writes the line
 "R PID" (PID: the caller's, whose standard input the script reads) to the
 FIFO DIR/requests.  The child writes R/out and R/err; this process writes
 the status to R/status once the child has ended.  It leaves when the
-suite, PID, has gone.
+suite, PID, has gone (for the shared worker, PID is the runner's).
 """
 
 import os
@@ -39,12 +40,17 @@ import traceback  # noqa: E402
 
 def imported(folder):
     """Imports numpy, h5py and the MODULEs; writes "ready" (or "lacks
-    NAME") to the FIFO DIR/ready, which the suite reads."""
+    NAME") to the FIFO DIR/ready, which the suite reads.  A MODULE written
+    ?NAME is imported where it is installed (the runner's shared worker:
+    a suite that needs it finds out with has_modules.py)."""
     said = "ready"
     for name in ["numpy", "h5py"] + sys.argv[3:]:
+        optional = name.startswith("?")
         try:
-            importlib.import_module(name)
+            importlib.import_module(name.lstrip("?"))
         except ImportError:
+            if optional:
+                continue
             said = "lacks " + name
             break
     fd = os.open(os.path.join(folder, "ready"), os.O_WRONLY)

@@ -19,6 +19,9 @@ after its fastest cases; one tagged `quick` runs whole in either tier.
 `--only` runs the suites named (a file's name without its folder and
 extension; `cmocka.NAME` or NAME for a cmocka binary).
 
+The suites share one Python worker (tests/lib/pyworker.py: numpy and h5py
+imported once for the whole run; ATTN_TEST_NO_WORKER set: none).
+
 Each suite's standard output and error go to DIR/NAME.log (default
 build/test-logs).  When a suite ends, one line gives its verdict, its time
 and its counts; a failing suite's whole log follows.  What a suite prints
@@ -32,9 +35,12 @@ next run starts the slowest first.
 import argparse
 import os
 import re
+import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 SUMMARY = re.compile(r"^(\S.*): (\d+) passed, (\d+) failed$")
@@ -143,6 +149,54 @@ class Suite:
                 pass
 
 
+# What the shared worker imports before any suite asks: numpy and h5py,
+# and what any suite's suite_setup names, where installed.
+SHARED_MODULES = ["?xarray", "?h5netcdf", "?netCDF4"]
+
+
+def start_shared_worker(env):
+    """One Python worker (tests/lib/pyworker.py) for every suite of this
+    run: its folder and pid, put in env as ATTN_SHARED_PYWORKER and
+    ATTN_SHARED_PYWORKER_PID for suite_setup (tests/lib/checks.sh), so
+    that numpy and h5py are imported once rather than once a suite.  None
+    when it cannot start (each suite then starts its own)."""
+    if env.get("ATTN_TEST_NO_WORKER"):
+        return None
+    folder = tempfile.mkdtemp(prefix="attnrun-pyworker.")
+    try:
+        os.mkfifo(os.path.join(folder, "requests"))
+        os.mkfifo(os.path.join(folder, "ready"))
+        ready = os.open(os.path.join(folder, "ready"), os.O_RDWR | os.O_NONBLOCK)
+        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pyworker.py")
+        with open(os.path.join(folder, "log"), "wb") as log:
+            proc = subprocess.Popen([env.get("PYTHON", "python3"), worker, folder, str(os.getpid())]
+                                    + SHARED_MODULES, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        said = b""
+        if select.select([ready], [], [], 120)[0]:
+            said = os.read(ready, 64)
+        os.close(ready)
+        if said.strip() != b"ready":
+            proc.kill()
+            proc.wait()
+            raise OSError("the shared Python worker did not start")
+    except OSError:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    env["ATTN_SHARED_PYWORKER"] = folder
+    env["ATTN_SHARED_PYWORKER_PID"] = str(proc.pid)
+    return proc, folder
+
+
+def stop_shared_worker(shared):
+    if shared is None:
+        return
+    proc, folder = shared
+    proc.kill()
+    proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def read_times(path):
     times = {}
     try:
@@ -200,6 +254,7 @@ def main():
              ", the quick tier" if args.tier == "quick" else "", args.logs), flush=True)
 
     began = time.monotonic()
+    shared = start_shared_worker(env)
     done, running = [], []
     pending = parallel + serial
 
@@ -220,6 +275,7 @@ def main():
     def stop(signum, _frame):
         for s in running:
             s.kill()
+        stop_shared_worker(shared)
         sys.exit(128 + signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -239,6 +295,8 @@ def main():
         # process it waited for (the Python worker, orphaned on purpose, is
         # not counted)
         pid, status, usage = os.wait4(-1, 0)
+        if shared is not None and pid == shared[0].pid:
+            shared[0].returncode = os.waitstatus_to_exitcode(status)
         for s in running:
             if s.proc.pid == pid:
                 s.cpu = usage.ru_utime + usage.ru_stime
@@ -250,6 +308,7 @@ def main():
                 break
 
     wall = time.monotonic() - began
+    stop_shared_worker(shared)
     known.update({s.name: s.seconds for s in done})
     with open(times_file, "w") as f:
         for name, secs in sorted(known.items()):
