@@ -236,7 +236,7 @@ test: deps
 	@$(MAKE) --no-print-directory -s -j$(JOBS) SANITIZE= $(INSTALL_BUILT)
 	@ATTNRUN=$(BIN) FAULT_ATTNRUN=$(FAULT_BIN) $(RUNNER) $(SOURCE_TESTS) $(UNIT_BIN) $(CLI_TESTS)
 
-# make test-quick: the edit loop's tier, under a minute -- every cmocka test,
+# make test-quick: the edit loop's tier, about 30 s -- every cmocka test,
 # test_smoke.sh (every subcommand once) and each suite's first, fastest
 # checks (ATTN_TEST_TIER=quick, tests/lib/checks.sh).  Not the full suite.
 test-quick: deps

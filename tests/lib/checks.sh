@@ -22,13 +22,13 @@ _took() {
     _last=$now
 }
 # In the quick tier (below) a suite ends after its first QUICK_CHECKS
-# passed checks, unless it ends sooner at its quick_done.
+# (default 2) passed checks, unless it ends sooner at its quick_done.
 ok()  {
     local took=
     _took took
     echo "ok $*$took"
     pass=$((pass + 1))
-    [ -n "$QUICK" ] && [ "$pass" -ge "${QUICK_CHECKS:-4}" ] && quick_done
+    [ -n "$QUICK" ] && [ "$pass" -ge "${QUICK_CHECKS:-2}" ] && quick_done
     return 0
 }
 # With ATTN_TEST_FAIL_FAST set (make mutate), the first failed check ends
