@@ -318,6 +318,17 @@ static void test_layout_hints_the_other_layout(void **state)
     assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &linear, &layout, &err), ATTN_EINPUT);
     assert_int_equal(err.hint, ATTN_HINT_NONE);
     assert_string_equal(err.msg, FILE_NAME ": /weights/W_Q has shape (7, 12); axis 1 must be d_model = 8");
+    /* W_K for x W under --layout linear: the hint only when its columns
+     * are whole K/V heads of W_Q's d_k = 3 (no --kv-heads given) */
+    start_inputs(in, LINEAR_GQA);
+    SET(in, ATTN_IN_WK, 8, 7);
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &linear, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_NONE);
+    assert_string_equal(err.msg, FILE_NAME ": /weights/W_K has shape (8, 7); axis 1 must be d_model = 8");
+    SET(in, ATTN_IN_WK, 8, 6);
+    assert_int_equal(attn_plan_layout_for(in, FILE_NAME, &linear, &layout, &err), ATTN_EINPUT);
+    assert_int_equal(err.hint, ATTN_HINT_LAYOUT);
+    assert_string_equal(err.hint_arg, "xw");
 }
 
 /* ---- attn_plan_layout_for: GQA, linear and fused weights, accepted ------ */
