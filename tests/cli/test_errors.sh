@@ -410,6 +410,9 @@ expect_failure 3 "a mask missing: the integer dataset of its shape (not labels o
 expect_failure 3 "a mask missing, three datasets of its shape: each named, in the file's order" \
     --stderr-has "three_masks.h5: no dataset pad; mask_a (2, 4), mask_b (2, 4) or mask_c (2, 4) could be the key padding mask; pass --mask mask_a" -- \
     "$I/three_masks.h5" -o "$O/c62b.h5" --heads 2 --mask pad
+expect_failure 3 "a mask missing under grp1: masks of other groups in the file's order (grp2 is not grp1)" \
+    --stderr-has "sibling_masks.h5: no dataset grp1/pad; /aaa/m (2, 4) or /grp2/m (2, 4) could be the key padding mask; pass --mask /aaa/m" -- \
+    "$I/sibling_masks.h5" -o "$O/c62c.h5" --heads 2 --mask grp1/pad
 expect_failure 3 "tokens missing: the strings of their shape" \
     --stderr-has "hidden.h5: the tokens dataset toks does not exist; input_tokens (2, 4) could be the tokens; pass --tokens input_tokens" -- \
     "$I/hidden.h5" -o "$O/c63.h5" --heads 2 --x hidden_states --tokens toks

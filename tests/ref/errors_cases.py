@@ -70,6 +70,11 @@ def inputs(d):
     # three integer masks of X's (B, n): each could be the one meant
     write("three_masks.h5", mask_a=np.ones((B, n), np.int64), mask_b=np.ones((B, n), np.int64),
           mask_c=np.ones((B, n), np.int64))
+    # two integer masks of X's (B, n) in groups other than the one a
+    # missing mask is looked up in (grp1): grp2 is not grp1, however
+    # alike the names, so the file's order ranks them
+    write("sibling_masks.h5", **{"aaa/m": np.ones((B, n), np.int64),
+                                 "grp2/m": np.ones((B, n), np.int64)})
     # a Llama checkpoint's layers, each under /model/layers.L/self_attn
     with h5py.File(os.path.join(d, "layers.h5"), "w") as f:
         f["X"] = good["X"]
