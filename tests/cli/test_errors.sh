@@ -181,15 +181,17 @@ run_case() {
     check_termination
 }
 
-# expect_failure CODE NAME [--stderr-has TEXT] -- ARGS...
+# expect_failure CODE NAME [--stderr-has TEXT] [--stderr-lacks TEXT] -- ARGS...
 #   Runs attnrun ARGS and expects exit status CODE, one "attnrun: " line on
-#   stderr (containing TEXT if given), and no change to any file.
+#   stderr (containing TEXT if given; not containing --stderr-lacks' TEXT),
+#   and no change to any file.
 expect_failure() {
-    local code=$1 name=$2 must_have=""
+    local code=$1 name=$2 must_have="" must_lack=""
     shift 2
     while [ "$#" -gt 0 ] && [ "$1" != "--" ]; do
         case $1 in
             --stderr-has) must_have=$2; shift 2 ;;
+            --stderr-lacks) must_lack=$2; shift 2 ;;
             *) echo "expect_failure: unknown option $1" >&2; exit 2 ;;
         esac
     done
@@ -199,6 +201,9 @@ expect_failure() {
     check_error_line
     if [ -n "$must_have" ] && ! grep -qF -- "$must_have" "$C/stderr"; then
         WHY+=("stderr does not mention '$must_have'")
+    fi
+    if [ -n "$must_lack" ] && grep -qF -- "$must_lack" "$C/stderr"; then
+        WHY+=("stderr mentions '$must_lack'")
     fi
     [ "$BEFORE" = "$AFTER" ] || WHY+=("files: $(snapshot_diff "$BEFORE" "$AFTER")")
     report "$name"
@@ -413,6 +418,12 @@ expect_failure 3 "a mask missing, three datasets of its shape: each named, in th
 expect_failure 3 "a mask missing under grp1: masks of other groups in the file's order (grp2 is not grp1)" \
     --stderr-has "sibling_masks.h5: no dataset grp1/pad; /aaa/m (2, 4) or /grp2/m (2, 4) could be the key padding mask; pass --mask /aaa/m" -- \
     "$I/sibling_masks.h5" -o "$O/c62c.h5" --heads 2 --mask grp1/pad
+expect_failure 3 "a preset's name that is a group: the message names the preset's input" \
+    --stderr-has "preset_group.h5: c_attn.bias is not a dataset (the fused Q|K|V bias of preset gpt2)" -- \
+    "$I/preset_group.h5" -o "$O/c62d.h5" --heads 2 --preset gpt2
+expect_failure 3 "a name given that is a group, with a preset: no preset named, the name was given" \
+    --stderr-has "preset_group.h5: other is not a dataset" --stderr-lacks "preset gpt2" -- \
+    "$I/preset_group.h5" -o "$O/c62e.h5" --heads 2 --preset gpt2 --bo other
 expect_failure 3 "tokens missing: the strings of their shape" \
     --stderr-has "hidden.h5: the tokens dataset toks does not exist; input_tokens (2, 4) could be the tokens; pass --tokens input_tokens" -- \
     "$I/hidden.h5" -o "$O/c63.h5" --heads 2 --x hidden_states --tokens toks

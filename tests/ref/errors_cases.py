@@ -75,6 +75,14 @@ def inputs(d):
     # alike the names, so the file's order ranks them
     write("sibling_masks.h5", **{"aaa/m": np.ones((B, n), np.int64),
                                  "grp2/m": np.ones((B, n), np.int64)})
+    # a GPT-2 layer whose fused bias (a preset's name) is a group, and a
+    # group "other" that --bo might name
+    with h5py.File(os.path.join(d, "preset_group.h5"), "w") as f:
+        f["X"] = good["X"]
+        f["c_attn.weight"] = f32(dm, 3 * 8)
+        f.create_group("c_attn.bias")
+        f["c_proj.weight"] = f32(8, dm)
+        f.create_group("other")
     # a Llama checkpoint's layers, each under /model/layers.L/self_attn
     with h5py.File(os.path.join(d, "layers.h5"), "w") as f:
         f["X"] = good["X"]
