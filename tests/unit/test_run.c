@@ -1001,9 +1001,22 @@ static void test_results_bit_identical_across_threads_slices_and_blocks(void **s
     assert_entries(f, 2);
 }
 
+/* attn_warning_name: the names docs/warnings.md gives each kind; "" for
+ * what is no kind. */
+static void test_warning_names_are_the_documented_ones(void **state)
+{
+    (void)state;
+    assert_string_equal(attn_warning_name(ATTN_WARN_MASK_HIDES_ALL), "mask-hides-all");
+    assert_string_equal(attn_warning_name(ATTN_WARN_ZERO_WEIGHTS), "zero-weights");
+    assert_string_equal(attn_warning_name(ATTN_WARN_SCALE_RECIPROCAL), "scale-reciprocal");
+    assert_string_equal(attn_warning_name(ATTN_WARN_COUNT), "");
+    assert_string_equal(attn_warning_name((attn_warning_kind)-1), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_warning_names_are_the_documented_ones),
         test_with_fixture(test_run_writes_outputs_equal_to_reference),
         test_with_fixture(test_results_do_not_depend_on_slice_items),
         test_with_fixture(test_dry_run_fills_report_and_creates_no_file),
