@@ -418,6 +418,9 @@ expect_failure 3 "a mask missing, three datasets of its shape: each named, in th
 expect_failure 3 "a mask missing under grp1: masks of other groups in the file's order (grp2 is not grp1)" \
     --stderr-has "sibling_masks.h5: no dataset grp1/pad; /aaa/m (2, 4) or /grp2/m (2, 4) could be the key padding mask; pass --mask /aaa/m" -- \
     "$I/sibling_masks.h5" -o "$O/c62c.h5" --heads 2 --mask grp1/pad
+expect_failure 3 "a mask missing, a dataset HDF5 cannot open listed first: left out, the next named" \
+    --stderr-has "unopenable.h5: no dataset pad; mask_b (2, 4) could be the key padding mask; pass --mask mask_b" -- \
+    "$I/unopenable.h5" -o "$O/c62f.h5" --heads 2 --mask pad
 expect_failure 3 "a preset's name that is a group: the message names the preset's input" \
     --stderr-has "preset_group.h5: c_attn.bias is not a dataset (the fused Q|K|V bias of preset gpt2)" -- \
     "$I/preset_group.h5" -o "$O/c62d.h5" --heads 2 --preset gpt2

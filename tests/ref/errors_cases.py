@@ -9,6 +9,7 @@ look of a valid run's output.
         sum to 1, in GROUP (default /) (an AssertionError names what is not)
 """
 import os
+import struct
 import sys
 
 import h5py
@@ -75,6 +76,33 @@ def inputs(d):
     # alike the names, so the file's order ranks them
     write("sibling_masks.h5", **{"aaa/m": np.ones((B, n), np.int64),
                                  "grp2/m": np.ones((B, n), np.int64)})
+    # a mask that HDF5 lists but cannot open (its dataspace message's
+    # version byte made 9), listed before one that fits: left out of the
+    # guess, and the listing goes on past it
+    path = os.path.join(d, "unopenable.h5")
+    with h5py.File(path, "w", libver="earliest") as f:
+        for key, value in good.items():
+            f[key] = value
+        f["a_bad"] = np.ones((B, n), np.int64)
+        f["mask_b"] = np.ones((B, n), np.int64)
+        header = h5py.h5o.get_info(f["a_bad"].id).addr
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        # a version 1 object header: 16 bytes, then messages of an 8-byte
+        # prefix (type, size, flags) and their data
+        version, _, messages = struct.unpack_from("<BBH", data, header)
+        assert version == 1, version
+        at = header + 16
+        for _ in range(messages):
+            kind, size = struct.unpack_from("<HH", data, at)
+            if kind == 1:                      # the dataspace
+                data[at + 8] = 9
+                break
+            at += 8 + size
+        else:
+            raise AssertionError("a_bad has no dataspace message")
+        f.seek(0)
+        f.write(data)
     # a GPT-2 layer whose fused bias (a preset's name) is a group, and a
     # group "other" that --bo might name
     with h5py.File(os.path.join(d, "preset_group.h5"), "w") as f:
