@@ -500,9 +500,15 @@ static void test_missing_dataset_gives_einput_and_no_files(void **state)
     write_default_input(f);
     attn_run_options opt = default_options(f);
     opt.names[ATTN_IN_WQ] = "nope";
+    /* what an earlier run left in the caller's transaction: cleared at the
+     * start, so that a signal handler finds no temporary to remove */
+    memset(&f->transaction, 'x', sizeof f->transaction);
+    f->transaction.temp_path[sizeof f->transaction.temp_path - 1] = '\0';
     assert_non_null(strstr(run_refused(&opt, ATTN_EINPUT).msg, "nope"));
     assert_false(file_exists(f->output));
     assert_entries(f, 1);
+    assert_string_equal(f->transaction.temp_path, "");
+    assert_int_equal(f->transaction.committing, 0);
 }
 
 /* The default input with X[1][2][3] = NaN. */
