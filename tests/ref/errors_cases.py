@@ -26,13 +26,15 @@ def inputs(d):
     good = {"X": f32(B, n, dm), "W_Q": f32(dm, 8), "W_K": f32(dm, 8),
             "W_V": f32(dm, 8), "W_O": f32(8, dm)}
 
-    def write(name, **changes):
+    def write(name, libver=None, **changes):
         data = dict(good)
         data.update(changes)
-        with h5py.File(os.path.join(d, name), "w") as f:
+        path = os.path.join(d, name)
+        with h5py.File(path, "w", libver=libver) as f:
             for key, value in data.items():
                 if value is not None:
                     f[key] = value
+        return path
 
     write("good.h5")
     write("no_wv.h5", W_V=None)
@@ -79,12 +81,9 @@ def inputs(d):
     # a mask that HDF5 lists but cannot open (its dataspace message's
     # version byte made 9), listed before one that fits: left out of the
     # guess, and the listing goes on past it
-    path = os.path.join(d, "unopenable.h5")
-    with h5py.File(path, "w", libver="earliest") as f:
-        for key, value in good.items():
-            f[key] = value
-        f["a_bad"] = np.ones((B, n), np.int64)
-        f["mask_b"] = np.ones((B, n), np.int64)
+    path = write("unopenable.h5", libver="earliest", a_bad=np.ones((B, n), np.int64),
+                 mask_b=np.ones((B, n), np.int64))
+    with h5py.File(path, "r") as f:
         header = h5py.h5o.get_info(f["a_bad"].id).addr
     with open(path, "r+b") as f:
         data = bytearray(f.read())
