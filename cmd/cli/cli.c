@@ -145,6 +145,67 @@ int cli_check_output(const char *output, const char *input, bool force, const ch
     return EXIT_OK;
 }
 
+int cli_parse_groups(const char *name, const char *text, bool unique, char ***groups,
+                     size_t *count)
+{
+    size_t n = 1;
+    for (const char *p = text; *p != '\0'; p++)
+        n += *p == ',';
+    cli_free_groups(*groups, *count);
+    *count = 0;
+    if ((*groups = attn_calloc(n, sizeof **groups)) == NULL)      /* (n) */
+        return cli_error(EXIT_RUNTIME, "out of memory");
+    for (const char *p = text; *count < n; p += strcspn(p, ",") + 1) {
+        const size_t len = strcspn(p, ",");
+        if (p[0] != '/')
+            return cli_usage_error("%s '%s': expected absolute group paths separated by commas, "
+                                   "such as /layer0,/layer1", name, text);
+        char *group = attn_malloc(len + 1);
+        if (group == NULL)
+            return cli_error(EXIT_RUNTIME, "out of memory");
+        memcpy(group, p, len);
+        group[len] = '\0';
+        (*groups)[(*count)++] = group;
+        for (size_t i = 0; unique && i + 1 < *count; i++)
+            if (strcmp((*groups)[i], group) == 0)
+                return cli_usage_error("%s: %s is named twice", name, group);
+    }
+    return EXIT_OK;
+}
+
+void cli_free_groups(char **groups, size_t count)
+{
+    for (size_t i = 0; groups != NULL && i < count; i++)
+        free(groups[i]);
+    free(groups);
+}
+
+int cli_parse_ranges(const char *name, const char *text, size_t max, const char *what,
+                     cli_range **ranges, size_t *count)
+{
+    size_t n = 1;
+    for (const char *p = text; *p != '\0'; p++)
+        n += *p == ',';
+    free(*ranges);
+    *count = 0;
+    if ((*ranges = attn_calloc(n, sizeof **ranges)) == NULL)      /* (n) */
+        return cli_error(EXIT_RUNTIME, "out of memory");
+    const char *p = text;
+    for (size_t i = 0; i < n; i++) {
+        cli_range *r = &(*ranges)[i];
+        bool good = cli_parse_number(p, max, &r->first, &p);
+        r->last = r->first;
+        if (good && *p == '-')
+            good = cli_parse_number(p + 1, max, &r->last, &p) && r->last >= r->first;
+        if (!good || *p != (i + 1 < n ? ',' : '\0'))
+            return cli_usage_error("%s '%s': expected %s and ranges such as 0,3,5-7", name,
+                                   text, what);
+        p++;
+    }
+    *count = n;
+    return EXIT_OK;
+}
+
 int cli_results_file(int argc, char **argv, const char **input)
 {
     if (optind >= argc)

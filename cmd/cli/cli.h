@@ -64,6 +64,27 @@ int cli_results_file(int argc, char **argv, const char **input);
  */
 int cli_check_output(const char *output, const char *input, bool force, const char *kind);
 
+/* --groups LIST: absolute group paths separated by commas ("/layer0,/layer1"),
+ * into *groups (count), which it replaces (cli_free_groups); `unique`: each
+ * once.  EXIT_OK, EXIT_USAGE (printed) or EXIT_RUNTIME (out of memory,
+ * printed). */
+int cli_parse_groups(const char *name, const char *text, bool unique, char ***groups,
+                     size_t *count);
+void cli_free_groups(char **groups, size_t count);
+
+/* Indices first..last, both included: an element of a list such as
+ * --heads 0,3,5-7. */
+typedef struct cli_range {
+    size_t first, last;
+} cli_range;
+
+/* A list of numbers and ranges first-last (first <= last, each at most
+ * max), separated by commas ("0,3,5-7"), into *ranges (count), which it
+ * replaces (free).  `what` names the numbers in the usage error ("head
+ * numbers").  EXIT_OK, EXIT_USAGE or EXIT_RUNTIME (printed). */
+int cli_parse_ranges(const char *name, const char *text, size_t max, const char *what,
+                     cli_range **ranges, size_t *count);
+
 /* Flushes and closes stdout; a write error there turns EXIT_OK into
  * EXIT_RUNTIME (printed).  Returns the exit code. */
 int cli_finish_stdout(int code);

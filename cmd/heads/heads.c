@@ -79,32 +79,7 @@ static int parse_groups(void *settings, const cli_option *option, const char *na
 {
     heads_cli *c = settings;
     (void)option;
-    size_t count = 1;
-    for (const char *p = value; *p != '\0'; p++)
-        count += *p == ',';
-    for (size_t i = 0; i < c->group_count; i++)
-        free(c->groups[i]);
-    free(c->groups);
-    c->group_count = 0;
-    if ((c->groups = attn_calloc(count, sizeof *c->groups)) == NULL)
-        return cli_error(EXIT_RUNTIME, "out of memory");
-    for (const char *p = value;; p++) {
-        const size_t len = strcspn(p, ",");
-        if (len == 0 || p[0] != '/')
-            return cli_usage_error("%s '%s': expected absolute group paths separated by "
-                                   "commas, such as /layer0,/layer1", name, value);
-        if ((c->groups[c->group_count] = attn_malloc(len + 1)) == NULL)
-            return cli_error(EXIT_RUNTIME, "out of memory");
-        char *group = c->groups[c->group_count++];
-        memcpy(group, p, len);
-        group[len] = '\0';
-        for (size_t i = 0; i + 1 < c->group_count; i++)
-            if (strcmp(c->groups[i], group) == 0)
-                return cli_usage_error("%s: %s is named twice", name, group);
-        p += len;
-        if (*p == '\0')
-            return EXIT_OK;
-    }
+    return cli_parse_groups(name, value, true, &c->groups, &c->group_count);
 }
 
 #define HEADS(field) offsetof(heads_cli, field)
@@ -206,9 +181,7 @@ static int print_csv(const heads_census *census, attn_error *err)
 
 static void free_cli(heads_cli *c)
 {
-    for (size_t i = 0; i < c->group_count; i++)
-        free(c->groups[i]);
-    free(c->groups);
+    cli_free_groups(c->groups, c->group_count);
 }
 
 int heads_main(int argc, char **argv)

@@ -197,35 +197,13 @@ typedef struct plot_cli {
     bool force, help;
 } plot_cli;
 
-/* --heads LIST: "3", "0,3,5-7": numbers and ranges first-last (first <=
- * last), separated by commas.  EXIT_OK, EXIT_USAGE (printed) or
- * EXIT_RUNTIME (out of memory, printed). */
+/* --heads LIST: "3", "0,3,5-7". */
 static int parse_heads(const char *name, const char *text, plot_cli *c)
 {
-    size_t count = 1;
-    for (const char *p = text; *p != '\0'; p++)
-        count += *p == ',';
-    free(c->ranges);
-    c->ranges = attn_calloc(count, sizeof c->ranges[0]);    /* (count) */
-    if (c->ranges == NULL) {
-        fputs("attnrun: out of memory\n", stderr);
-        return EXIT_RUNTIME;
-    }
-    const char *p = text;
-    for (size_t i = 0; i < count; i++) {
-        plot_range *r = &c->ranges[i];
-        bool good = cli_parse_number(p, MAX_HEAD, &r->first, &p);
-        r->last = r->first;
-        if (good && *p == '-')
-            good = cli_parse_number(p + 1, MAX_HEAD, &r->last, &p) && r->last >= r->first;
-        if (!good || *p != (i + 1 < count ? ',' : '\0'))
-            return cli_usage_error("%s '%s': expected head numbers and ranges such as 0,3,5-7",
-                                    name, text);
-        p++;
-    }
+    int code = cli_parse_ranges(name, text, MAX_HEAD, "head numbers", &c->ranges,
+                                &c->rq.head_ranges);
     c->rq.heads = c->ranges;
-    c->rq.head_ranges = count;
-    return EXIT_OK;
+    return code;
 }
 
 static int parse_heads_option(void *settings, const cli_option *option, const char *name,

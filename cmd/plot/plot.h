@@ -28,6 +28,7 @@
 #define ATTN_CMD_PLOT_H
 
 #include "attn_common.h"
+#include "cli/cli.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -148,9 +149,7 @@ static inline unsigned plot_special(float v)
 }
 
 /* Indices first..last, both included (an item of --heads, --queries). */
-typedef struct plot_range {
-    size_t first, last;
-} plot_range;
+typedef cli_range plot_range;
 
 /* What to draw, from the command line. */
 typedef struct plot_request {

@@ -86,36 +86,13 @@ typedef struct rollout_cli {
 } rollout_cli;
 
 /* --groups LIST: absolute group paths separated by commas, into
- * rq.groups (owned).  EXIT_OK, EXIT_USAGE (printed) or EXIT_RUNTIME (out of
- * memory, printed). */
+ * rq.groups (owned). */
 static int parse_groups(void *settings, const cli_option *option, const char *name,
                         const char *text)
 {
     rollout_cli *c = settings;
-    size_t count = 1;
     (void)option;
-    for (const char *p = text; *p != '\0'; p++)
-        count += *p == ',';
-    for (size_t i = 0; i < c->rq.group_count; i++)
-        free(c->rq.groups[i]);
-    free(c->rq.groups);
-    c->rq.group_count = 0;
-    c->rq.groups = attn_calloc(count, sizeof c->rq.groups[0]);     /* (count) */
-    if (c->rq.groups == NULL)
-        return cli_error(EXIT_RUNTIME, "out of memory");
-    for (const char *p = text; c->rq.group_count < count; p += strcspn(p, ",") + 1) {
-        const size_t len = strcspn(p, ",");
-        if (p[0] != '/')
-            return cli_usage_error("%s '%s': expected absolute group paths separated by commas, "
-                                   "such as /layer0,/layer1", name, text);
-        char *group = attn_malloc(len + 1);
-        if (group == NULL)
-            return cli_error(EXIT_RUNTIME, "out of memory");
-        memcpy(group, p, len);
-        group[len] = '\0';
-        c->rq.groups[c->rq.group_count++] = group;
-    }
-    return EXIT_OK;
+    return cli_parse_groups(name, text, false, &c->rq.groups, &c->rq.group_count);
 }
 
 /* --residual R: a number from 0 to 1. */
@@ -267,9 +244,7 @@ static int write_rollout(attn_atomic *tx, const rollout_cli *c, const rollout_pl
 
 static void free_request(rollout_cli *c)
 {
-    for (size_t i = 0; i < c->rq.group_count; i++)
-        free(c->rq.groups[i]);
-    free(c->rq.groups);
+    cli_free_groups(c->rq.groups, c->rq.group_count);
     c->rq.groups = NULL;
 }
 
