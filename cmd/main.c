@@ -11,6 +11,7 @@
 #include "heads/heads.h"
 #include "plot/plot.h"
 #include "rollout/rollout.h"
+#include "view/view.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -91,6 +92,7 @@ static const struct subcommand {
     {"plot", plot_main},
     {"heads", heads_main},
     {"rollout", rollout_main},
+    {"view", view_main},
 };
 
 #define SUBCOMMAND_COUNT (sizeof subcommands / sizeof subcommands[0])

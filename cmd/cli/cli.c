@@ -80,6 +80,20 @@ static bool is_picture(const char *path)
            (got >= 5 && memcmp(head, "<?xml", 5) == 0 && strstr(head, "<svg") != NULL);
 }
 
+/* Whether the file at path is a page of attnrun view: its mark in its
+ * first 512 bytes. */
+static bool is_page(const char *path)
+{
+    char head[513];
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return false;
+    size_t got = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[got] = '\0';
+    return memchr(head, '\0', got) == NULL && strstr(head, CLI_PAGE_MARK) != NULL;
+}
+
 /* Whether the file at path is an analysis attnrun wrote: an HDF5 file
  * whose root's attnrun_analysis is `analysis`.  ATTN_OK when it is, else
  * the failure (ATTN_ENOMEM: not known). */
@@ -130,8 +144,10 @@ int cli_check_output(const char *output, const char *input, bool force, const ch
             return cli_usage_error("%s: output exists and is not a regular file", output);
         /* --force replaces what attnrun wrote as this output, nothing else */
         const bool picture = strcmp(kind, CLI_OUTPUT_PICTURE) == 0;
+        const bool page = strcmp(kind, CLI_OUTPUT_PAGE) == 0;
         const int ours = stat(output, &st) != 0 ? ATTN_OK
                          : picture ? (is_picture(output) ? ATTN_OK : ATTN_EUSAGE)
+                         : page    ? (is_page(output) ? ATTN_OK : ATTN_EUSAGE)
                                    : is_analysis(output, kind);
         if (ours == ATTN_ENOMEM)
             return out_of_memory(output);
@@ -139,6 +155,7 @@ int cli_check_output(const char *output, const char *input, bool force, const ch
             return cli_usage_error("%s: exists and is not %s attnrun wrote; --force replaces only "
                                    "those: name a new file", output,
                                    picture ? "a picture (PNG, PDF or SVG)"
+                                   : page ? "a page of attnrun view"
                                    : strcmp(kind, "heads") == 0 ? "a census file"
                                                                 : "a rollout file");
     }

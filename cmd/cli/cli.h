@@ -52,6 +52,10 @@ int cli_results_file(int argc, char **argv, const char **input);
  * plot, else the attnrun_analysis of its HDF5 file ("rollout", "heads"). */
 #define CLI_OUTPUT_PICTURE "picture"
 
+/* ... and the page of attnrun view, which names its maker in its head. */
+#define CLI_OUTPUT_PAGE "view"
+#define CLI_PAGE_MARK "<meta name=\"generator\" content=\"attnrun view\">"
+
 /*
  * The file a reader of results writes (attnrun plot, rollout, heads),
  * checked before any work: not the results file itself, and when it

@@ -12,6 +12,7 @@ void json_start(json_writer *w, FILE *out)
     w->out = out;
     w->depth = 0;
     w->has_members[0] = false;
+    w->markup_safe = false;
 }
 
 void json_finish(json_writer *w)
@@ -46,7 +47,7 @@ static size_t utf8_length(const unsigned char *s)
     return 0;
 }
 
-static void write_string(FILE *out, const char *text)
+static void write_string(FILE *out, const char *text, bool markup_safe)
 {
     static const char *const named[0x20] = {['\b'] = "\\b", ['\f'] = "\\f", ['\n'] = "\\n",
                                             ['\r'] = "\\r", ['\t'] = "\\t"};
@@ -57,8 +58,8 @@ static void write_string(FILE *out, const char *text)
         if (*s == '"' || *s == '\\') {
             fputc('\\', out);
             fputc(*s, out);
-        } else if (*s < 0x20) {
-            if (named[*s] != NULL)
+        } else if (*s < 0x20 || (markup_safe && (*s == '<' || *s == '>' || *s == '&'))) {
+            if (*s < 0x20 && named[*s] != NULL)
                 fputs(named[*s], out);
             else
                 fprintf(out, "\\u%04x", *s);
@@ -80,7 +81,7 @@ static void begin_value(json_writer *w, const char *key)
         fputc(',', w->out);
     w->has_members[w->depth] = true;
     if (key != NULL) {
-        write_string(w->out, key);
+        write_string(w->out, key, w->markup_safe);
         fputc(':', w->out);
     }
 }
@@ -111,7 +112,7 @@ void json_string(json_writer *w, const char *key, const char *value)
     if (value == NULL)
         fputs("null", w->out);
     else
-        write_string(w->out, value);
+        write_string(w->out, value, w->markup_safe);
 }
 
 void json_size(json_writer *w, const char *key, size_t value)

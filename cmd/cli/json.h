@@ -34,6 +34,10 @@ typedef struct json_writer {
     FILE *out;
     size_t depth;                     /* containers open                 */
     bool has_members[JSON_MAX_DEPTH]; /* per container: a comma is due   */
+    bool markup_safe;                 /* '<', '>' and '&' escaped too, so
+                                         that the text can sit inside an
+                                         HTML <script> element (json_start
+                                         clears it)                      */
 } json_writer;
 
 void json_start(json_writer *w, FILE *out);

@@ -58,10 +58,7 @@ enum {
 
 #define MAX_PIXELS ((size_t)1 << 26)
 
-/* An sRGB colour, 0..255 a channel. */
-typedef struct rgb {
-    unsigned char r, g, b;
-} rgb;
+typedef plot_rgb rgb;
 
 /*
  * The colour map: viridis (van der Walt and Smith, matplotlib), as nine
@@ -86,6 +83,20 @@ static const struct special {
 };
 
 static const rgb background = {0xFF, 0xFF, 0xFF};
+
+const plot_rgb *plot_colour_stops(size_t *count)
+{
+    *count = sizeof viridis / sizeof viridis[0];
+    return viridis;
+}
+
+plot_rgb plot_special_colour(unsigned bit)
+{
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++)
+        if (specials[i].bit == bit)
+            return specials[i].colour;
+    return background;
+}
 
 /* The colour map at t in [0, 1]. */
 static rgb colour_at(double t)

@@ -210,6 +210,32 @@ int plot_read(const plot_request *rq, plot_data *data, attn_error *err);
 
 void plot_data_free(plot_data *data);
 
+/* The values a bar spans: their range, as read. */
+typedef struct plot_values {
+    double lo, hi;                /* the smallest and largest finite      */
+    double positive;              /* the smallest above 0                 */
+    bool any, any_positive;
+} plot_values;
+
+/* The bar of `scale` for values starting `from`: linear and sqrt from the
+ * smallest value, from 0, or 0..1 widened to the values outside, one wide
+ * at least; log from the smallest positive value but at most
+ * PLOT_LOG_DECADES below the top.  --color log refuses negative values
+ * before it gets here. */
+plot_bar plot_bar_of(plot_scale scale, plot_from from, const plot_values *values);
+
+/* An sRGB colour, 0..255 a channel. */
+typedef struct plot_rgb {
+    unsigned char r, g, b;
+} plot_rgb;
+
+/* The colour map's control points, at t = 0, 1/(count - 1), ..., 1,
+ * interpolated linearly in sRGB (viridis); *count set. */
+const plot_rgb *plot_colour_stops(size_t *count);
+
+/* The colour of a special value (PLOT_NEG_INF, PLOT_POS_INF, PLOT_NAN). */
+plot_rgb plot_special_colour(unsigned bit);
+
 /* The position t (0 bottom, 1 top, not clamped) of the finite value v on
  * a bar of `scale`: (v - lo) / (hi - lo), its square root (0 below lo), or
  * (log v - log lo) / (log hi - log lo) (0 at or below lo). */

@@ -26,11 +26,7 @@
 #define BLOCK_VALUES ((size_t)1 << 22)
 
 /* The finite values of one colour bar seen so far. */
-typedef struct value_range {
-    double lo, hi;                /* the smallest and largest             */
-    double positive;              /* the smallest above 0                 */
-    bool any, any_positive;
-} value_range;
+typedef plot_values value_range;
 
 /* The open results and what every read needs. */
 typedef struct source {
@@ -542,6 +538,11 @@ static plot_bar log_range(plot_from from, const value_range *range)
     return bar;
 }
 
+plot_bar plot_bar_of(plot_scale scale, plot_from from, const plot_values *values)
+{
+    return scale == PLOT_LOG ? log_range(from, values) : linear_range(from, values);
+}
+
 /* Each bar's range and the special values the picture shows; ATTN_EUSAGE
  * for a log scale over negative values. */
 static int finish_ranges(const source *src, plot_data *d, attn_error *err)
@@ -554,8 +555,7 @@ static int finish_ranges(const source *src, plot_data *d, attn_error *err)
             return attn_fail(err, ATTN_EUSAGE, "--color log: %s has negative values (down to "
                              "%.4g), which no log scale shows; use --color sqrt or --color linear",
                              spec->name, range->lo);
-        d->bars[b] = d->scale == PLOT_LOG ? log_range(spec->from, range)
-                                          : linear_range(spec->from, range);
+        d->bars[b] = plot_bar_of(d->scale, spec->from, range);
     }
     size_t cells = d->panels * d->out_rows * d->out_cols;
     for (size_t i = 0; i < cells; i++)
