@@ -193,13 +193,10 @@ static void write_layers(json_writer *w, const view_plan *plan)
     const heads_census *c = &plan->census;
     json_array_begin(w, "layers");
     for (size_t l = 0; l < c->count; l++) {
-        const view_level lv = view_level_of(c->layers[l].n, c->layers[l].m, plan->level);
         json_object_begin(w, NULL);
         json_string(w, "group", c->layers[l].group);
         json_size(w, "n", c->layers[l].n);
         json_size(w, "m", c->layers[l].m);
-        json_size(w, "level", lv.detail);
-        json_size(w, "thumb", lv.thumb);
         json_object_end(w);
     }
     json_array_end(w);
@@ -212,13 +209,9 @@ static void write_rollout(json_writer *w, const view_plan *plan)
         json_null(w, "rollout");
         return;
     }
-    const size_t n = plan->census.layers[0].n;
-    const view_level lv = view_level_of(n, n, plan->level);
     json_object_begin(w, "rollout");
     json_string(w, "source", plan->rq->rollout);
-    json_size(w, "n", n);
-    json_size(w, "level", lv.detail);
-    json_size(w, "thumb", lv.thumb);
+    json_size(w, "n", plan->census.layers[0].n);
     json_array_begin(w, "groups");
     for (size_t l = 0; l < ro->layers; l++)
         json_string(w, NULL, ro->groups != NULL ? ro->groups[l] : NULL);
@@ -269,8 +262,9 @@ size_t view_template_bytes(void)
     return total + 256;                     /* the JSON's element and end */
 }
 
-/* One map's entry in "maps": its shape, levels and colour bars. */
-static void write_entry(json_writer *w, size_t n, size_t m, view_level lv,
+/* One map's entry in "maps": its shape, levels and colour bars, which
+ * start where attnrun plot's bars of `what` do. */
+static void write_entry(json_writer *w, size_t n, size_t m, view_level lv, plot_what what,
                         const view_map_stats *s)
 {
     static const plot_scale scales[] = {PLOT_LINEAR, PLOT_SQRT, PLOT_LOG};
@@ -283,7 +277,7 @@ static void write_entry(json_writer *w, size_t n, size_t m, view_level lv,
     json_bool(w, "negative", s->values.any && s->values.lo < 0);
     json_array_begin(w, "bars");
     for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
-        const plot_bar bar = plot_bar_of(scales[i], PLOT_FROM_UNIT, &s->values);
+        const plot_bar bar = plot_bar_of(scales[i], plot_map_of(what)->from, &s->values);
         json_array_begin(w, NULL);
         json_real(w, NULL, bar.lo);
         json_real(w, NULL, bar.hi);
@@ -317,7 +311,7 @@ static int write_maps(const view_plan *plan, FILE *out, json_writer *entries, at
             for (size_t h = 0; h < c->heads && status == ATTN_OK; h++) {
                 src.lead[src.leads - 1] = h;
                 status = view_write_map(&src, lv, id++, out, &stats, err);
-                write_entry(entries, layer->n, layer->m, lv, &stats);
+                write_entry(entries, layer->n, layer->m, lv, PLOT_WEIGHTS, &stats);
             }
         }
         const size_t n = c->layers[0].n;
@@ -326,7 +320,7 @@ static int write_maps(const view_plan *plan, FILE *out, json_writer *entries, at
         for (size_t l = 0; l < plan->rollout.layers && status == ATTN_OK; l++) {
             src.lead[1] = l;
             status = view_write_map(&src, lv, id++, out, &stats, err);
-            write_entry(entries, n, n, lv, &stats);
+            write_entry(entries, n, n, lv, PLOT_ROLLOUT, &stats);
         }
     }
     for (size_t l = 0; l < c->count; l++)
@@ -347,6 +341,7 @@ static int write_data(const view_plan *plan, FILE *out, attn_error *err)
     w.out = entries;
     int status = write_maps(plan, out, &w, err);
     json_array_end(&w);
+    json_size(&w, "level", plan->level);     /* chosen once the rest was measured */
     json_object_end(&w);
     if (fclose(entries) != 0 && status == ATTN_OK)
         status = attn_fail(err, ATTN_ENOMEM, "out of memory");

@@ -801,12 +801,16 @@
     $("scale").value = state.scale;
     $("pool").value = state.pool;
     $("rollout-tab").hidden = RL === 0;
-    const pooled = meta.layers.some((x) => x.level > 0) || (meta.rollout && meta.rollout.level > 0);
+    const pooled = meta.level > 0;
     $("pool-label").hidden = !pooled;
+    const levels = meta.layers.map((x, l) => {
+      const k = meta.maps[l * H].level, side = Math.pow(2, k);
+      return x.group + " " + x.n + "\u00d7" + x.m + (k > 0 ? " as blocks of " + side + "\u00d7" + side +
+        " (level " + k + ", max and mean)" : " at full resolution");
+    });
     $("level").textContent = pooled
-      ? "Pooled to fit " + meta.maxSize + " bytes: " + meta.layers.map((x) => x.group + " " + x.n + "\u00d7" + x.m +
-          (x.level > 0 ? " as blocks of " + Math.pow(2, x.level) + "\u00d7" + Math.pow(2, x.level) + " (level " + x.level + ", max and mean)" : " at full resolution")).slice(0, 4).join("; ") +
-          (L > 4 ? "; \u2026" : "") + ". Values are float32."
+      ? "Pooled to fit " + meta.maxSize + " bytes: " + levels.slice(0, 4).join("; ") + (L > 4 ? "; \u2026" : "") +
+        ". Values are float32."
       : "Every map at full resolution: float32 values as stored.";
     for (const b of document.querySelectorAll("nav button[data-view]"))
       b.setAttribute("aria-pressed", String(b.dataset.view === state.view));
