@@ -11,6 +11,8 @@ packages="$packages bsdutils"      # script(1): tests/cli/test_progress.sh runs 
 # ncdump and xarray's default (netcdf4) engine: the tokens and append suites open outputs with them
 packages="$packages netcdf-bin python3-netcdf4"
 packages="$packages libcairo2-dev fonts-dejavu-core"   # attnrun plot: cairo and a font
+# attnrun view's page tested in a real browser: headless Chromium through Selenium
+packages="$packages chromium chromium-driver python3-selenium"
 for extra in "$@"; do
     case $extra in
         fuzz) packages="$packages clang libclang-rt-14-dev" ;;

@@ -155,7 +155,7 @@ int cli_check_output(const char *output, const char *input, bool force, const ch
             return cli_usage_error("%s: exists and is not %s attnrun wrote; --force replaces only "
                                    "those: name a new file", output,
                                    picture ? "a picture (PNG, PDF or SVG)"
-                                   : page ? "a page of attnrun view"
+                                   : page ? "a page"
                                    : strcmp(kind, "heads") == 0 ? "a census file"
                                                                 : "a rollout file");
     }

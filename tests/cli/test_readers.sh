@@ -246,11 +246,12 @@ judge() {
 
 # readers NAME STATUSES WORDS RESULTS [GROUP]: judge on each reader of
 # RESULTS: rollout -o $O/rollout.h5, heads -o $O/census.h5, plot --group
-# GROUP (default /layer0) -o $O/plot.png.
+# GROUP (default /layer0) -o $O/plot.png, view -o $O/view.html.
 readers() {
     judge "$1: rollout" "$2" "$3" "$O/rollout.h5" rollout "$4" -o "$O/rollout.h5"
     judge "$1: heads" "$2" "$3" "$O/census.h5" heads "$4" -o "$O/census.h5"
     judge "$1: plot" "$2" "$3" "$O/plot.png" plot "$4" --group "${5:-/layer0}" -o "$O/plot.png"
+    judge "$1: view" "$2" "$3" "$O/view.html" view "$4" -o "$O/view.html"
 }
 
 # fresh NAME SRC: $T/case/NAME, holding a copy of the index SRC/results.h5
@@ -817,9 +818,10 @@ mkdir -p "$d"
 if cases mutants "$(ls "$BAT"/results.h5.parts/layer1.*.h5 | head -n 1)" "$d" 60 31; then
     clean=0 total=0
     for m in "$d"/mutant-*.h5; do
-        for reader in rollout heads plot; do
+        for reader in rollout heads plot view; do
             extra=() out=$O/out.h5
             [ "$reader" = plot ] && extra=(--group /layer1) out=$O/out.png
+            [ "$reader" = view ] && out=$O/out.html
             total=$((total + 1))
             MAXT=10 IN=$d judge "byte mutation $(basename "$m" .h5): $reader" "0|1|3" "" \
                 "$out" "$reader" "$m" "${extra[@]}" -o "$out" >"$T/judged" && clean=$((clean + 1))
@@ -833,12 +835,14 @@ fi
 for found in "$TESTS"/corpus/fuzz/*; do
     case $(basename "$found") in hdf5-huge-*) continue ;; esac   # above, under ulimit -v
     tail -c +2 "$found" >"$T/fuzz.h5"
-    for reader in rollout heads; do
-        MAXT=10 judge "fuzz/$(basename "$found"): $reader" "0|1|3" "" "$O/out.h5" \
-            "$reader" "$T/fuzz.h5" -o "$O/out.h5" >"$T/judged" || cat "$T/judged"
+    for reader in rollout heads view; do
+        out=$O/out.h5
+        [ "$reader" = view ] && out=$O/out.html
+        MAXT=10 judge "fuzz/$(basename "$found"): $reader" "0|1|3" "" "$out" \
+            "$reader" "$T/fuzz.h5" -o "$out" >"$T/judged" || cat "$T/judged"
     done
 done
-ok "the fuzzer's other inputs through rollout and heads: judged above when not clean"
+ok "the fuzzer's other inputs through rollout, heads and view: judged above when not clean"
 
 echo "    ($(($(date +%s) - START)) s)"
 finish

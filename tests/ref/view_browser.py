@@ -8,9 +8,13 @@ come from plot_check.colour_of (attnrun plot's colour map, written from
 docs/pictures.md), expected values from the results files read with h5py,
 census scores from heads_ref (float64, from their definitions).
 
-    python3 tests/ref/view_browser.py DIR       the pages test_view.sh wrote
-                                                in DIR (hand.html, long.html,
-                                                append.html with rollout.h5)
+    python3 tests/ref/view_browser.py PAGES DATA
+                                                the pages test_view.sh wrote in
+                                                PAGES (hand.html, long.html,
+                                                append.html, odd.html,
+                                                empty.html) of the files in
+                                                DATA (view_check.py inputs,
+                                                rollout.h5)
     python3 tests/ref/view_browser.py shot PAGE PNG [FRAGMENT]
                                                 a screenshot (docs/images)
 Each check prints "ok ..." or "FAIL ..."; the status is 1 on a failure.
@@ -348,6 +352,23 @@ def check_rollout(p, d):
     check_map(p, R[-1], "the rollout map")
 
 
+def check_odd(p, d):
+    with h5py.File(os.path.join(d, "odd.h5"), "r") as f:
+        W = np.asarray(f["l/weights"][0])
+    verdict(p.open("#view=head&item=0&layer=/l&head=0"), "odd.html: the page marks attnrun-ready")
+    check_map(p, W[0], "NaN, -inf and weights summing to 3")
+    legend = p.js("return document.getElementById('legend').textContent")
+    verdict("NaN" in legend and "\u2212inf" in legend, "the legend names NaN and -inf in their own colours", repr(legend))
+    p.open("#view=head&item=0&layer=/l&head=1")
+    check_map(p, W[1], "a negative weight")
+
+
+def check_empty(p, d):
+    verdict(p.open(), "empty.html (maps of no query): the page marks attnrun-ready")
+    verdict(len(p.d.find_elements(By.CSS_SELECTOR, "canvas[data-role=thumb]")) == 2,
+            "a map of no query is an empty thumbnail")
+
+
 def check_save(p, downloads):
     p.open("#view=head&item=0&layer=/a&head=1")
     p.d.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
@@ -367,12 +388,13 @@ def check_save(p, downloads):
     verdict(ok, "Save PNG downloads the current view as a PNG", repr(files))
 
 
-def run_all(d):
+def run_all(pages, d):
     downloads = tempfile.mkdtemp(prefix="view-downloads-")
     driver = browser(downloads)
     try:
-        for page, check in (("hand.html", check_hand), ("long.html", check_pooled), ("append.html", check_rollout)):
-            p = Page(driver, os.path.join(d, page))
+        for page, check in (("hand.html", check_hand), ("long.html", check_pooled), ("append.html", check_rollout),
+                            ("odd.html", check_odd), ("empty.html", check_empty)):
+            p = Page(driver, os.path.join(pages, page))
             try:
                 check(p, d)
             except (WebDriverException, KeyError, IndexError, ValueError) as e:
@@ -384,7 +406,7 @@ def run_all(d):
                        and u != "about:blank"]
             verdict(p.requests and not foreign, page + ": no request but the page itself (performance log)",
                     repr(foreign[:3]))
-        p = Page(driver, os.path.join(d, "hand.html"))
+        p = Page(driver, os.path.join(pages, "hand.html"))
         check_save(p, downloads)
     finally:
         driver.quit()
@@ -403,8 +425,8 @@ def shot(page, png, fragment=""):
 def main(argv):
     if len(argv) >= 4 and argv[1] == "shot":
         shot(argv[2], argv[3], argv[4] if len(argv) > 4 else "")
-    elif len(argv) == 2:
-        run_all(argv[1])
+    elif len(argv) == 3:
+        run_all(argv[1], argv[2])
     else:
         print(__doc__)
         return 2
