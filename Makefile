@@ -47,7 +47,7 @@ endif
 # named by their layer's folder ("h5/h5.h"); cmd/ sees include/attn/ and cmd/.
 CPPFLAGS += -D_POSIX_C_SOURCE=200809L $(shell pkg-config --cflags $(HDF5_PC) 2>/dev/null) $(BLAS_CFLAGS)
 LIB_CPPFLAGS = -Iinclude/attn -Ilib
-CMD_CPPFLAGS = -Iinclude/attn -Icmd -Ibuild/gen
+CMD_CPPFLAGS = -Iinclude/attn -Icmd
 # Each object also writes its header dependencies (-MMD), with an empty
 # rule per header (-MP) so that a removed header breaks nothing.
 DEPFLAGS   = -MMD -MP
@@ -181,13 +181,12 @@ $(FAULT_BIN): $(FAULT_OBJ)
 # attnrun view's page: its template, style and script are files of
 # cmd/view/page/, embedded by cmd/view/assets.c (.incbin) in every build,
 # with the hashes of the style and script that the page's
-# Content-Security-Policy allows (build/gen/, shared by the builds).
-VIEW_PAGE = cmd/view/page/view.html cmd/view/page/view.css cmd/view/page/view.js
-$(BUILD)/cmd/view/assets.o $(FAULT_DIR)/cmd/view/assets.o: $(VIEW_PAGE) build/gen/view_hashes.h
-build/gen/view_hashes.h: scripts/page-hashes.sh cmd/view/page/view.css cmd/view/page/view.js
-	@mkdir -p $(@D)
-	sh scripts/page-hashes.sh VIEW_CSS_SHA256=cmd/view/page/view.css \
-	    VIEW_JS_SHA256=cmd/view/page/view.js >$@.tmp && mv $@.tmp $@
+# Content-Security-Policy allows, computed here from the same files.
+VIEW_PAGE   = cmd/view/page/view.html cmd/view/page/view.css cmd/view/page/view.js
+VIEW_HASHES = -DVIEW_CSS_SHA256='"$(shell sh scripts/page-hashes.sh cmd/view/page/view.css)"' \
+              -DVIEW_JS_SHA256='"$(shell sh scripts/page-hashes.sh cmd/view/page/view.js)"'
+$(BUILD)/cmd/view/assets.o $(FAULT_DIR)/cmd/view/assets.o: $(VIEW_PAGE) scripts/page-hashes.sh
+$(BUILD)/cmd/view/assets.o $(FAULT_DIR)/cmd/view/assets.o: CMD_CPPFLAGS += $(VIEW_HASHES)
 
 # The command-line suites (tests/README.md), roughly the slowest first: on
 # a fresh clone the runner starts them in this order, then in the order of

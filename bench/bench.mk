@@ -8,6 +8,9 @@
 #   make bench-append                       only the cost of --append as a
 #                                           results file grows (also in make bench)
 #   make bench-append BENCH_APPEND_ARGS="--layers 12 --runs 3"
+#   make bench-view                         only attnrun view: the page written and
+#                                           drawn in headless Chromium (also in make bench)
+#   make bench-view BENCH_VIEW_ARGS="--only model --runs 5"
 #   make bench MPI=1                        only attnrun-mpi's scaling: mpirun
 #                                           -n 1 and -n 2, one thread per rank
 #   make bench MPI=1 BENCH_MPI_ARGS="--ranks 1,2,4 --runs 5"
@@ -23,6 +26,7 @@ BENCH_MPI = $(BENCH_DIR)/attnbench-mpi
 BENCH_ARGS ?=
 BENCH_APPEND_ARGS ?=
 BENCH_MPI_ARGS ?=
+BENCH_VIEW_ARGS ?=
 # The sgemm rate is the machine's: the default (threaded) OpenBLAS, not the
 # serial one attnrun links.
 BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(shell pkg-config --cflags $(SERIAL_HDF5_PC) openblas 2>/dev/null)
@@ -58,9 +62,15 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_RUN) $(BENCH_APPEND)
 	$(BENCH_RUN) --attnrun $(BIN) --gen $(BENCH_GEN) --python $(PYTHON) $(BENCH_ARGS)
 	$(BENCH_APPEND) --attnrun $(BIN) --gen $(BENCH_GEN) $(BENCH_APPEND_ARGS)
+	$(PYTHON) bench/view.py --attnrun $(BIN) --work $(BENCH_DIR)/view $(BENCH_VIEW_ARGS)
 endif
 
 .PHONY: bench-append
 bench-append: deps
 	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_APPEND)
 	$(BENCH_APPEND) --attnrun $(BIN) --gen $(BENCH_GEN) $(BENCH_APPEND_ARGS)
+
+.PHONY: bench-view
+bench-view: deps
+	@$(MAKE) --no-print-directory all
+	$(PYTHON) bench/view.py --attnrun $(BIN) --work $(BENCH_DIR)/view $(BENCH_VIEW_ARGS)

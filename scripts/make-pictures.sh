@@ -4,7 +4,8 @@
 # tokens (written beside a copy of the input with h5py), its weights and
 # its norms (docs/whole-model.md); then the walkthrough's 12 stand-in
 # GPT-2 layers (examples/hf-export.py --stand-in) appended into one
-# results file, their rollout and their census of heads.  The runs happen
+# results file, their rollout, their census of heads and their page of
+# attnrun view (two screenshots in headless Chromium).  The runs happen
 # in a temporary directory, so the pictures' titles name the files as the
 # pages do.
 #
@@ -45,3 +46,11 @@ echo "wrote docs/images/rollout.png"
 "$attnrun" plot census.h5 -o census.png
 mv census.png "$top/docs/images/census.png"
 echo "wrote docs/images/census.png"
+# attnrun view's page of the same layers and rollout, in headless Chromium
+# (tests/ref/view_browser.py: the screenshot test_view.sh takes too)
+"$attnrun" view results.h5 --rollout rollout.h5 -o view.html -q
+"${PYTHON:-/usr/bin/python3}" "$top/tests/ref/view_browser.py" shot view.html "$top/docs/images/view.png" >/dev/null
+echo "wrote docs/images/view.png"
+"${PYTHON:-/usr/bin/python3}" "$top/tests/ref/view_browser.py" shot view.html \
+    "$top/docs/images/view-head.png" "#view=head&item=0&layer=/layer5&head=3" >/dev/null
+echo "wrote docs/images/view-head.png"

@@ -153,7 +153,7 @@ static int print_help(void)
 /* Writes the census into the transaction's temporary and flushes it;
  * on failure the temporary is removed.  Published by heads_main only
  * once every other output has succeeded. */
-static int write_census(attn_atomic *tx, const heads_cli *c, const heads_census *census,
+static int write_census(attn_atomic *tx, const heads_cli *c, const census_table *census,
                         attn_error *err)
 {
     int status = attn_atomic_begin(tx, c->output, c->force, err);
@@ -168,7 +168,7 @@ static int write_census(attn_atomic *tx, const heads_cli *c, const heads_census 
 }
 
 /* The CSV on standard output, flushed: a full or closed one fails. */
-static int print_csv(const heads_census *census, attn_error *err)
+static int print_csv(const census_table *census, attn_error *err)
 {
     errno = 0;
     heads_print_csv(census, stdout);
@@ -197,11 +197,11 @@ int heads_main(int argc, char **argv)
     attn_atomic *tx = process_watch(c.input, c.output != NULL ? c.output : c.input,
                                     c.output == NULL);
     attn_error err = {0};
-    heads_census census;
-    int status = heads_find_layers(c.input, c.groups, c.group_count, &census, &err);
+    census_table census;
+    int status = census_find_layers(c.input, c.groups, c.group_count, &census, &err);
     const bool found = status == ATTN_OK;
     if (status == ATTN_OK)
-        status = heads_count(&census, &err);
+        status = census_count(&census, &err);
     const bool writes = status == ATTN_OK && c.output != NULL;
     if (writes)
         status = write_census(tx, &c, &census, &err);
@@ -216,7 +216,7 @@ int heads_main(int argc, char **argv)
                                    : (attn_atomic_abort(tx), status);
     process_run_ended();
     if (found)
-        heads_census_free(&census);
+        census_free(&census);
     free_cli(&c);
     if (status != ATTN_OK)
         fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint_of(&err));

@@ -50,14 +50,14 @@ static void print_score(const attn_census *census, attn_census_kind kind, FILE *
         fprintf(out, "%.9g", value);
 }
 
-void heads_print_csv(const heads_census *census, FILE *out)
+void heads_print_csv(const census_table *census, FILE *out)
 {
     fputs("layer,head", out);
     for (int k = 0; k < ATTN_CENSUS_COUNT; k++)
         fprintf(out, ",%s", attn_census_name((attn_census_kind)k));
     fputc('\n', out);
     for (size_t l = 0; l < census->count; l++) {
-        const heads_layer *layer = &census->layers[l];
+        const census_layer *layer = &census->layers[l];
         for (size_t h = 0; h < census->heads; h++) {
             print_field(layer->group, out);
             fprintf(out, ",%zu", h);
@@ -69,7 +69,7 @@ void heads_print_csv(const heads_census *census, FILE *out)
 }
 
 /* The dataset of score `kind`: values (L, H), NaN where no row qualified. */
-static int write_score(attn_results_out *o, const heads_census *census, attn_census_kind kind,
+static int write_score(attn_results_out *o, const census_table *census, attn_census_kind kind,
                        double *values, attn_error *err)
 {
     const size_t dims[2] = {census->count, census->heads};
@@ -88,7 +88,7 @@ static int write_score(attn_results_out *o, const heads_census *census, attn_cen
 }
 
 /* layer_group (L): each layer's group path, along "layer". */
-static int write_groups(attn_results_out *o, const heads_census *census, attn_error *err)
+static int write_groups(attn_results_out *o, const census_table *census, attn_error *err)
 {
     const char *const axes[1] = {"layer"};
     const char **groups = attn_calloc(census->count, sizeof *groups);      /* (L) */
@@ -106,7 +106,7 @@ static int write_groups(attn_results_out *o, const heads_census *census, attn_er
     return status;
 }
 
-int heads_write_file(const heads_census *census, const char *path, const char *label,
+int heads_write_file(const census_table *census, const char *path, const char *label,
                      attn_error *err)
 {
     attn_results_out *o;

@@ -58,102 +58,9 @@ enum {
 
 #define MAX_PIXELS ((size_t)1 << 26)
 
-typedef plot_rgb rgb;
-
-/*
- * The colour map: viridis (van der Walt and Smith, matplotlib), as nine
- * control points at t = 0, 1/8, ..., 1 -- the published colours of R's
- * viridisLite::viridis(9) -- interpolated linearly in sRGB.
- */
-static const rgb viridis[9] = {
-    {0x44, 0x01, 0x54}, {0x47, 0x2D, 0x7B}, {0x3B, 0x52, 0x8B}, {0x2C, 0x72, 0x8E}, {0x21, 0x90, 0x8C},
-    {0x27, 0xAD, 0x81}, {0x5D, 0xC8, 0x63}, {0xAA, 0xDC, 0x32}, {0xFD, 0xE7, 0x25},
-};
-
-/* Values outside the scale, each its own colour, none of them in viridis;
- * in the order of the legend and of the PLOT_* bits. */
-static const struct special {
-    unsigned bit;
-    rgb colour;
-    const char *name;
-} specials[] = {
-    {PLOT_NEG_INF, {0xCC, 0xCC, 0xCC}, "\xE2\x88\x92inf (masked)"},   /* light grey */
-    {PLOT_POS_INF, {0xE4, 0x1A, 0x1C}, "+inf"},                       /* red        */
-    {PLOT_NAN, {0xFF, 0x00, 0xFF}, "NaN"},                            /* magenta    */
-};
+typedef cli_rgb rgb;
 
 static const rgb background = {0xFF, 0xFF, 0xFF};
-
-const plot_rgb *plot_colour_stops(size_t *count)
-{
-    *count = sizeof viridis / sizeof viridis[0];
-    return viridis;
-}
-
-plot_rgb plot_special_colour(unsigned bit)
-{
-    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++)
-        if (specials[i].bit == bit)
-            return specials[i].colour;
-    return background;
-}
-
-/* The colour map at t in [0, 1]. */
-static rgb colour_at(double t)
-{
-    t = t > 0 ? (t < 1 ? t : 1) : 0;          /* NaN (an empty range) too: 0 */
-    double x = t * 8;
-    int i = x >= 8 ? 7 : (int)x;
-    double u = x - i;
-    const rgb *a = &viridis[i], *b = &viridis[i + 1];
-    rgb c = {(unsigned char)lround(a->r + u * (b->r - a->r)),
-             (unsigned char)lround(a->g + u * (b->g - a->g)),
-             (unsigned char)lround(a->b + u * (b->b - a->b))};
-    return c;
-}
-
-/* ------------------------------------------------------------- scales */
-
-/* The colour scales of --color: the word, and what a bar's title adds. */
-static const struct scale_spec {
-    const char *name;
-    const char *note;
-} scales[PLOT_SCALE_COUNT] = {
-    [PLOT_LINEAR] = {"linear", ""},
-    [PLOT_SQRT] = {"sqrt", "sqrt scale"},
-    [PLOT_LOG] = {"log", "log scale"},
-};
-
-const char *plot_scale_name(int scale)
-{
-    return scales[scale].name;
-}
-
-double plot_scale_position(plot_scale scale, const plot_bar *bar, double v)
-{
-    double t = (v - bar->lo) / (bar->hi - bar->lo);
-    switch (scale) {
-    case PLOT_SQRT:
-        return t > 0 ? sqrt(t) : 0;
-    case PLOT_LOG:
-        return v > bar->lo ? (log10(v) - log10(bar->lo)) / (log10(bar->hi) - log10(bar->lo)) : 0;
-    case PLOT_LINEAR:
-    case PLOT_SCALE_COUNT:
-    default:
-        return t;
-    }
-}
-
-/* A value's colour: the map at its position on the bar, clamped, or its
- * special colour. */
-static rgb colour_of(float v, plot_scale scale, const plot_bar *bar)
-{
-    unsigned bit = plot_special(v);
-    for (size_t i = 0; bit != 0 && i < sizeof specials / sizeof specials[0]; i++)
-        if (specials[i].bit == bit)
-            return specials[i].colour;
-    return colour_at(plot_scale_position(scale, bar, v));
-}
 
 /* A labelled position of a colour bar. */
 typedef struct tick {
@@ -162,22 +69,22 @@ typedef struct tick {
     bool decade;                  /* a power of ten (log): labelled as one */
 } tick;
 
-/* At most this many ticks on a bar: two ends and the PLOT_LOG_DECADES + 1
+/* At most this many ticks on a bar: two ends and the CLI_LOG_DECADES + 1
  * decades a log bar spans at most. */
-#define MAX_TICKS (PLOT_LOG_DECADES + 3)
+#define MAX_TICKS (CLI_LOG_DECADES + 3)
 
 /* The ticks of a bar: top, middle and bottom (linear); top, the quarters
  * of the bar and bottom (sqrt), each labelled with the value there; the
  * ends and every power of ten between (log).  Returns their count. */
-static size_t bar_ticks(plot_scale scale, const plot_bar *bar, tick *ticks)
+static size_t bar_ticks(cli_scale scale, const cli_bar *bar, tick *ticks)
 {
     static const double linear[] = {1, 0.5, 0}, quarters[] = {1, 0.75, 0.5, 0.25, 0};
     size_t count = 0;
-    if (scale != PLOT_LOG) {
-        const double *at = scale == PLOT_SQRT ? quarters : linear;
-        size_t n = scale == PLOT_SQRT ? 5 : 3;
+    if (scale != CLI_LOG) {
+        const double *at = scale == CLI_SQRT ? quarters : linear;
+        size_t n = scale == CLI_SQRT ? 5 : 3;
         for (size_t i = 0; i < n; i++) {
-            double u = scale == PLOT_SQRT ? at[i] * at[i] : at[i];
+            double u = scale == CLI_SQRT ? at[i] * at[i] : at[i];
             ticks[count++] = (tick){at[i], bar->lo + u * (bar->hi - bar->lo), false};
         }
         return count;
@@ -485,21 +392,21 @@ static int paint_image(cairo_t *cr, size_t rows, size_t cols, pixel_fn fill, con
 /* One panel's pooled map, for paint_image. */
 typedef struct panel_pixels {
     const plot_data *d;
-    const plot_bar *bar;            /* its colour bar's range */
+    const cli_bar *bar;            /* its colour bar's range */
     const float *values;            /* (out_rows, out_cols) */
 } panel_pixels;
 
 static rgb map_pixel(const void *context, size_t row, size_t col)
 {
     const panel_pixels *p = context;
-    return colour_of(p->values[row * p->d->out_cols + col], p->d->scale, p->bar);
+    return cli_colour_of(p->values[row * p->d->out_cols + col], p->d->scale, p->bar);
 }
 
 static rgb bar_pixel(const void *context, size_t row, size_t col)
 {
     (void)context;
     (void)col;
-    return colour_at((double)(BAR_H - 1 - row) / (BAR_H - 1));
+    return cli_colour_at((double)(BAR_H - 1 - row) / (BAR_H - 1));
 }
 
 static void frame(cairo_t *cr, double x, double y, double w, double h)
@@ -525,7 +432,7 @@ static void tick_label(const tick *t, char *out, size_t size)
 /* A colour bar of `range` at (x, y), its ticks and their labels within
  * text_w to its right.  A decade's label too near an end's is left out
  * (its tick too when on the same row). */
-static int draw_bar(cairo_t *cr, const plot_data *d, const plot_bar *range, double x, double y,
+static int draw_bar(cairo_t *cr, const plot_data *d, const cli_bar *range, double x, double y,
                     double text_w)
 {
     tick ticks[MAX_TICKS];
@@ -575,7 +482,7 @@ static int draw_shared_bar(cairo_t *cr, const plot_data *d, const layout *L)
 {
     double x = MARGIN + (double)L->grid_w + BAR_OFFSET, y = MARGIN + TITLE_H + HEAD_TITLE_H;
     char title[256];
-    const char *note = scales[d->scale].note;
+    const char *note = cli_scale_note(d->scale);
     snprintf(title, sizeof title, "%s%s%s%s", d->bar_title, *note ? " (" : "", note,
              *note ? ")" : "");
     show_fitted_title(cr, title, x, y - HEAD_TITLE_H / 2.0, 11, BAR_COLUMN_W - BAR_OFFSET);
@@ -588,7 +495,9 @@ static void draw_legend(cairo_t *cr, const plot_data *d, const layout *L)
 {
     double x = MARGIN + (double)L->grid_w + BAR_OFFSET, y = MARGIN + TITLE_H + HEAD_TITLE_H;
     double ly = d->bar_per_panel ? y : y + BAR_H + LEGEND_OFFSET;
-    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
+    size_t count;
+    const cli_special_spec *specials = cli_specials(&count);
+    for (size_t i = 0; i < count; i++) {
         if (!(d->specials & specials[i].bit))
             continue;
         const rgb *c = &specials[i].colour;
@@ -608,7 +517,7 @@ static int draw_panel(cairo_t *cr, const plot_data *d, const layout *L, size_t p
     size_t r = p / L->grid_cols, c = p % L->grid_cols;
     double x = MARGIN + (double)(c * (L->slot_w + GAP)) + ROW_LABEL_W;
     double y = MARGIN + TITLE_H + (double)(r * (L->slot_h + GAP)) + HEAD_TITLE_H;
-    const plot_bar *bar = &d->bars[d->bar_per_panel ? p : 0];
+    const cli_bar *bar = &d->bars[d->bar_per_panel ? p : 0];
     set_font(cr, 12, true);
     show_text(cr, d->panel_titles[p], x + (double)L->panel_w / 2, y - HEAD_TITLE_H / 2.0, 0.5,
               d->bar_per_panel ? (double)L->panel_w : (double)L->slot_w);
@@ -622,9 +531,9 @@ static int draw_panel(cairo_t *cr, const plot_data *d, const layout *L, size_t p
     if (!d->bar_per_panel)
         return ATTN_OK;
     double bx = x + (double)L->panel_w + PANEL_BAR_OFFSET;
-    if (*scales[d->scale].note != '\0') {
+    if (*cli_scale_note(d->scale) != '\0') {
         set_font(cr, 10, false);
-        show_text(cr, scales[d->scale].note, bx, y - HEAD_TITLE_H / 2.0, 0,
+        show_text(cr, cli_scale_note(d->scale), bx, y - HEAD_TITLE_H / 2.0, 0,
                   PANEL_BAR_W - PANEL_BAR_OFFSET);
     }
     return draw_bar(cr, d, bar, bx, y, PANEL_BAR_W - PANEL_BAR_OFFSET - BAR_W - 6);

@@ -93,24 +93,24 @@ static const plot_panels_spec panels_table[PLOT_PANELS_COUNT] = {
 
 /* The maps of a results file (attnrun --save) and of a rollout file. */
 static const plot_what_spec map_table[PLOT_WHAT_COUNT] = {
-    [PLOT_WEIGHTS] = {"weights", PLOT_PER_HEAD, PLOT_FROM_ZERO, "weights", "weights",
+    [PLOT_WEIGHTS] = {"weights", PLOT_PER_HEAD, CLI_FROM_ZERO, "weights", "weights",
                       "attnrun saves it by default or with --save weights"},
-    [PLOT_SCORES] = {"scores", PLOT_PER_HEAD, PLOT_FROM_MIN, "scores", "scores",
+    [PLOT_SCORES] = {"scores", PLOT_PER_HEAD, CLI_FROM_MIN, "scores", "scores",
                      "attnrun saves it by default or with --save scores"},
-    [PLOT_NORMS] = {"norms", PLOT_PER_HEAD, PLOT_FROM_ZERO, "norms \xE2\x80\x96\xCE\xB1 f(x)\xE2\x80\x96",
+    [PLOT_NORMS] = {"norms", PLOT_PER_HEAD, CLI_FROM_ZERO, "norms \xE2\x80\x96\xCE\xB1 f(x)\xE2\x80\x96",
                     "norms \xE2\x80\x96\xCE\xB1 f(x)\xE2\x80\x96",
                     "run attnrun with --save norms to have one"},
-    [PLOT_MEAN] = {"mean", PLOT_ONE_MAP, PLOT_FROM_ZERO, "mean weights", "mean weights",
+    [PLOT_MEAN] = {"mean", PLOT_ONE_MAP, CLI_FROM_ZERO, "mean weights", "mean weights",
                    "run attnrun with --save mean to have one"},
-    [PLOT_ENTROPY] = {"entropy", PLOT_HEADS_BY_QUERIES, PLOT_FROM_MIN, "entropy (nats)",
+    [PLOT_ENTROPY] = {"entropy", PLOT_HEADS_BY_QUERIES, CLI_FROM_MIN, "entropy (nats)",
                       "entropy (nats)", "run attnrun with --save entropy to have one"},
-    [PLOT_DISTANCE] = {"distance", PLOT_HEADS_BY_QUERIES, PLOT_FROM_MIN,
+    [PLOT_DISTANCE] = {"distance", PLOT_HEADS_BY_QUERIES, CLI_FROM_MIN,
                        "mean distance attended (positions)", "distance",
                        "run attnrun with --save distance to have one"},
-    [PLOT_VALUE_NORM] = {"value_norm", PLOT_HEADS_BY_KEYS, PLOT_FROM_ZERO,
+    [PLOT_VALUE_NORM] = {"value_norm", PLOT_HEADS_BY_KEYS, CLI_FROM_ZERO,
                          "value norms \xE2\x80\x96" "f(x)\xE2\x80\x96", "value norm",
                          "run attnrun with --save value_norm to have one"},
-    [PLOT_ROLLOUT] = {"rollout", PLOT_PER_LAYER, PLOT_FROM_ZERO, "rollout", "rollout",
+    [PLOT_ROLLOUT] = {"rollout", PLOT_PER_LAYER, CLI_FROM_ZERO, "rollout", "rollout",
                       "attnrun rollout writes it"},
 };
 
@@ -118,16 +118,16 @@ static const plot_what_spec map_table[PLOT_WHAT_COUNT] = {
  * scores (attn_math.h's table names them), how each is drawn. */
 static const struct grid_row {
     attn_census_kind kind;
-    plot_from from;
+    cli_from from;
     const char *title;
 } grid_rows[] = {
-    {ATTN_CENSUS_ENTROPY, PLOT_FROM_ZERO, "entropy (nats)"},
-    {ATTN_CENSUS_DISTANCE, PLOT_FROM_ZERO, "distance (positions)"},
-    {ATTN_CENSUS_FIRST, PLOT_FROM_UNIT, "first: weight on key 0"},
-    {ATTN_CENSUS_PREVIOUS, PLOT_FROM_UNIT, "previous: weight on key q\xE2\x88\x92" "1"},
-    {ATTN_CENSUS_SELF, PLOT_FROM_UNIT, "self: weight on key q"},
-    {ATTN_CENSUS_DUPLICATE, PLOT_FROM_UNIT, "duplicate: weight on copies"},
-    {ATTN_CENSUS_INDUCTION, PLOT_FROM_UNIT, "induction: weight after copies"},
+    {ATTN_CENSUS_ENTROPY, CLI_FROM_ZERO, "entropy (nats)"},
+    {ATTN_CENSUS_DISTANCE, CLI_FROM_ZERO, "distance (positions)"},
+    {ATTN_CENSUS_FIRST, CLI_FROM_UNIT, "first: weight on key 0"},
+    {ATTN_CENSUS_PREVIOUS, CLI_FROM_UNIT, "previous: weight on key q\xE2\x88\x92" "1"},
+    {ATTN_CENSUS_SELF, CLI_FROM_UNIT, "self: weight on key q"},
+    {ATTN_CENSUS_DUPLICATE, CLI_FROM_UNIT, "duplicate: weight on copies"},
+    {ATTN_CENSUS_INDUCTION, CLI_FROM_UNIT, "induction: weight after copies"},
 };
 static_assert(sizeof grid_rows / sizeof grid_rows[0] == ATTN_CENSUS_COUNT,
               "a row for every score of the census");
@@ -271,8 +271,8 @@ static const cli_option options[] = {
              "(heads by keys); in a census of attnrun heads one\n"
              "grid of entropy, distance, first, previous, self,\n"
              "duplicate, induction (default: every grid)"},
-    {"color", 0, CLI_CHOICE, PLOT(rq.scale), .choice = plot_scale_name, .first = PLOT_LINEAR,
-     .last = PLOT_LOG, .value = "S", .expected = "linear, sqrt or log",
+    {"color", 0, CLI_CHOICE, PLOT(rq.scale), .choice = cli_scale_name, .first = CLI_LINEAR,
+     .last = CLI_LOG, .value = "S", .expected = "linear, sqrt or log",
      .help = "the colour scale: linear (default), sqrt or log"},
     {"force", 0, CLI_FLAG, PLOT(force),
      .help = "replace an existing FILE (a file, never a directory)"},
@@ -339,7 +339,7 @@ int plot_main(int argc, char **argv)
     memset(&c, 0, sizeof c);
     c.rq.group = "/";
     c.rq.what = PLOT_WHAT_DEFAULT;
-    c.rq.scale = PLOT_LINEAR;
+    c.rq.scale = CLI_LINEAR;
     cli_set_command("attnrun", "attnrun plot --help");
     int code = parse_arguments(argc, argv, &c);
     if (code != EXIT_OK || c.help) {

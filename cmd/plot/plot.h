@@ -29,6 +29,7 @@
 
 #include "attn_common.h"
 #include "cli/cli.h"
+#include "cli/colours.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -100,18 +101,11 @@ const plot_panels_spec *plot_panels_of(plot_panels panels);
 /* The rank of a dataset laid out as `panels`, with its batch axis. */
 size_t plot_panels_rank(const plot_panels_spec *spec);
 
-/* Where a colour scale starts. */
-typedef enum plot_from {
-    PLOT_FROM_MIN,                /* the smallest finite value to the largest */
-    PLOT_FROM_ZERO,               /* 0 to the largest                      */
-    PLOT_FROM_UNIT                /* 0 to 1, widened to the values outside */
-} plot_from;
-
 /* One row of a --what table: a dataset and how the picture shows it. */
 typedef struct plot_what_spec {
     const char *name;             /* --what's word, and the dataset read   */
     plot_panels panels;
-    plot_from from;
+    cli_from from;
     const char *title;            /* the figure's title; a grid's panel title */
     const char *bar;              /* the colour bar's title                */
     const char *made_by;          /* how a file comes to hold it           */
@@ -128,25 +122,7 @@ const plot_what_spec *plot_grid_of(plot_what what);
 #define PLOT_CENSUS_ANALYSIS "heads"
 #define PLOT_CENSUS_TITLE "heads census"
 
-/* A log colour scale spans at most this many decades below its top. */
-#define PLOT_LOG_DECADES 6
-
-/* The colour scales of --color: t of a value, from its bar's lo and hi. */
-typedef enum plot_scale { PLOT_LINEAR, PLOT_SQRT, PLOT_LOG, PLOT_SCALE_COUNT } plot_scale;
-
-/* --color's word for a scale (its CLI_CHOICE names). */
-const char *plot_scale_name(int scale);
-
 typedef enum plot_format { PLOT_PNG, PLOT_SVG, PLOT_PDF } plot_format;
-
-/* Which special values a picture shows (bits of plot_data.specials). */
-enum { PLOT_NEG_INF = 1, PLOT_POS_INF = 2, PLOT_NAN = 4 };
-
-/* The bit of a value outside every colour scale; 0 for a finite one. */
-static inline unsigned plot_special(float v)
-{
-    return isnan(v) ? PLOT_NAN : v == -INFINITY ? PLOT_NEG_INF : v == INFINITY ? PLOT_POS_INF : 0;
-}
 
 /* Indices first..last, both included (an item of --heads, --queries). */
 typedef cli_range plot_range;
@@ -161,13 +137,8 @@ typedef struct plot_request {
     const plot_range *queries;    /* the queries drawn; NULL: all         */
     const plot_range *keys;       /* the keys drawn; NULL: all            */
     plot_what what;               /* PLOT_WHAT_DEFAULT: by the file       */
-    plot_scale scale;
+    cli_scale scale;
 } plot_request;
-
-/* One colour bar's range, lo < hi (lo > 0 on a log scale). */
-typedef struct plot_bar {
-    double lo, hi;
-} plot_bar;
 
 /* One picture's data, as plot_read leaves it for plot_draw. */
 typedef struct plot_data {
@@ -175,20 +146,20 @@ typedef struct plot_data {
     const char *title;            /* what the picture shows: "weights"    */
     const char *bar_title;        /* the shared colour bar's title        */
     plot_axis row_axis, col_axis; /* what a panel's rows and columns are  */
-    plot_scale scale;
+    cli_scale scale;
     bool batched;                 /* the maps have a batch axis           */
     size_t item;
     size_t panels;
     char **panel_titles;          /* (panels) "head 3", the layer's group  */
     bool bar_per_panel;           /* each panel its own bar (a census),
                                      else one bar for all                  */
-    plot_bar *bars;               /* (panels) or (1), as bar_per_panel     */
+    cli_bar *bars;               /* (panels) or (1), as bar_per_panel     */
     size_t rows, cols;            /* a source map, zoomed                 */
     size_t row_first, col_first;  /* its first row and column in the dataset */
     size_t pool_rows, pool_cols;  /* max-pooling factors along each axis  */
     size_t out_rows, out_cols;    /* ceil(rows / pool_rows), ceil(cols / pool_cols) */
     float *values;                /* (panels, out_rows, out_cols)         */
-    unsigned specials;            /* PLOT_NEG_INF | PLOT_POS_INF | PLOT_NAN drawn */
+    unsigned specials;            /* CLI_NEG_INF | CLI_POS_INF | CLI_NAN drawn */
     size_t row_length, col_length;    /* the dataset's rows and columns:
                                          more than rows, cols when zoomed */
     char **row_labels;            /* (row_length) the labels of the dataset's
@@ -209,37 +180,6 @@ typedef struct plot_data {
 int plot_read(const plot_request *rq, plot_data *data, attn_error *err);
 
 void plot_data_free(plot_data *data);
-
-/* The values a bar spans: their range, as read. */
-typedef struct plot_values {
-    double lo, hi;                /* the smallest and largest finite      */
-    double positive;              /* the smallest above 0                 */
-    bool any, any_positive;
-} plot_values;
-
-/* The bar of `scale` for values starting `from`: linear and sqrt from the
- * smallest value, from 0, or 0..1 widened to the values outside, one wide
- * at least; log from the smallest positive value but at most
- * PLOT_LOG_DECADES below the top.  --color log refuses negative values
- * before it gets here. */
-plot_bar plot_bar_of(plot_scale scale, plot_from from, const plot_values *values);
-
-/* An sRGB colour, 0..255 a channel. */
-typedef struct plot_rgb {
-    unsigned char r, g, b;
-} plot_rgb;
-
-/* The colour map's control points, at t = 0, 1/(count - 1), ..., 1,
- * interpolated linearly in sRGB (viridis); *count set. */
-const plot_rgb *plot_colour_stops(size_t *count);
-
-/* The colour of a special value (PLOT_NEG_INF, PLOT_POS_INF, PLOT_NAN). */
-plot_rgb plot_special_colour(unsigned bit);
-
-/* The position t (0 bottom, 1 top, not clamped) of the finite value v on
- * a bar of `scale`: (v - lo) / (hi - lo), its square root (0 below lo), or
- * (log v - log lo) / (log hi - log lo) (0 at or below lo). */
-double plot_scale_position(plot_scale scale, const plot_bar *bar, double v);
 
 /* The format a file name's extension asks for (.png, .svg, .pdf, any
  * case); false for any other name. */

@@ -26,7 +26,7 @@
 #define BLOCK_VALUES ((size_t)1 << 22)
 
 /* The finite values of one colour bar seen so far. */
-typedef plot_values value_range;
+typedef cli_values value_range;
 
 /* The open results and what every read needs. */
 typedef struct source {
@@ -506,43 +506,6 @@ static int read_maps(const source *src, plot_data *d, attn_error *err)
 
 /* ------------------------------------------------------------- ranges */
 
-/* A bar's linear range: from 0, from the smallest value, or 0..1 widened
- * to the values outside; one wide at least. */
-static plot_bar linear_range(plot_from from, const value_range *range)
-{
-    plot_bar bar;
-    bar.lo = from == PLOT_FROM_MIN ? (range->any ? range->lo : 0)
-           : from == PLOT_FROM_UNIT && range->any ? fmin(0, range->lo) : 0;
-    bar.hi = range->any ? range->hi : bar.lo;
-    if (from == PLOT_FROM_UNIT)
-        bar.hi = fmax(1, bar.hi);
-    /* An empty range gets a width that large values still see: lo + 1
-     * would be lo itself beyond 2^53. */
-    if (!(bar.hi > bar.lo))
-        bar.hi = bar.lo + fmax(1.0, fabs(bar.lo) * 0x1p-20);
-    return bar;
-}
-
-/* A bar's log range: from the smallest positive value, but at most
- * PLOT_LOG_DECADES below the top, to the top; a decade below the top when
- * only one positive value is there, 1e-6..1 when none is. */
-static plot_bar log_range(plot_from from, const value_range *range)
-{
-    plot_bar bar = {1e-6, 1};
-    if (!range->any_positive)
-        return bar;
-    bar.hi = from == PLOT_FROM_UNIT ? fmax(1, range->hi) : range->hi;
-    bar.lo = fmax(range->positive, bar.hi * pow(10, -PLOT_LOG_DECADES));
-    if (!(bar.lo < bar.hi))
-        bar.lo = bar.hi / 10;
-    return bar;
-}
-
-plot_bar plot_bar_of(plot_scale scale, plot_from from, const plot_values *values)
-{
-    return scale == PLOT_LOG ? log_range(from, values) : linear_range(from, values);
-}
-
 /* Each bar's range and the special values the picture shows; ATTN_EUSAGE
  * for a log scale over negative values. */
 static int finish_ranges(const source *src, plot_data *d, attn_error *err)
@@ -551,15 +514,15 @@ static int finish_ranges(const source *src, plot_data *d, attn_error *err)
     for (size_t b = 0; b < bars; b++) {
         const plot_what_spec *spec = src->specs[src->spec_count > 1 ? b : 0];
         const value_range *range = &src->ranges[b];
-        if (d->scale == PLOT_LOG && range->any && range->lo < 0)
+        if (d->scale == CLI_LOG && range->any && range->lo < 0)
             return attn_fail(err, ATTN_EUSAGE, "--color log: %s has negative values (down to "
                              "%.4g), which no log scale shows; use --color sqrt or --color linear",
                              spec->name, range->lo);
-        d->bars[b] = plot_bar_of(d->scale, spec->from, range);
+        d->bars[b] = cli_bar_of(d->scale, spec->from, range);
     }
     size_t cells = d->panels * d->out_rows * d->out_cols;
     for (size_t i = 0; i < cells; i++)
-        d->specials |= plot_special(d->values[i]);
+        d->specials |= cli_special(d->values[i]);
     return ATTN_OK;
 }
 

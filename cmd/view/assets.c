@@ -2,12 +2,10 @@
  * assets.c - the page's template, style and script (page/), embedded into
  * the binary at build time by the assembler's .incbin, each followed by a
  * NUL, and the hashes of the style and script that the page's
- * Content-Security-Policy allows (view_hashes.h, made by the Makefile with
- * sha256sum from the same files).
+ * Content-Security-Policy allows (VIEW_CSS_SHA256, VIEW_JS_SHA256: the
+ * Makefile computes them from the same files, scripts/page-hashes.sh).
  */
 #include "view/view.h"
-
-#include "view_hashes.h"
 
 /* Embeds `file` (from the top of the tree, where make runs) as the bytes
  * from `name` to `name`_end, then a NUL. */

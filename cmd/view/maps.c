@@ -3,7 +3,10 @@
  * rows at a time, each row added into the rows of its level and of its
  * thumbnail being pooled, each pooled row written as base64 as soon as
  * its block of rows is complete.  So a map of any size takes one block of
- * rows, one pooled row and its thumbnail.
+ * rows, one pooled row, its thumbnail and its level's means.
+ *
+ * A pooled level's means are kept until its maxes are out (its level's
+ * cells, no more than the page holds of it).
  *
  * Legend: n rows (queries), m columns (keys) of the map; level k pools
  * 2^k x 2^k blocks, mk = ceil(m / 2^k) of them a row.
@@ -132,8 +135,9 @@ static bool pool_due(const pool *p, size_t r)
     return ((r + 1) & (((size_t)1 << p->k) - 1)) == 0 || r + 1 == p->n;
 }
 
-/* Hands out the pooled row (max, and mean when `mean`), then clears it. */
-static void pool_emit(pool *p, base64 *b, float *maxes, bool mean)
+/* Hands out the pooled row: its maxes to b (when not NULL) or to maxes,
+ * and its means to means (when not NULL); then clears it. */
+static void pool_emit(pool *p, base64 *b, float *maxes, float *means)
 {
     const size_t side = (size_t)1 << p->k;
     for (size_t j = 0; j < p->cols; j++) {
@@ -142,8 +146,8 @@ static void pool_emit(pool *p, base64 *b, float *maxes, bool mean)
             put_float(b, p->max[j]);
         else
             maxes[j] = p->max[j];
-        if (mean)
-            put_float(b, (float)(p->sum[j] / (double)(p->rows * width)));
+        if (means != NULL)
+            means[j] = (float)(p->sum[j] / (double)(p->rows * width));
         p->max[j] = -INFINITY;
         p->sum[j] = 0;
     }
@@ -154,10 +158,10 @@ static void pool_emit(pool *p, base64 *b, float *maxes, bool mean)
 
 static void add_stats(view_map_stats *s, const float *row, size_t m)
 {
-    plot_values *v = &s->values;
+    cli_values *v = &s->values;
     for (size_t c = 0; c < m; c++) {
         const float x = row[c];
-        const unsigned special = plot_special(x);
+        const unsigned special = cli_special(x);
         if (special != 0) {
             s->specials |= special;
             continue;
@@ -208,6 +212,8 @@ int view_write_map(const view_source *src, view_level level, size_t id, FILE *ou
     memset(&thumb, 0, sizeof thumb);
     float *block = attn_calloc(rows * (m > 0 ? m : 1), sizeof *block);      /* (rows, m) */
     float *thumbs = NULL;                     /* (nt, mt) the thumbnail's maxes */
+    float *means = NULL;                      /* (nd, md) the level's means, written
+                                                 after its maxes                 */
     int status = block == NULL ? attn_fail(err, ATTN_ENOMEM, "out of memory") : ATTN_OK;
     if (status == ATTN_OK && level.detail > 0)
         status = pool_init(&detail, level.detail, n, m, err);
@@ -218,9 +224,14 @@ int view_write_map(const view_source *src, view_level level, size_t id, FILE *ou
     if (status == ATTN_OK && thumbed &&
         (thumbs = attn_calloc(thumb_rows * thumb.cols + 1, sizeof *thumbs)) == NULL)
         status = attn_fail(err, ATTN_ENOMEM, "out of memory");
+    const size_t detail_rows =
+        level.detail > 0 ? (n >> level.detail) + ((n & (((size_t)1 << level.detail) - 1)) != 0) : 0;
+    if (status == ATTN_OK && level.detail > 0 &&
+        (means = attn_calloc(detail_rows * detail.cols + 1, sizeof *means)) == NULL)
+        status = attn_fail(err, ATTN_ENOMEM, "out of memory");
     base64 b = {.out = out};
     open_element(out, 'm', id);
-    size_t thumb_row = 0;
+    size_t thumb_row = 0, detail_row = 0;
     for (size_t first = 0; first < n && status == ATTN_OK; first += rows) {
         const size_t count = n - first < rows ? n - first : rows;
         if ((status = read_rows(src, first, count, block, err)) != ATTN_OK)
@@ -235,17 +246,24 @@ int view_write_map(const view_source *src, view_level level, size_t id, FILE *ou
             } else {
                 pool_add(&detail, row);
                 if (pool_due(&detail, r))
-                    pool_emit(&detail, &b, NULL, true);
+                    pool_emit(&detail, &b, NULL, means + detail_row++ * detail.cols);
             }
             if (thumbed) {
                 pool_add(&thumb, row);
                 if (pool_due(&thumb, r))
-                    pool_emit(&thumb, NULL, thumbs + thumb_row++ * thumb.cols, false);
+                    pool_emit(&thumb, NULL, thumbs + thumb_row++ * thumb.cols, NULL);
             }
         }
     }
     base64_end(&b);
     fputs("</script>\n", out);
+    if (status == ATTN_OK && level.detail > 0) {
+        open_element(out, 'a', id);
+        for (size_t i = 0; i < detail_rows * detail.cols; i++)
+            put_float(&b, means[i]);
+        base64_end(&b);
+        fputs("</script>\n", out);
+    }
     if (status == ATTN_OK && thumbed) {
         open_element(out, 't', id);
         for (size_t i = 0; i < thumb_rows * thumb.cols; i++)
@@ -255,6 +273,7 @@ int view_write_map(const view_source *src, view_level level, size_t id, FILE *ou
     }
     free(block);
     free(thumbs);
+    free(means);
     pool_free(&detail);
     pool_free(&thumb);
     return status;

@@ -57,7 +57,7 @@ static bool same_tokens(char **a, char **b, size_t count)
  * none). */
 static int write_item_tokens(json_writer *w, const view_plan *plan, attn_error *err)
 {
-    const heads_census *c = &plan->census;
+    const census_table *c = &plan->census;
     size_t lists = 0;
     int status = ATTN_OK;
     size_t *index = attn_calloc(plan->item_count * c->count * 2 + 1, sizeof *index); /* (I, L, 2) */
@@ -68,7 +68,7 @@ static int write_item_tokens(json_writer *w, const view_plan *plan, attn_error *
         char **last[2] = {NULL, NULL};      /* the item's lists before, to reuse */
         size_t last_len[2] = {0, 0}, last_index[2] = {0, 0};
         for (size_t l = 0; l < c->count && status == ATTN_OK; l++) {
-            const heads_layer *layer = &c->layers[l];
+            const census_layer *layer = &c->layers[l];
             size_t *slot = index + (i * c->count + l) * 2;
             slot[0] = slot[1] = SIZE_MAX;
             if (!layer->tokens)
@@ -78,7 +78,7 @@ static int write_item_tokens(json_writer *w, const view_plan *plan, attn_error *
             for (int axis = 0; axis < 2 && status == ATTN_OK; axis++) {
                 const size_t len = axis == 0 ? layer->n : layer->m;
                 char **tokens = NULL;
-                status = attn_results_labels(r, axis == 0 ? HEADS_QUERY_TOKENS : HEADS_KEY_TOKENS,
+                status = attn_results_labels(r, axis == 0 ? CENSUS_QUERY_TOKENS : CENSUS_KEY_TOKENS,
                                              layer->batched ? plan->items[i] : 0, len, &tokens,
                                              err);
                 if (status != ATTN_OK || tokens == NULL)
@@ -129,7 +129,7 @@ static int write_item_tokens(json_writer *w, const view_plan *plan, attn_error *
 
 /* "census": the scores' names and definitions, and per layer and head
  * each score: a number, null when no row qualified, "nan" for a NaN. */
-static void write_census(json_writer *w, const heads_census *c)
+static void write_census(json_writer *w, const census_table *c)
 {
     json_object_begin(w, "census");
     json_array_begin(w, "names");
@@ -163,7 +163,7 @@ static void write_census(json_writer *w, const heads_census *c)
     json_object_end(w);
 }
 
-static void write_rgb(json_writer *w, const char *key, plot_rgb c)
+static void write_rgb(json_writer *w, const char *key, cli_rgb c)
 {
     json_array_begin(w, key);
     json_size(w, NULL, c.r);
@@ -172,25 +172,28 @@ static void write_rgb(json_writer *w, const char *key, plot_rgb c)
     json_array_end(w);
 }
 
-/* "colours": attnrun plot's colour map and special colours. */
+/* "colours": the colour map and special colours (cli/colours.h, as
+ * attnrun plot draws them). */
 static void write_colours(json_writer *w)
 {
     size_t count;
-    const plot_rgb *stops = plot_colour_stops(&count);
+    const cli_rgb *stops = cli_colour_stops(&count);
     json_object_begin(w, "colours");
     json_array_begin(w, "stops");
     for (size_t i = 0; i < count; i++)
         write_rgb(w, NULL, stops[i]);
     json_array_end(w);
-    write_rgb(w, "negInf", plot_special_colour(PLOT_NEG_INF));
-    write_rgb(w, "posInf", plot_special_colour(PLOT_POS_INF));
-    write_rgb(w, "nan", plot_special_colour(PLOT_NAN));
+    size_t specials;
+    const cli_special_spec *special = cli_specials(&specials);
+    static const char *const keys[] = {"negInf", "posInf", "nan"};    /* in cli_specials' order */
+    for (size_t i = 0; i < specials && i < sizeof keys / sizeof keys[0]; i++)
+        write_rgb(w, keys[i], special[i].colour);
     json_object_end(w);
 }
 
 static void write_layers(json_writer *w, const view_plan *plan)
 {
-    const heads_census *c = &plan->census;
+    const census_table *c = &plan->census;
     json_array_begin(w, "layers");
     for (size_t l = 0; l < c->count; l++) {
         json_object_begin(w, NULL);
@@ -262,12 +265,11 @@ size_t view_template_bytes(void)
     return total + 256;                     /* the JSON's element and end */
 }
 
-/* One map's entry in "maps": its shape, levels and colour bars, which
- * start where attnrun plot's bars of `what` do. */
-static void write_entry(json_writer *w, size_t n, size_t m, view_level lv, plot_what what,
+/* One map's entry in "maps": its shape, levels and colour bars. */
+static void write_entry(json_writer *w, size_t n, size_t m, view_level lv,
                         const view_map_stats *s)
 {
-    static const plot_scale scales[] = {PLOT_LINEAR, PLOT_SQRT, PLOT_LOG};
+    static const cli_scale scales[] = {CLI_LINEAR, CLI_SQRT, CLI_LOG};
     json_object_begin(w, NULL);
     json_size(w, "n", n);
     json_size(w, "m", m);
@@ -277,7 +279,7 @@ static void write_entry(json_writer *w, size_t n, size_t m, view_level lv, plot_
     json_bool(w, "negative", s->values.any && s->values.lo < 0);
     json_array_begin(w, "bars");
     for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
-        const plot_bar bar = plot_bar_of(scales[i], plot_map_of(what)->from, &s->values);
+        const cli_bar bar = cli_bar_of(scales[i], VIEW_BAR_FROM, &s->values);
         json_array_begin(w, NULL);
         json_real(w, NULL, bar.lo);
         json_real(w, NULL, bar.hi);
@@ -291,7 +293,7 @@ static void write_entry(json_writer *w, size_t n, size_t m, view_level lv, plot_
  * then the rollout's layers.  Their entries go into `entries`. */
 static int write_maps(const view_plan *plan, FILE *out, json_writer *entries, attn_error *err)
 {
-    const heads_census *c = &plan->census;
+    const census_table *c = &plan->census;
     attn_results **groups = attn_calloc(c->count, sizeof *groups);          /* (L) */
     if (groups == NULL)
         return attn_fail(err, ATTN_ENOMEM, "out of memory");
@@ -302,16 +304,16 @@ static int write_maps(const view_plan *plan, FILE *out, json_writer *entries, at
     view_map_stats stats;
     for (size_t i = 0; i < plan->item_count && status == ATTN_OK; i++) {
         for (size_t l = 0; l < c->count && status == ATTN_OK; l++) {
-            const heads_layer *layer = &c->layers[l];
+            const census_layer *layer = &c->layers[l];
             const view_level lv = view_level_of(layer->n, layer->m, plan->level);
-            view_source src = {groups[l], HEADS_WEIGHTS, {0, 0}, 0, layer->n, layer->m};
+            view_source src = {groups[l], CENSUS_WEIGHTS, {0, 0}, 0, layer->n, layer->m};
             if (layer->batched)
                 src.lead[src.leads++] = plan->items[i];
             src.leads++;
             for (size_t h = 0; h < c->heads && status == ATTN_OK; h++) {
                 src.lead[src.leads - 1] = h;
                 status = view_write_map(&src, lv, id++, out, &stats, err);
-                write_entry(entries, layer->n, layer->m, lv, PLOT_WEIGHTS, &stats);
+                write_entry(entries, layer->n, layer->m, lv, &stats);
             }
         }
         const size_t n = c->layers[0].n;
@@ -320,7 +322,7 @@ static int write_maps(const view_plan *plan, FILE *out, json_writer *entries, at
         for (size_t l = 0; l < plan->rollout.layers && status == ATTN_OK; l++) {
             src.lead[1] = l;
             status = view_write_map(&src, lv, id++, out, &stats, err);
-            write_entry(entries, n, n, lv, PLOT_ROLLOUT, &stats);
+            write_entry(entries, n, n, lv, &stats);
         }
     }
     for (size_t l = 0; l < c->count; l++)

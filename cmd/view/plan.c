@@ -56,7 +56,9 @@ static size_t element_bytes(size_t values)
 size_t view_map_bytes(size_t n, size_t m, view_level level)
 {
     size_t cells = mul(pooled(n, level.detail), pooled(m, level.detail));
-    size_t bytes = element_bytes(level.detail == 0 ? cells : mul(cells, 2));
+    size_t bytes = element_bytes(cells);                  /* the values, or the maxes */
+    if (level.detail > 0)
+        bytes = add(bytes, element_bytes(cells));          /* and the means           */
     if (level.thumb > level.detail)
         bytes = add(bytes, element_bytes(mul(pooled(n, level.thumb), pooled(m, level.thumb))));
     return bytes;
@@ -65,10 +67,10 @@ size_t view_map_bytes(size_t n, size_t m, view_level level)
 /* The page's bytes, at most, with its maps at `level`. */
 static size_t page_bytes(const view_plan *plan, unsigned level)
 {
-    const heads_census *c = &plan->census;
+    const census_table *c = &plan->census;
     size_t bytes = add(plan->fixed_bytes, mul(plan->maps, VIEW_MAP_ENTRY_BYTES));
     for (size_t l = 0; l < c->count; l++) {
-        const heads_layer *layer = &c->layers[l];
+        const census_layer *layer = &c->layers[l];
         size_t one = view_map_bytes(layer->n, layer->n == 0 ? 0 : layer->m,
                                     view_level_of(layer->n, layer->m, level));
         bytes = add(bytes, mul(mul(one, c->heads), plan->item_count));
@@ -128,7 +130,7 @@ static int open_rollout(const view_request *rq, view_plan *plan, attn_error *err
     int status = attn_results_open(rq->rollout, "/", &ro->results, err);
     if (status != ATTN_OK)
         return status;
-    if ((status = attn_results_attribute_text(ro->results, PLOT_ANALYSIS_ATTRIBUTE, &analysis,
+    if ((status = attn_results_attribute_text(ro->results, "attnrun_analysis", &analysis,
                                               err)) != ATTN_OK)
         return status;
     const bool is_rollout = analysis != NULL && strcmp(analysis, "rollout") == 0;
@@ -139,7 +141,7 @@ static int open_rollout(const view_request *rq, view_plan *plan, attn_error *err
     attn_tensor_info info = {.name = "rollout"};
     if ((status = attn_results_describe(ro->results, &info, err)) != ATTN_OK)
         return status;
-    const heads_layer *first = &plan->census.layers[0];
+    const census_layer *first = &plan->census.layers[0];
     if (!info.present || info.rank != 4 || info.dims[2] != info.dims[3])
         return attn_fail(err, ATTN_EINPUT, "--rollout %s: no rollout (B, L, n, n) in it",
                          rq->rollout);
@@ -155,7 +157,7 @@ static int open_rollout(const view_request *rq, view_plan *plan, attn_error *err
 /* B: every layer's; the layers must agree. */
 static int find_batch(view_plan *plan, attn_error *err)
 {
-    const heads_census *c = &plan->census;
+    const census_table *c = &plan->census;
     plan->batch = c->layers[0].batch;
     for (size_t l = 1; l < c->count; l++)
         if (c->layers[l].batch != plan->batch)
@@ -186,14 +188,14 @@ int view_plan_make(const view_request *rq, view_plan *plan, attn_error *err)
 {
     memset(plan, 0, sizeof *plan);
     plan->rq = rq;
-    int status = heads_find_layers(rq->input, rq->groups, rq->group_count, &plan->census, err);
+    int status = census_find_layers(rq->input, rq->groups, rq->group_count, &plan->census, err);
     if (status != ATTN_OK)
         return status;
     status = find_batch(plan, err);
     if (status == ATTN_OK && plan->batch == 0)
         status = attn_fail(err, ATTN_EINPUT, "%s: the weights hold no item", rq->input);
     if (status == ATTN_OK)
-        status = heads_count(&plan->census, err);
+        status = census_count(&plan->census, err);
     if (status == ATTN_OK)
         status = pick_items(rq, plan, err);
     if (status == ATTN_OK && rq->rollout != NULL)
@@ -214,7 +216,7 @@ int view_plan_make(const view_request *rq, view_plan *plan, attn_error *err)
 
 void view_plan_free(view_plan *plan)
 {
-    heads_census_free(&plan->census);
+    census_free(&plan->census);
     free(plan->items);
     attn_labels_free(plan->rollout.groups, plan->rollout.layers);
     attn_results_close(plan->rollout.results);

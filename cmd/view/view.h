@@ -7,7 +7,7 @@
  *     view.c       the command line: options, messages, exit codes, the
  *                  page written to a temporary file renamed into place
  *     plan.c       what the page holds: the layers and their census
- *                  (cmd/heads, the same code as attnrun heads), the items,
+ *                  (cli/census.h, as attnrun heads counts it), the items,
  *                  the rollout file, and the level every map is embedded
  *                  at so that the page fits --max-size
  *     maps.c       one map read a block of rows at a time and pooled into
@@ -24,8 +24,8 @@
  *
  * Levels: level 0 is a map at full resolution, (n, m) float32; level k
  * pools blocks of 2^k x 2^k cells (the last ones of a row or column
- * smaller) into (ceil(n / 2^k), ceil(m / 2^k), 2): each block's max and
- * mean.  A map's thumbnail is the max of its coarsest level of at most
+ * smaller) into two (ceil(n / 2^k), ceil(m / 2^k)): each block's max, and
+ * each block's mean.  A map's thumbnail is the max of its coarsest level of at most
  * VIEW_THUMB_SIDE cells a side.  docs/view.md states the page's format.
  *
  * Legend: B items, I items shown, L layers, H heads, n queries, m keys.
@@ -37,8 +37,8 @@
 #include "attn_results.h"
 #include "cli/cli.h"
 #include "cli/json.h"
-#include "heads/heads.h"
-#include "plot/plot.h"
+#include "cli/census.h"
+#include "cli/colours.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,6 +52,10 @@
 
 /* A thumbnail's side, in cells, at most. */
 #define VIEW_THUMB_SIDE 64
+
+/* Where every map's colour bars start: at 0, as attnrun plot's bars of
+ * weights and of a rollout. */
+#define VIEW_BAR_FROM CLI_FROM_ZERO
 
 /* A token longer than this (bytes) is cut, at a character's end, and
  * marked with an ellipsis. */
@@ -85,7 +89,7 @@ typedef struct view_level {
 /* What the page holds, from view_plan_make. */
 typedef struct view_plan {
     const view_request *rq;
-    heads_census census;          /* the layers, H, every head's scores    */
+    census_table census;          /* the layers, H, every head's scores    */
     size_t *items;                /* (item_count) the items shown, in order */
     size_t item_count;
     size_t batch;                 /* B                                     */
@@ -105,8 +109,8 @@ typedef struct view_plan {
 view_level view_level_of(size_t n, size_t m, unsigned level);
 
 /*
- * Finds the layers and counts their census (heads_find_layers,
- * heads_count), picks the items, opens and checks the rollout file, and
+ * Finds the layers and counts their census (census_find_layers,
+ * census_count), picks the items, opens and checks the rollout file, and
  * chooses the level.  ATTN_EINPUT for what the files cannot give (the
  * message names what is there), ATTN_EUSAGE when --items names items the
  * file lacks or no level fits --max-size (the message says the size it
@@ -128,15 +132,16 @@ typedef struct view_source {
 
 /* What one map held, for its colour bars. */
 typedef struct view_map_stats {
-    plot_values values;           /* its finite values' range              */
-    unsigned specials;            /* PLOT_NEG_INF | PLOT_POS_INF | PLOT_NAN */
+    cli_values values;           /* its finite values' range              */
+    unsigned specials;            /* CLI_NEG_INF | CLI_POS_INF | CLI_NAN */
 } view_map_stats;
 
 /*
  * Writes the map as the page's elements: its level (`level.detail`) as
  * base64 little-endian float32 in a <script type="application/
- * octet-stream" id="m<id>"> element and, when level.thumb is coarser, its
- * thumbnail in one id="t<id>".  Reads a block of whole rows at a time.
+ * octet-stream" id="m<id>"> element (the values, or a pooled level's
+ * maxes), a pooled level's means in one id="a<id>", and, when
+ * level.thumb is coarser, its thumbnail in one id="t<id>".  Reads a block of whole rows at a time.
  * ATTN_OK with *stats filled, ATTN_EINPUT for a read that fails,
  * ATTN_ENOMEM; the write's errors are left in `out` (ferror).
  */

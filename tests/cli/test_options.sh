@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli/test_options.sh - each command's options (attnrun, attnrun plot,
-# attnrun rollout, attnrun heads) are named alike in its option table (the
+# attnrun rollout, attnrun heads, attnrun view) are named alike in its option table (the
 # source), its --help and its section of the manual page, and the program
 # accepts every one of them (tests/ref/options_check.py, which collects
 # each list on its own); and the usage errors the table's rows produce
@@ -14,7 +14,7 @@ TESTS=$(cd "$(dirname "$0")/.." && pwd)
 . "$TESTS/lib/checks.sh"
 suite_setup options h5py
 
-for command in attnrun plot rollout heads; do
+for command in attnrun plot rollout heads view; do
     "$PY" "$TESTS/ref/options_check.py" "$command" "$ATTNRUN" "$ROOT/man/attnrun.1" "$ROOT" \
         >"$T/$command.log" 2>&1
     report_verdicts "$T/$command.log" $?

@@ -168,6 +168,16 @@ fi
 if "${PYTHON:-/usr/bin/python3}" -c "import selenium" 2>/dev/null && [ -x /usr/bin/chromedriver ]; then
     "${PYTHON:-/usr/bin/python3}" "$TESTS/ref/view_browser.py" "$O" "$T" >"$T/browser.log" 2>&1
     report_verdicts "$T/browser.log" $?
+    # the screenshot of docs/view.md (make pictures), taken the same way
+    "${PYTHON:-/usr/bin/python3}" "$TESTS/ref/view_browser.py" shot "$O/hand.html" "$T/shot.png" \
+        "#view=head&item=0&layer=/b&head=1" >"$T/shot.log" 2>&1
+    report_verdicts "$T/shot.log" $?
+    "$PY" -c "
+import struct, sys
+b = open(sys.argv[1], 'rb').read(24)
+w, h = struct.unpack('>II', b[16:24])
+sys.exit(0 if b[:8] == b'\x89PNG\r\n\x1a\n' and w == 1400 and 600 <= h <= 1000 else 1)
+" "$T/shot.png" && ok "a screenshot: a PNG of the 1400-pixel-wide window" || bad "the screenshot is no PNG 1400 pixels wide"
 else
     bad "headless Chromium: python3-selenium or chromium-driver is missing (scripts/install-deps.sh installs them)"
 fi

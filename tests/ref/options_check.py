@@ -3,19 +3,19 @@ option table, its --help and the manual page, for tests/cli/test_options.sh.
 
     python3 tests/ref/options_check.py COMMAND BIN MAN ROOT
 
-COMMAND is attnrun (the run) or a subcommand: plot, rollout, heads.
+COMMAND is attnrun (the run) or a subcommand: plot, rollout, heads, view.
 
 Collects each command's options four ways, independently of each other:
   table  the rows of its cli_option table in the source (SOURCES:
          cmd/attnrun/options.c, cmd/plot/plot.c, cmd/rollout/rollout.c,
-         cmd/heads/heads.c): `{"name", 'x', ...` and the DATASET rows, read
+         cmd/heads/heads.c, cmd/view/view.c): `{"name", 'x', ...` and the DATASET rows, read
          as text
   help   the option lines of `BIN [SUBCOMMAND] --help` (an option at the
          start of a line, before the text that follows the options:
          HELP_END)
   man    the tag lines of its section of the manual page, rendered by man
          (SECTIONS: OPTIONS up to PLOT for attnrun, PLOT up to ROLLOUT,
-         ROLLOUT up to HEADS, HEADS up to MPI)
+         ROLLOUT up to HEADS, HEADS up to VIEW, VIEW up to MPI)
   getopt BIN itself: every option of the table is accepted (the program
          never says "unknown option" of it)
 and prints an ok/FAIL line for each agreement, long names and short
@@ -27,16 +27,17 @@ import subprocess
 import sys
 
 SOURCES = {"attnrun": "cmd/attnrun/options.c", "plot": "cmd/plot/plot.c",
-           "rollout": "cmd/rollout/rollout.c", "heads": "cmd/heads/heads.c"}
+           "rollout": "cmd/rollout/rollout.c", "heads": "cmd/heads/heads.c",
+           "view": "cmd/view/view.c"}
 # Each command's section of the manual page: from its heading to the next.
 SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "ROLLOUT"),
-            "rollout": ("ROLLOUT", "HEADS"), "heads": ("HEADS", "MPI")}
+            "rollout": ("ROLLOUT", "HEADS"), "heads": ("HEADS", "VIEW"), "view": ("VIEW", "MPI")}
 # The first words of --help after the options.
 HELP_END = {"attnrun": "Outputs (--save):", "plot": "Colours:", "rollout": "OUT.h5 holds",
-            "heads": "Scores (p:"}
+            "heads": "Scores (p:", "view": "Examples:"}
 # The fewest option names (long and short) each table has: a table read
 # wrong comes out short.
-AT_LEAST = {"attnrun": 40, "plot": 6, "rollout": 10, "heads": 8}
+AT_LEAST = {"attnrun": 40, "plot": 6, "rollout": 10, "heads": 8, "view": 10}
 
 
 def command_line(binary, command):

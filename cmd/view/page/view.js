@@ -88,18 +88,25 @@
 
   const decoded = new Map();
 
+  /* base64 to bytes: the browser's own decoder where it has one. */
+  function bytesOf(text) {
+    if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);
+    const bin = atob(text);
+    const bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return bytes;
+  }
+
   function decode(id) {
     if (decoded.has(id)) return decoded.get(id);
     const el = document.getElementById(id);
     if (!el) return null;
-    const bin = atob(el.textContent.trim());
-    const bytes = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    const bytes = bytesOf(el.textContent.trim());
     let values;
     if (littleEndian) {
-      values = new Float32Array(bytes.buffer, 0, bytes.length >> 2);
+      values = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length >> 2);
     } else {
-      const view = new DataView(bytes.buffer);
+      const view = new DataView(bytes.buffer, bytes.byteOffset);
       values = new Float32Array(bytes.length >> 2);
       for (let i = 0; i < values.length; i++) values[i] = view.getFloat32(4 * i, true);
     }
@@ -124,8 +131,8 @@
     return Math.ceil(x / Math.pow(2, k));
   }
 
-  /* A map at its embedded level: rows, cols, its values (two a cell, max
-   * then mean, when pooled). */
+  /* A map at its embedded level: rows, cols, its values (a pooled level's
+   * maxes; its means, decoded when first asked for, by meansOf). */
   function detailOf(id) {
     const e = meta.maps[id];
     return { id: id, e: e, level: e.level, side: Math.pow(2, e.level), n: e.n, m: e.m,
@@ -141,9 +148,16 @@
              pooled: false, thumb: true, values: decode("t" + id) };
   }
 
+  function meansOf(d) {
+    return d.pooled ? decode("a" + d.id) : d.values;
+  }
+
+  function valuesOf(d, pool) {
+    return d.pooled && pool === "mean" ? meansOf(d) : d.values;
+  }
+
   function valueAt(d, r, c, pool) {
-    if (d.pooled) return d.values[2 * (r * d.cols + c) + (pool === "mean" ? 1 : 0)];
-    return d.values[r * d.cols + c];
+    return valuesOf(d, pool)[r * d.cols + c];
   }
 
   /* ------------------------------------------------------------ colour */
@@ -196,18 +210,46 @@
     const ctx = canvas.getContext("2d");
     if (d.rows > 0 && d.cols > 0 && d.values) {
       const img = ctx.createImageData(d.cols, d.rows);
-      const px = img.data;
-      const bar = barOf(d.e, scale);
-      for (let r = 0, p = 0; r < d.rows; r++)
-        for (let c = 0; c < d.cols; c++, p += 4) {
-          const rgb = colourOf(valueAt(d, r, c, pool), scale, bar);
-          px[p] = rgb[0]; px[p + 1] = rgb[1]; px[p + 2] = rgb[2]; px[p + 3] = 255;
-        }
+      paint(img.data, d, scale, pool);
       ctx.putImageData(img, 0, 0);
     }
     images.set(key, canvas);
     if (images.size > 400) images.delete(images.keys().next().value);
     return canvas;
+  }
+
+  /* Every cell's colour into px (RGBA): colourOf, inlined, since a map
+   * may have millions of cells. */
+  function paint(px, d, scale, pool) {
+    const bar = barOf(d.e, scale), lo = bar[0], hi = bar[1];
+    const last = stops.length - 1;
+    const flat = new Float64Array(3 * stops.length);
+    stops.forEach((c, i) => { flat[3 * i] = c[0]; flat[3 * i + 1] = c[1]; flat[3 * i + 2] = c[2]; });
+    const llo = Math.log10(lo), lspan = Math.log10(hi) - llo, mode = SCALES.indexOf(scale);
+    const vals = valuesOf(d, pool), cells = d.rows * d.cols;
+    for (let i = 0, p = 0; i < cells; i++, p += 4) {
+      const v = vals[i];
+      let rgb = null;
+      if (v !== v) rgb = meta.colours.nan;
+      else if (v === -Infinity) rgb = meta.colours.negInf;
+      else if (v === Infinity) rgb = meta.colours.posInf;
+      if (rgb !== null) {
+        px[p] = rgb[0]; px[p + 1] = rgb[1]; px[p + 2] = rgb[2]; px[p + 3] = 255;
+        continue;
+      }
+      let t;
+      if (mode === 2) t = v > lo ? (Math.log10(v) - llo) / lspan : 0;
+      else {
+        t = (v - lo) / (hi - lo);
+        if (mode === 1) t = t > 0 ? Math.sqrt(t) : 0;
+      }
+      t = t > 0 ? (t < 1 ? t : 1) : 0;
+      const x = t * last, k = x >= last ? last - 1 : Math.floor(x), u = x - k, a = 3 * k, b = a + 3;
+      px[p] = Math.round(flat[a] + u * (flat[b] - flat[a]));
+      px[p + 1] = Math.round(flat[a + 1] + u * (flat[b + 1] - flat[a + 1]));
+      px[p + 2] = Math.round(flat[a + 2] + u * (flat[b + 2] - flat[a + 2]));
+      px[p + 3] = 255;
+    }
   }
 
   /* ------------------------------------------------------------ text */
@@ -783,6 +825,30 @@
     }, "image/png");
   }
 
+  /* ------------------------------------------------------------ prefetch */
+
+  /* While the page is idle, the maps a step away from the head shown (the
+   * other heads of its layer, the same head in the layers beside it) are
+   * decoded and coloured, so that [ ] { } find them ready. */
+  let prefetching = [];
+
+  function prefetch() {
+    if (state.view !== "head" || state.rollout >= 0) return;
+    const i = itemIndex(state.item), l = currentLayer();
+    const ids = [];
+    for (let k = 1; k < H; k++) ids.push(i * perItem + l * H + (state.head + k) % H);
+    for (const dl of [1, L - 1])
+      if (L > 1) ids.push(i * perItem + ((l + dl) % L) * H + state.head);
+    prefetching = ids;
+    const idle = window.requestIdleCallback || ((f) => setTimeout(() => f({ timeRemaining: () => 10 }), 30));
+    const step = (deadline) => {
+      while (prefetching.length > 0 && deadline.timeRemaining() > 2)
+        imageOf(detailOf(prefetching.shift()), state.scale, state.pool);
+      if (prefetching.length > 0) idle(step);
+    };
+    idle(step);
+  }
+
   /* ------------------------------------------------------------ frame */
 
   function renderChrome() {
@@ -824,7 +890,7 @@
     shown = null;
     if (L === 0 || meta.items.length === 0) return;
     if (state.view === "model") renderModel();
-    else if (state.view === "head") renderHead();
+    else if (state.view === "head") { renderHead(); prefetch(); }
     else if (state.view === "token") renderToken();
     else if (state.view === "census") renderCensus();
     else if (state.view === "rollout") renderRollout();

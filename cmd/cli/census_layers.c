@@ -1,12 +1,12 @@
 /*
- * layers.c - the layers of a census (heads.h): the groups that hold them,
+ * census_layers.c - the layers of a census (census.h): the groups that hold them,
  * and each checked -- its weights, their shape, its heads, its tokens --
  * before any map is read, so that a census that cannot be made is
  * refused at once.
  *
  * Legend: L layers, B items, H heads, n queries, m keys of a layer.
  */
-#include "heads/heads.h"
+#include "cli/census.h"
 
 #include "attn_results.h"
 #include "cli/cli.h"
@@ -35,8 +35,8 @@ static void name_other_groups(const char *path, const char *group, attn_error *e
 
 /* The shape of weights w of `group`, into layer: (B, H, n, m) or (H, n,
  * m), with the H of the layers before. */
-static int check_weights(heads_census *c, const char *group, const attn_tensor_info *w,
-                         heads_layer *layer, attn_error *err)
+static int check_weights(census_table *c, const char *group, const attn_tensor_info *w,
+                         census_layer *layer, attn_error *err)
 {
     char shape[256];
     if (!w->present)
@@ -66,12 +66,12 @@ static int check_weights(heads_census *c, const char *group, const attn_tensor_i
 
 /* Whether the group has both token datasets, read for its first and last
  * items so that their lengths and rows are checked now. */
-static int check_tokens(attn_results *r, heads_layer *layer, attn_error *err)
+static int check_tokens(attn_results *r, census_layer *layer, attn_error *err)
 {
     const size_t items[2] = {0, layer->batch > 0 ? layer->batch - 1 : 0};
     int status = ATTN_OK;
     for (size_t i = 0; i < 2 && status == ATTN_OK; i++) {    /* (n) or (B, n), no more rows */
-        attn_tensor_info t = {.name = i == 0 ? HEADS_QUERY_TOKENS : HEADS_KEY_TOKENS};
+        attn_tensor_info t = {.name = i == 0 ? CENSUS_QUERY_TOKENS : CENSUS_KEY_TOKENS};
         status = attn_results_describe_labels(r, &t, err);
         if (status == ATTN_OK && t.present && t.rank == 2 && t.dims[0] != layer->batch)
             status = attn_fail(err, ATTN_EINPUT, "%s: group %s: %s holds the tokens of %zu "
@@ -81,9 +81,9 @@ static int check_tokens(attn_results *r, heads_layer *layer, attn_error *err)
     layer->tokens = layer->batch > 0;
     for (size_t i = 0; i < 2 && status == ATTN_OK && layer->tokens; i++) {
         char **query = NULL, **key = NULL;                   /* (n), (m) */
-        status = attn_results_labels(r, HEADS_QUERY_TOKENS, items[i], layer->n, &query, err);
+        status = attn_results_labels(r, CENSUS_QUERY_TOKENS, items[i], layer->n, &query, err);
         if (status == ATTN_OK)
-            status = attn_results_labels(r, HEADS_KEY_TOKENS, items[i], layer->m, &key, err);
+            status = attn_results_labels(r, CENSUS_KEY_TOKENS, items[i], layer->m, &key, err);
         layer->tokens = query != NULL && key != NULL;
         attn_labels_free(query, layer->n);
         attn_labels_free(key, layer->m);
@@ -96,11 +96,11 @@ static int check_tokens(attn_results *r, heads_layer *layer, attn_error *err)
 
 /* Opens `group`, checks it, and appends it to c's layers (room for it
  * allocated). */
-static int add_layer(heads_census *c, const char *group, attn_error *err)
+static int add_layer(census_table *c, const char *group, attn_error *err)
 {
-    heads_layer *layer = &c->layers[c->count];
+    census_layer *layer = &c->layers[c->count];
     attn_results *r = NULL;
-    attn_tensor_info w = {.name = HEADS_WEIGHTS};
+    attn_tensor_info w = {.name = CENSUS_WEIGHTS};
     memset(layer, 0, sizeof *layer);
     int status = attn_results_open_group(c->file, group, &r, err);
     if (status == ATTN_EINPUT)
@@ -126,10 +126,10 @@ static int add_layer(heads_census *c, const char *group, attn_error *err)
 }
 
 /* Whether `group` of c's file holds a dataset of weights. */
-static int holds_weights(const heads_census *c, const char *group, bool *holds, attn_error *err)
+static int holds_weights(const census_table *c, const char *group, bool *holds, attn_error *err)
 {
     attn_results *r = NULL;
-    attn_tensor_info w = {.name = HEADS_WEIGHTS};
+    attn_tensor_info w = {.name = CENSUS_WEIGHTS};
     int status = attn_results_open_group(c->file, group, &r, err);
     if (status == ATTN_OK)
         status = attn_results_describe(r, &w, err);
@@ -140,7 +140,7 @@ static int holds_weights(const heads_census *c, const char *group, bool *holds, 
 
 /* A plain results file: its groups of results that hold weights, by name,
  * else the root when it holds weights (a file written by hand, say). */
-static int add_plain(heads_census *c, const attn_result_groups *listed, attn_error *err)
+static int add_plain(census_table *c, const attn_result_groups *listed, attn_error *err)
 {
     bool holds = false;
     int status = ATTN_OK;
@@ -161,7 +161,7 @@ static int add_plain(heads_census *c, const attn_result_groups *listed, attn_err
     return status == ATTN_OK ? add_layer(c, "/", err) : status;
 }
 
-int heads_find_layers(const char *path, char *const *groups, size_t count, heads_census *census,
+int census_find_layers(const char *path, char *const *groups, size_t count, census_table *census,
                       attn_error *err)
 {
     attn_result_groups listed = {0};
@@ -189,11 +189,11 @@ int heads_find_layers(const char *path, char *const *groups, size_t count, heads
     for (size_t i = 0; i < census->count; i++)
         census->tokens = census->tokens && census->layers[i].tokens;
     if (status != ATTN_OK)
-        heads_census_free(census);
+        census_free(census);
     return status;
 }
 
-void heads_census_free(heads_census *census)
+void census_free(census_table *census)
 {
     for (size_t i = 0; census->layers != NULL && i < census->count; i++) {
         free(census->layers[i].group);

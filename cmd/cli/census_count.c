@@ -1,5 +1,5 @@
 /*
- * count.c - the census counted (heads.h): each layer read once, item by
+ * census_count.c - the census counted (census.h): each layer read once, item by
  * item; an item's tokens numbered and indexed once for all its heads;
  * each head's map read a block of whole query rows at a time, so that
  * memory stays bounded whatever B, n and m are.
@@ -7,7 +7,7 @@
  * Legend: B items, H heads, n queries, m keys of a layer; a block is
  * (rows, m) of the map of one item and one head.
  */
-#include "heads/heads.h"
+#include "cli/census.h"
 
 #include "attn_results.h"
 
@@ -55,15 +55,15 @@ static int number_tokens(char **query, size_t n, char **key, size_t m, int32_t *
 }
 
 /* Item `item`'s tokens, read, numbered and indexed into *index. */
-static int index_item(attn_results *r, const heads_layer *layer, size_t item,
+static int index_item(attn_results *r, const census_layer *layer, size_t item,
                       attn_census_tokens *index, attn_error *err)
 {
     const size_t n = layer->n, m = layer->m;
     char **query = NULL, **key = NULL;                  /* (n), (m) */
     int32_t *ids = NULL;                                /* (n + m) */
-    int status = attn_results_labels(r, HEADS_QUERY_TOKENS, item, n, &query, err);
+    int status = attn_results_labels(r, CENSUS_QUERY_TOKENS, item, n, &query, err);
     if (status == ATTN_OK)
-        status = attn_results_labels(r, HEADS_KEY_TOKENS, item, m, &key, err);
+        status = attn_results_labels(r, CENSUS_KEY_TOKENS, item, m, &key, err);
     if (status == ATTN_OK && (query == NULL || key == NULL))
         status = attn_fail(err, ATTN_EINPUT, "%s: the tokens of group %s went missing while it "
                            "was read", attn_results_path(r), layer->group);
@@ -81,7 +81,7 @@ static int index_item(attn_results *r, const heads_layer *layer, size_t item,
 
 /* Reads rows [first, first + rows) of the map of `item` and `head` into
  * block (rows, m). */
-static int read_block(attn_results *r, const heads_layer *layer, size_t item, size_t head,
+static int read_block(attn_results *r, const census_layer *layer, size_t item, size_t head,
                       size_t first, size_t rows, float *block, attn_error *err)
 {
     size_t start[4], count[4], a = 0;
@@ -95,11 +95,11 @@ static int read_block(attn_results *r, const heads_layer *layer, size_t item, si
     count[a++] = rows;
     start[a] = 0;
     count[a++] = layer->m;
-    return attn_results_read(r, HEADS_WEIGHTS, start, count, block, err);
+    return attn_results_read(r, CENSUS_WEIGHTS, start, count, block, err);
 }
 
 /* The census of one layer: items outer, heads inner, blocks of rows. */
-static int count_layer(attn_results_file *file, heads_layer *layer, size_t heads, attn_error *err)
+static int count_layer(attn_results_file *file, census_layer *layer, size_t heads, attn_error *err)
 {
     const size_t n = layer->n, m = layer->m;
     if (n == 0 || m == 0 || layer->batch == 0)
@@ -131,7 +131,7 @@ static int count_layer(attn_results_file *file, heads_layer *layer, size_t heads
     return status;
 }
 
-int heads_count(heads_census *census, attn_error *err)
+int census_count(census_table *census, attn_error *err)
 {
     int status = ATTN_OK;
     for (size_t i = 0; i < census->count && status == ATTN_OK; i++)
