@@ -243,11 +243,15 @@ done
 # on the include path): it uses nothing but the public headers.
 cmd_objects=()
 cmd_failed=""
+# (attnrun view's page is embedded from cmd/view/page/ by paths from the
+# top of the tree, with the hashes the Makefile passes: the same here.)
+hashes=(-DVIEW_CSS_SHA256="\"$(sh "$ROOT/scripts/page-hashes.sh" "$ROOT/cmd/view/page/view.css")\""
+        -DVIEW_JS_SHA256="\"$(sh "$ROOT/scripts/page-hashes.sh" "$ROOT/cmd/view/page/view.js")\"")
 for src in "$ROOT"/cmd/main.c "$ROOT"/cmd/*/*.c; do
     obj=$T/cmd_$(basename "$(dirname "$src")")_$(basename "$src" .c).o
     # shellcheck disable=SC2046
-    if ! "$CC" -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -c "$src" -I"$USR/include/attn" \
-            -I"$ROOT/cmd" $(pkg-config --cflags cairo) -o "$obj" >>"$T/cmd.log" 2>&1; then
+    if ! (cd "$ROOT" && "$CC" -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -c "$src" -I"$USR/include/attn" \
+            -I"$ROOT/cmd" "${hashes[@]}" $(pkg-config --cflags cairo) -o "$obj") >>"$T/cmd.log" 2>&1; then
         cmd_failed="$cmd_failed ${src#"$ROOT"/}"
     fi
     cmd_objects+=("$obj")

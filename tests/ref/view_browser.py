@@ -234,6 +234,12 @@ def check_hand(p, d):
                  "document.querySelectorAll('iframe,object,embed,link').length]")
     verdict(state == ["undefined", 0, before, 0], "hostile tokens run nothing and add no element", repr(state))
 
+    # the issue's own link: a map named without a view opens the head view
+    p.open("#item=1&layer=/b&head=1")
+    verdict("/b  head 1, item 1" in p.js("return document.getElementById('head-title').textContent") and
+            not p.js("return document.getElementById('head-view').hidden"),
+            "#item=1&layer=/b&head=1 opens that head", repr(p.fragment()))
+
     # token view
     p.open("#view=token&item=0&layer=/a&query=3")
     items = [li.text for li in p.d.find_elements(By.CSS_SELECTOR, "#top-keys li")]

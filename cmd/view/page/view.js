@@ -38,6 +38,7 @@
   function readHash() {
     const s = defaults();
     const text = location.hash.replace(/^#/, "");
+    let named = false, viewed = false;      /* a map named, a view named */
     for (const part of text.split("&")) {
       const eq = part.indexOf("=");
       if (eq < 0) continue;
@@ -48,6 +49,8 @@
       } catch (e) {
         continue;
       }
+      if (key === "layer" || key === "head" || key === "rollout") named = true;
+      if (key === "view") viewed = true;
       if (key === "view" && VIEWS.includes(value)) s.view = value;
       else if (key === "item" && meta.items.includes(Number(value))) s.item = Number(value);
       else if (key === "layer" && meta.layers.some((x) => x.group === value)) s.layer = value;
@@ -57,6 +60,7 @@
       else if (key === "scale" && SCALES.includes(value)) s.scale = value;
       else if (key === "pool" && (value === "max" || value === "mean")) s.pool = value;
     }
+    if (named && !viewed) s.view = "head";    /* #item=1&layer=/layer3&head=5 */
     if (s.view === "rollout" && RL === 0) s.view = "model";
     return s;
   }
