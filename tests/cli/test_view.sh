@@ -181,6 +181,12 @@ sys.exit(0 if b[:8] == b'\x89PNG\r\n\x1a\n' and w == 1400 and 600 <= h <= 1000 e
 else
     bad "headless Chromium: python3-selenium or chromium-driver is missing (scripts/install-deps.sh installs them)"
 fi
+if command -v firefox-esr >/dev/null; then
+    "$PY" "$TESTS/ref/view_browser.py" firefox "$O/hand.html" "$T" >"$T/firefox.log" 2>&1
+    report_verdicts "$T/firefox.log" $?
+else
+    bad "headless Firefox: firefox-esr is missing (scripts/install-deps.sh installs it)"
+fi
 
 # ------------------------------------------------------------- refusals
 

@@ -15,6 +15,10 @@ census scores from heads_ref (float64, from their definitions).
                                                 empty.html) of the files in
                                                 DATA (view_check.py inputs,
                                                 rollout.h5)
+    python3 tests/ref/view_browser.py firefox PAGE DATA
+                                                the head view in headless Firefox
+                                                (firefox-esr --screenshot), its
+                                                cells' colours in the picture
     python3 tests/ref/view_browser.py shot PAGE PNG [FRAGMENT]
                                                 a screenshot (docs/images)
 Each check prints "ok ..." or "FAIL ..."; the status is 1 on a failure.
@@ -428,8 +432,40 @@ def shot(page, png, fragment=""):
         driver.quit()
 
 
+def firefox(page, d, work):
+    """The page in headless Firefox (firefox-esr's --screenshot, no driver):
+    every cell of the head view's map appears in the picture in its
+    value's colour."""
+    import subprocess
+    profile = tempfile.mkdtemp(prefix="view-firefox-", dir=work)
+    png = os.path.join(work, "firefox.png")
+    url = "file://" + os.path.abspath(page) + "#view=head&item=0&layer=/b&head=1"
+    r = subprocess.run(["firefox-esr", "--headless", "--no-remote", "--profile", profile,
+                        "--window-size=1400,1000", "--screenshot", png, url],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    if r.returncode != 0 or not os.path.exists(png):
+        verdict(False, "Firefox: a screenshot of the head view", r.stdout.decode(errors="replace")[-300:])
+        return
+    image = plot_check.png_read(png)                       # (height, width, 3)
+    keys, counts = np.unique(image.reshape(-1, 3), axis=0, return_counts=True)
+    colours = {tuple(int(x) for x in k): int(c) for k, c in zip(keys, counts)}
+    with h5py.File(os.path.join(d, "hand.h5"), "r") as f:
+        v = np.asarray(f["b/weights"][0, 1])
+    missing = []
+    for q in range(6):
+        for k in range(6):
+            want = expected_colour(v, v[q, k])
+            seen = sum(c for rgb, c in colours.items() if close_colour(rgb, want))
+            if seen < 400:
+                missing.append(((q, k), want, seen))
+    verdict(not missing, "Firefox draws every cell of the map in its value's colour (headless screenshot)",
+            repr(missing[:3]))
+
+
 def main(argv):
-    if len(argv) >= 4 and argv[1] == "shot":
+    if len(argv) == 4 and argv[1] == "firefox":
+        firefox(argv[2], argv[3], argv[3])
+    elif len(argv) >= 4 and argv[1] == "shot":
         shot(argv[2], argv[3], argv[4] if len(argv) > 4 else "")
     elif len(argv) == 3:
         run_all(argv[1], argv[2])
