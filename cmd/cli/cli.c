@@ -64,17 +64,25 @@ out:
     return count;
 }
 
+/* The first bytes of the file at path, at most 512, NUL-terminated in
+ * head (513); how many, or 0 when it cannot be read. */
+static size_t file_head(const char *path, char *head)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return 0;
+    size_t got = fread(head, 1, 512, f);
+    fclose(f);
+    head[got] = '\0';
+    return got;
+}
+
 /* The first bytes of a picture attnrun plot writes, by format. */
 static bool is_picture(const char *path)
 {
     static const char png[8] = "\x89PNG\r\n\x1a\n";
-    char head[256];
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return false;
-    size_t got = fread(head, 1, sizeof head - 1, f);
-    fclose(f);
-    head[got] = '\0';
+    char head[513];
+    size_t got = file_head(path, head);
     return (got >= sizeof png && memcmp(head, png, sizeof png) == 0) ||
            (got >= 5 && memcmp(head, "%PDF-", 5) == 0) ||
            (got >= 5 && memcmp(head, "<?xml", 5) == 0 && strstr(head, "<svg") != NULL);
@@ -85,12 +93,7 @@ static bool is_picture(const char *path)
 static bool is_page(const char *path)
 {
     char head[513];
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return false;
-    size_t got = fread(head, 1, sizeof head - 1, f);
-    fclose(f);
-    head[got] = '\0';
+    size_t got = file_head(path, head);
     return memchr(head, '\0', got) == NULL && strstr(head, CLI_PAGE_MARK) != NULL;
 }
 
@@ -221,6 +224,37 @@ int cli_parse_ranges(const char *name, const char *text, size_t max, const char 
     }
     *count = n;
     return EXIT_OK;
+}
+
+int cli_write_output(attn_atomic *tx, const char *output, bool force, cli_writer write,
+                     void *ctx, attn_results_file *read, attn_error *err)
+{
+    int status = attn_atomic_begin(tx, output, force, err);
+    if (status != ATTN_OK)
+        return status;
+    FILE *file = fopen(tx->temp_path, "wb");
+    if (file == NULL) {
+        status = attn_fail(err, ATTN_EIO, "%s: cannot write %s: %s", output, tx->temp_path,
+                           strerror(errno));
+    } else {
+        status = write(ctx, file, err);
+        if (fclose(file) != 0 && status == ATTN_OK)
+            status = attn_fail(err, ATTN_EIO, "%s: cannot write it: %s", output, strerror(errno));
+        else if (status != ATTN_OK && strncmp(err->msg, output, strlen(output)) != 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            attn_fail(err, status, "%s: %s", output, msg);
+        }
+    }
+    if (status == ATTN_OK)
+        status = attn_atomic_flush(tx, err);
+    if (status == ATTN_OK && read != NULL)
+        status = attn_results_file_check(read, err);
+    if (status == ATTN_OK)
+        status = attn_atomic_publish(tx, NULL, err);
+    if (status != ATTN_OK)
+        attn_atomic_abort(tx);
+    return status;
 }
 
 int cli_results_file(int argc, char **argv, const char **input)

@@ -13,6 +13,7 @@
 #ifndef ATTN_CMD_CLI_H
 #define ATTN_CMD_CLI_H
 
+#include "attn_atomic.h"
 #include "attn_common.h"
 #include "attn_results.h"
 #include "cli/exit.h"
@@ -88,6 +89,21 @@ typedef struct cli_range {
  * numbers").  EXIT_OK, EXIT_USAGE or EXIT_RUNTIME (printed). */
 int cli_parse_ranges(const char *name, const char *text, size_t max, const char *what,
                      cli_range **ranges, size_t *count);
+
+/* What writes a reader's output into an open stream (ctx its own). */
+typedef int (*cli_writer)(void *ctx, FILE *out, attn_error *err);
+
+/*
+ * A reader's output written all or nothing: the transaction's temporary
+ * (attn_atomic_begin on `output`, replaced only with `force`) opened and
+ * written by `write`, closed and flushed; then, when `read` is not NULL,
+ * the results file read must still be what it was (an --append index may
+ * have moved on: attn_results_file_check); then renamed onto `output`.
+ * Any failure removes the temporary; a message that does not name the
+ * output gets it in front.  Returns the status.
+ */
+int cli_write_output(attn_atomic *tx, const char *output, bool force, cli_writer write,
+                     void *ctx, attn_results_file *read, attn_error *err);
 
 /* Flushes and closes stdout; a write error there turns EXIT_OK into
  * EXIT_RUNTIME (printed).  Returns the exit code. */

@@ -12,7 +12,6 @@
 #include "cli/process.h"
 
 #include <assert.h>
-#include <errno.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -304,33 +303,16 @@ static int print_help(void)
     return cli_finish_stdout(EXIT_OK);
 }
 
-/* Draws into the transaction's temporary and renames it onto the output. */
-static int write_picture(attn_atomic *tx, const plot_cli *c, const plot_data *data,
-                         attn_error *err)
+/* The picture, drawn into an open stream (a cli_writer). */
+typedef struct picture {
+    const plot_data *data;
+    plot_format format;
+} picture;
+
+static int draw_picture(void *ctx, FILE *out, attn_error *err)
 {
-    int status = attn_atomic_begin(tx, c->output, c->force, err);
-    if (status != ATTN_OK)
-        return status;
-    FILE *file = fopen(tx->temp_path, "wb");
-    if (file == NULL) {
-        status = attn_fail(err, ATTN_EIO, "%s: cannot write %s: %s", c->output, tx->temp_path,
-                           strerror(errno));
-    } else {
-        status = plot_draw(data, c->format, file, err);
-        if (fclose(file) != 0 && status == ATTN_OK)
-            status = attn_fail(err, ATTN_EIO, "%s: cannot write the picture: %s", c->output,
-                               strerror(errno));
-        else if (status != ATTN_OK && strncmp(err->msg, c->output, strlen(c->output)) != 0) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            attn_fail(err, status, "%s: %s", c->output, msg);
-        }
-    }
-    if (status == ATTN_OK)
-        status = attn_atomic_commit(tx, NULL, err);
-    else
-        attn_atomic_abort(tx);
-    return status;
+    const picture *p = ctx;
+    return plot_draw(p->data, p->format, out, err);
 }
 
 int plot_main(int argc, char **argv)
@@ -350,8 +332,9 @@ int plot_main(int argc, char **argv)
     attn_error err = {0};
     plot_data data;
     int status = plot_read(&c.rq, &data, &err);
+    picture pic = {&data, c.format};
     if (status == ATTN_OK)
-        status = write_picture(tx, &c, &data, &err);
+        status = cli_write_output(tx, c.output, c.force, draw_picture, &pic, NULL, &err);
     process_run_ended();
     plot_data_free(&data);
     free(c.ranges);

@@ -9,7 +9,6 @@
 #include "attn_atomic.h"
 #include "cli/process.h"
 
-#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,32 +128,16 @@ static int print_help(void)
     return cli_finish_stdout(EXIT_OK);
 }
 
-/* Writes the page into the transaction's temporary and renames it onto
- * the output once whole, and the results file still what was read. */
-static int write_view(attn_atomic *tx, const view_cli *c, const view_plan *plan, attn_error *err)
+/* The page, written into an open stream (a cli_writer), within the size
+ * planned. */
+static int write_page(void *ctx, FILE *out, attn_error *err)
 {
-    int status = attn_atomic_begin(tx, c->output, c->force, err);
-    if (status != ATTN_OK)
-        return status;
-    FILE *file = fopen(tx->temp_path, "wb");
-    if (file == NULL) {
-        status = attn_fail(err, ATTN_EIO, "%s: cannot write %s: %s", c->output, tx->temp_path,
-                           strerror(errno));
-    } else {
-        status = view_write_page(plan, file, err);
-        const long written = ftell(file);
-        if (fclose(file) != 0 && status == ATTN_OK)
-            status = attn_fail(err, ATTN_EIO, "%s: cannot write the page: %s", c->output,
-                               strerror(errno));
-        if (status == ATTN_OK && (written < 0 || (size_t)written > plan->bytes))
-            status = attn_fail(err, ATTN_EIO, "%s: the page took %ld bytes, more than the %zu "
-                               "planned (a fault of attnrun)", c->output, written, plan->bytes);
-    }
-    if (status == ATTN_OK && (status = attn_atomic_flush(tx, err)) == ATTN_OK &&
-        (status = attn_results_file_check(plan->census.file, err)) == ATTN_OK)
-        status = attn_atomic_publish(tx, NULL, err);
-    if (status != ATTN_OK)
-        attn_atomic_abort(tx);
+    const view_plan *plan = ctx;
+    int status = view_write_page(plan, out, err);
+    const long written = ftell(out);
+    if (status == ATTN_OK && (written < 0 || (size_t)written > plan->bytes))
+        status = attn_fail(err, ATTN_EIO, "the page took %ld bytes, more than the %zu planned (a "
+                           "fault of attnrun)", written, plan->bytes);
     return status;
 }
 
@@ -193,7 +176,8 @@ int view_main(int argc, char **argv)
     int status = view_plan_make(&c.rq, &plan, &err);
     const bool planned = status == ATTN_OK;
     if (planned)
-        status = write_view(tx, &c, &plan, &err);
+        status = cli_write_output(tx, c.output, c.force, write_page, &plan, plan.census.file,
+                                  &err);
     process_run_ended();
     if (status != ATTN_OK)
         fprintf(stderr, "attnrun: %s%s\n", err.msg, cli_hint_of(&err));

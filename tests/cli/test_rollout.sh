@@ -56,17 +56,6 @@ if ! ref rollout_ref.py inputs "$T" >"$T/inputs.log" 2>&1; then
 fi
 M=$T/model.h5
 
-# runs NAME STATUS ARGS...: one run ends with STATUS (and one line when it
-# fails); ok NAME or FAIL NAME.
-runs() {
-    local name=$1 status=$2 why
-    shift 2
-    run "$@"
-    why=$(run_problem "$rc" "$status" "$T/stderr")
-    if [ -z "$why" ]; then ok "$name"; else bad "$name: $why"; fi
-    [ -z "$why" ]
-}
-
 # layer RESULTS GROUP I ARGS...: attnrun on layer I of the model (its X and
 # weights, 4 heads), appended to RESULTS as GROUP.
 layer() {

@@ -59,17 +59,6 @@ if ! ref view_check.py inputs "$T" >"$T/inputs.log" 2>&1 ||
     finish
 fi
 
-# runs NAME STATUS ARGS...: one run ends with STATUS (and one line when it
-# fails); ok NAME or FAIL NAME.
-runs() {
-    local name=$1 status=$2 why
-    shift 2
-    run "$@"
-    why=$(run_problem "$rc" "$status" "$T/stderr")
-    if [ -z "$why" ]; then ok "$name"; else bad "$name: $why"; fi
-    [ -z "$why" ]
-}
-
 # page_check NAME ARGS...: view_check.py's checks of a page.
 page_check() {
     local log=$T/check.log status

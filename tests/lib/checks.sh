@@ -233,6 +233,17 @@ run() {
     rc=$?
 }
 
+# runs NAME STATUS ARGS...: one run (above) ends with STATUS (and one line
+# when it fails); ok NAME or FAIL NAME, and the status says which.
+runs() {
+    local name=$1 status=$2 why
+    shift 2
+    run "$@"
+    why=$(run_problem "$rc" "$status" "$T/stderr")
+    if [ -z "$why" ]; then ok "$name"; else bad "$name: $why"; fi
+    [ -z "$why" ]
+}
+
 # refuse NAME STATUS WORDS ARGS...: a run (above) that fails with STATUS,
 # one 'attnrun: ' line holding WORDS, nothing on standard output, and
 # leaves the directory $E as it was (no file, no temporary).

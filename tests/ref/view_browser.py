@@ -46,16 +46,7 @@ from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By                      # noqa: E402
 from selenium.webdriver.support.ui import Select                 # noqa: E402
 
-failures = 0
-
-
-def verdict(ok, name, why=""):
-    global failures
-    if ok:
-        print("ok " + name)
-    else:
-        failures += 1
-        print("FAIL %s: %s" % (name, why))
+verdict = view_check.verdict
 
 
 def browser(downloads):
@@ -472,7 +463,7 @@ def main(argv):
     else:
         print(__doc__)
         return 2
-    return 1 if failures else 0
+    return 1 if view_check.failures else 0
 
 
 if __name__ == "__main__":
