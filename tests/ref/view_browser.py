@@ -44,6 +44,7 @@ from selenium.webdriver.chrome.options import Options            # noqa: E402
 from selenium.webdriver.chrome.service import Service            # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By                      # noqa: E402
+from selenium.webdriver.common.keys import Keys                  # noqa: E402
 from selenium.webdriver.support.ui import Select                 # noqa: E402
 
 verdict = view_check.verdict
@@ -200,6 +201,28 @@ def check_hand(p, d):
     p.settle()
     span = p.js("const m = document.querySelector('canvas[data-role=map]'); return [m.dataset.queryFirst, m.dataset.queryEnd].map(Number);")
     verdict(span == [0, 6], "0 resets the zoom", repr(span))
+    # the wheel zooms in around the pointer, a drag pans
+    m = p.d.find_element(By.CSS_SELECTOR, "canvas[data-role=map]")
+    p.hover(m, 0.75, 0.75)
+    from selenium.webdriver.common.actions.wheel_input import ScrollOrigin
+    ActionChains(p.d).scroll_from_origin(ScrollOrigin.from_element(m, 0, 0), 0, -120).perform()
+    p.settle()
+    span = p.js("const m = document.querySelector('canvas[data-role=map]'); "
+                "return [m.dataset.queryFirst, m.dataset.queryEnd, m.dataset.keyFirst, m.dataset.keyEnd].map(Number);")
+    verdict(span[1] - span[0] == 3 and span[3] - span[2] == 3, "the wheel zooms in", repr(span))
+    before = span
+    m = p.d.find_element(By.CSS_SELECTOR, "canvas[data-role=map]")
+    w = p.js("return arguments[0].getBoundingClientRect().width", m)
+    ActionChains(p.d).move_to_element(m).click_and_hold().move_by_offset(int(w / 3 * 1.2), 0) \
+        .release().perform()
+    p.settle()
+    span = p.js("const m = document.querySelector('canvas[data-role=map]'); "
+                "return [m.dataset.queryFirst, m.dataset.queryEnd, m.dataset.keyFirst, m.dataset.keyEnd].map(Number);")
+    verdict(span[2] < before[2] and span[3] - span[2] == 3 and span[:2] == before[:2],
+            "a drag to the right pans to earlier keys", "%r after %r" % (span, before))
+    check_map(p, W["a"][0, 0], "head view after the wheel and a drag", span)
+    body.send_keys("0")
+    p.settle()
     p.d.back()
     p.settle()
     fr = p.fragment()
@@ -249,6 +272,10 @@ def check_hand(p, d):
     want = [expected_colour(W["a"][0, 0], row[k]) for k in range(6)]
     verdict(all(close_colour(a, b) for a, b in zip(got, want)), "token view: the query's row in its head's colours",
             "%r, expected %r" % (got, want))
+    p.d.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)
+    p.settle()
+    verdict(p.fragment().get("query") == "4" and "query 4" in p.js("return document.getElementById('token-title').textContent"),
+            "token view: the right arrow moves to the next query", repr(p.fragment()))
 
     # census: sort, then open
     p.open("#view=census&item=0")
