@@ -52,66 +52,82 @@ static bool same_tokens(char **a, char **b, size_t count)
     return true;
 }
 
-/* "tokens": the distinct lists of every item shown, each once; "itemTokens":
- * per item shown and layer, the indices of its query and key lists (-1:
- * none). */
-static int write_item_tokens(json_writer *w, const view_plan *plan, attn_error *err)
+/* The token lists of one item written so far, the last of each axis
+ * (0 queries, 1 keys) kept to be reused: layers mostly share them. */
+typedef struct token_memory {
+    char **list[2];               /* (len[axis]) owned, or NULL           */
+    size_t len[2];
+    size_t index[2];              /* its index in "tokens"                */
+    size_t written;               /* the lists in "tokens", of every item */
+} token_memory;
+
+static void forget_tokens(token_memory *mem)
 {
-    const census_table *c = &plan->census;
-    size_t lists = 0;
-    int status = ATTN_OK;
-    size_t *index = attn_calloc(plan->item_count * c->count * 2 + 1, sizeof *index); /* (I, L, 2) */
-    if (index == NULL)
-        return attn_fail(err, ATTN_ENOMEM, "out of memory");
-    json_array_begin(w, "tokens");
-    for (size_t i = 0; i < plan->item_count && status == ATTN_OK; i++) {
-        char **last[2] = {NULL, NULL};      /* the item's lists before, to reuse */
-        size_t last_len[2] = {0, 0}, last_index[2] = {0, 0};
-        for (size_t l = 0; l < c->count && status == ATTN_OK; l++) {
-            const census_layer *layer = &c->layers[l];
-            size_t *slot = index + (i * c->count + l) * 2;
-            slot[0] = slot[1] = SIZE_MAX;
-            if (!layer->tokens)
-                continue;
-            attn_results *r = NULL;
-            status = attn_results_open_group(c->file, layer->group, &r, err);
-            for (int axis = 0; axis < 2 && status == ATTN_OK; axis++) {
-                const size_t len = axis == 0 ? layer->n : layer->m;
-                char **tokens = NULL;
-                status = attn_results_labels(r, axis == 0 ? CENSUS_QUERY_TOKENS : CENSUS_KEY_TOKENS,
-                                             layer->batched ? plan->items[i] : 0, len, &tokens,
-                                             err);
-                if (status != ATTN_OK || tokens == NULL)
-                    continue;
-                if (last[axis] != NULL && last_len[axis] == len &&
-                    same_tokens(last[axis], tokens, len)) {
-                    slot[axis] = last_index[axis];
-                    attn_labels_free(tokens, len);
-                    continue;
-                }
-                if (axis == 1 && slot[0] != SIZE_MAX && len == layer->n &&
-                    same_tokens(last[0], tokens, len)) {
-                    slot[1] = slot[0];                   /* keys are the queries */
-                } else {
-                    write_tokens(w, tokens, len);
-                    slot[axis] = lists++;
-                }
-                attn_labels_free(last[axis], last_len[axis]);
-                last[axis] = tokens;
-                last_len[axis] = len;
-                last_index[axis] = slot[axis];
-            }
-            attn_results_close(r);
-        }
-        for (int axis = 0; axis < 2; axis++)
-            attn_labels_free(last[axis], last_len[axis]);
+    for (int axis = 0; axis < 2; axis++) {
+        attn_labels_free(mem->list[axis], mem->len[axis]);
+        mem->list[axis] = NULL;
+        mem->len[axis] = 0;
     }
-    json_array_end(w);
+}
+
+/* The index in "tokens" of `tokens` (len) of `axis`: the axis's list
+ * before when the same, the layer's queries (query_slot) for keys that
+ * are the same, else a new list written.  Takes tokens. */
+static size_t place_tokens(json_writer *w, token_memory *mem, int axis, char **tokens, size_t len,
+                           size_t query_slot)
+{
+    size_t slot;
+    if (mem->list[axis] != NULL && mem->len[axis] == len &&
+        same_tokens(mem->list[axis], tokens, len)) {
+        attn_labels_free(tokens, len);
+        return mem->index[axis];
+    }
+    if (axis == 1 && query_slot != SIZE_MAX && mem->len[0] == len &&
+        same_tokens(mem->list[0], tokens, len)) {
+        slot = query_slot;                          /* the keys are the queries */
+    } else {
+        write_tokens(w, tokens, len);
+        slot = mem->written++;
+    }
+    attn_labels_free(mem->list[axis], mem->len[axis]);
+    mem->list[axis] = tokens;
+    mem->len[axis] = len;
+    mem->index[axis] = slot;
+    return slot;
+}
+
+/* Layer l's tokens of item i into "tokens", their indices into slot (2):
+ * SIZE_MAX where the layer has none. */
+static int layer_tokens(json_writer *w, const census_table *c, size_t l, size_t item,
+                        token_memory *mem, size_t *slot, attn_error *err)
+{
+    const census_layer *layer = &c->layers[l];
+    slot[0] = slot[1] = SIZE_MAX;
+    if (!layer->tokens)
+        return ATTN_OK;
+    attn_results *r = NULL;
+    int status = attn_results_open_group(c->file, layer->group, &r, err);
+    for (int axis = 0; axis < 2 && status == ATTN_OK; axis++) {
+        const size_t len = axis == 0 ? layer->n : layer->m;
+        char **tokens = NULL;
+        status = attn_results_labels(r, axis == 0 ? CENSUS_QUERY_TOKENS : CENSUS_KEY_TOKENS,
+                                     layer->batched ? item : 0, len, &tokens, err);
+        if (status == ATTN_OK && tokens != NULL)
+            slot[axis] = place_tokens(w, mem, axis, tokens, len, slot[0]);
+    }
+    attn_results_close(r);
+    return status;
+}
+
+/* "itemTokens": per item shown and layer, [query list, key list] (-1:
+ * none), from index (I, L, 2). */
+static void write_token_index(json_writer *w, const size_t *index, size_t items, size_t layers)
+{
     json_array_begin(w, "itemTokens");
-    for (size_t i = 0; i < plan->item_count && status == ATTN_OK; i++) {
+    for (size_t i = 0; i < items; i++) {
         json_array_begin(w, NULL);
-        for (size_t l = 0; l < c->count; l++) {
-            const size_t *slot = index + (i * c->count + l) * 2;
+        for (size_t l = 0; l < layers; l++) {
+            const size_t *slot = index + (i * layers + l) * 2;
             json_array_begin(w, NULL);
             for (int axis = 0; axis < 2; axis++)
                 if (slot[axis] == SIZE_MAX)
@@ -123,6 +139,29 @@ static int write_item_tokens(json_writer *w, const view_plan *plan, attn_error *
         json_array_end(w);
     }
     json_array_end(w);
+}
+
+/* "tokens": the distinct lists of every item shown, each once, cut for
+ * the page; "itemTokens": where each item's and layer's are. */
+static int write_item_tokens(json_writer *w, const view_plan *plan, attn_error *err)
+{
+    const census_table *c = &plan->census;
+    size_t *index = attn_calloc(plan->item_count * c->count * 2 + 1, sizeof *index); /* (I, L, 2) */
+    if (index == NULL)
+        return attn_fail(err, ATTN_ENOMEM, "out of memory");
+    token_memory mem;
+    memset(&mem, 0, sizeof mem);
+    int status = ATTN_OK;
+    json_array_begin(w, "tokens");
+    for (size_t i = 0; i < plan->item_count && status == ATTN_OK; i++) {
+        for (size_t l = 0; l < c->count && status == ATTN_OK; l++)
+            status = layer_tokens(w, c, l, plan->items[i], &mem, index + (i * c->count + l) * 2,
+                                  err);
+        forget_tokens(&mem);                    /* another item: other tokens */
+    }
+    json_array_end(w);
+    if (status == ATTN_OK)
+        write_token_index(w, index, plan->item_count, c->count);
     free(index);
     return status;
 }
