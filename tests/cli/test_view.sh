@@ -91,6 +91,12 @@ if runs "a 1 MB token" 0 view "$T/bigtoken.h5" -o "$O/bigtoken.html"; then
         || bad "the page of a 1 MB token is $size bytes"
 fi
 runs "maps of no query" 0 view "$T/empty.h5" -o "$O/empty.html"
+if runs "20 items, no --items" 0 view "$T/many.h5" -o "$O/many.html"; then
+    page_check many page "$O/many.html" "$T/many.h5"
+    file_text "$T/stderr"
+    [ "${TEXT%$'\n'}" = "attnrun: view: items 0 to 15 of 20 shown; --items chooses others" ] &&
+        ok "one line says which items the page shows" || bad "the line on items: ${TEXT:0:300}"
+fi
 
 # an --append index in its appended order (/layer1 first), with tokens and
 # its rollout

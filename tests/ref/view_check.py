@@ -112,6 +112,8 @@ def inputs(d):
         f["b/weights"] = normalised(rng, (1, 3, 3, 3))
     with h5py.File(os.path.join(d, "noweights.h5"), "w") as f:
         f["a/mean"] = normalised(rng, (1, 3, 3))
+    with h5py.File(os.path.join(d, "many.h5"), "w") as f:
+        f["a/weights"] = normalised(rng, (20, 1, 2, 2))
     with h5py.File(os.path.join(d, "empty.h5"), "w") as f:
         f["a/weights"] = np.zeros((1, 2, 0, 0), np.float32)
     for name in os.listdir(d):
