@@ -304,7 +304,8 @@
 
   /* ------------------------------------------------------------ model view */
 
-  function thumbCanvas(id, scale, pool) {
+  /* A thumbnail of map id that opens `open` on a click or Enter. */
+  function thumbCanvas(id, scale, pool, open) {
     const d = thumbOf(id);
     const canvas = document.createElement("canvas");
     canvas.dataset.role = "thumb";
@@ -312,6 +313,8 @@
     canvas.height = Math.max(1, d.rows);
     canvas.tabIndex = 0;
     canvas.getContext("2d").drawImage(imageOf(d, scale, d.pooled ? pool : "max"), 0, 0);
+    canvas.addEventListener("click", open);
+    canvas.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
     return canvas;
   }
 
@@ -339,13 +342,11 @@
       row.title = meta.layers[l].group;
       grid.appendChild(row);
       for (let h = 0; h < H; h++) {
-        const canvas = thumbCanvas(i * perItem + l * H + h, state.scale, state.pool);
+        const open = () => go({ view: "head", layer: meta.layers[l].group, head: h, rollout: -1 });
+        const canvas = thumbCanvas(i * perItem + l * H + h, state.scale, state.pool, open);
         canvas.dataset.layer = meta.layers[l].group;
         canvas.dataset.head = String(h);
         canvas.setAttribute("aria-label", meta.layers[l].group + " head " + h);
-        const open = () => go({ view: "head", layer: meta.layers[l].group, head: h, rollout: -1 });
-        canvas.addEventListener("click", open);
-        canvas.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
         canvas.addEventListener("mousemove", (ev) => showTip(censusText(l, h), ev.clientX, ev.clientY));
         canvas.addEventListener("mouseleave", hideTip);
         grid.appendChild(canvas);
@@ -365,12 +366,10 @@
     const i = itemIndex(state.item);
     for (let r = 0; r < RL; r++) {
       const box = document.createElement("div");
-      const canvas = thumbCanvas(i * perItem + L * H + r, state.scale, state.pool);
+      const canvas = thumbCanvas(i * perItem + L * H + r, state.scale, state.pool,
+        () => go({ view: "head", rollout: r }));
       canvas.dataset.role = "rollout-thumb";
       canvas.dataset.layer = meta.rollout.groups[r] || String(r);
-      const open = () => go({ view: "head", rollout: r });
-      canvas.addEventListener("click", open);
-      canvas.addEventListener("keydown", (ev) => { if (ev.key === "Enter") open(); });
       box.appendChild(canvas);
       box.appendChild(label("col-label", "through " + (meta.rollout.groups[r] || "layer " + r)));
       grid.appendChild(box);
