@@ -50,7 +50,7 @@ static size_t element_bytes(size_t values)
 {
     static const char wrapper[] = "<script type=\"application/octet-stream\" id=\"m\"></script>\n";
     size_t bytes = mul(values, 4);
-    return add(add(sizeof wrapper + 20, mul(bytes / 3 + (bytes % 3 != 0), 4)), 0);
+    return add(sizeof wrapper + 20, mul(bytes / 3 + (bytes % 3 != 0), 4));
 }
 
 size_t view_map_bytes(size_t n, size_t m, view_level level)
@@ -71,8 +71,8 @@ static size_t page_bytes(const view_plan *plan, unsigned level)
     size_t bytes = add(plan->fixed_bytes, mul(plan->maps, VIEW_MAP_ENTRY_BYTES));
     for (size_t l = 0; l < c->count; l++) {
         const census_layer *layer = &c->layers[l];
-        size_t one = view_map_bytes(layer->n, layer->n == 0 ? 0 : layer->m,
-                                    view_level_of(layer->n, layer->m, level));
+        const view_level lv = view_level_of(layer->n, layer->m, level);
+        const size_t one = view_map_bytes(layer->n, layer->m, lv);
         bytes = add(bytes, mul(mul(one, c->heads), plan->item_count));
     }
     if (plan->rollout.results != NULL) {

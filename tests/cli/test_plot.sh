@@ -58,42 +58,32 @@ if ! "$PY" "$TESTS/ref/plot_check.py" make "$T" >"$T/make.log" 2>&1 ||
     finish
 fi
 
-# expect NAME STATUS ARGS...: one run ends with STATUS (and one line when
-# it fails).
-expect() {
-    local name=$1 status=$2 why
-    shift 2
-    run "$@"
-    why=$(run_problem "$rc" "$status" "$T/stderr")
-    if [ -z "$why" ]; then ok "$name"; else bad "$name: $why"; fi
-}
-
 # ------------------------------------------------------------- pictures
 
 K=$T/known.h5
-expect "weights, item 1" 0 plot "$K" --item 1 -o "$T/known_w1.png"
-expect "weights, item 0, head 1" 0 plot "$K" --heads 1 -o "$T/known_w0h1.png"
-expect "scores, heads 2,0" 0 plot "$K" --what scores --heads 2,0 -o "$T/known_s.png"
-expect "entropy, item 1, heads 0,2" 0 plot "$K" --what entropy --item 1 --heads 0,2-2 -o "$T/known_e.png"
-expect "a group of an index of --append" 0 plot "$T/index.h5" --group /layer0 --what scores --heads 0,2 \
+runs "weights, item 1" 0 plot "$K" --item 1 -o "$T/known_w1.png"
+runs "weights, item 0, head 1" 0 plot "$K" --heads 1 -o "$T/known_w0h1.png"
+runs "scores, heads 2,0" 0 plot "$K" --what scores --heads 2,0 -o "$T/known_s.png"
+runs "entropy, item 1, heads 0,2" 0 plot "$K" --what entropy --item 1 --heads 0,2-2 -o "$T/known_e.png"
+runs "a group of an index of --append" 0 plot "$T/index.h5" --group /layer0 --what scores --heads 0,2 \
     -o "$T/index_s.png"
-expect "entropy, 600 heads" 0 plot "$T/wide.h5" --what entropy --item 1 -o "$T/wide_e.png"
-expect "SVG" 0 plot "$K" -o "$T/known.svg"
-expect "PDF (extension in capitals)" 0 plot "$K" -o "$T/known.PDF"
+runs "entropy, 600 heads" 0 plot "$T/wide.h5" --what entropy --item 1 -o "$T/wide_e.png"
+runs "SVG" 0 plot "$K" -o "$T/known.svg"
+runs "PDF (extension in capitals)" 0 plot "$K" -o "$T/known.PDF"
 mv "$T/known.PDF" "$T/known.pdf" 2>/dev/null
-expect "scores all 1e20" 0 plot "$T/constant.h5" --what scores -o "$T/constant_s.png"
-expect "rank-3 weights" 0 plot "$T/rank3.h5" --item 0 -o "$T/rank3_w.png"
-expect "rank-3 f64 scores" 0 plot "$T/rank3.h5" --what scores -o "$T/rank3_s.png"
-expect "rank-3 f16 entropy" 0 plot "$T/rank3.h5" --what entropy -o "$T/rank3_e.png"
+runs "scores all 1e20" 0 plot "$T/constant.h5" --what scores -o "$T/constant_s.png"
+runs "rank-3 weights" 0 plot "$T/rank3.h5" --item 0 -o "$T/rank3_w.png"
+runs "rank-3 f64 scores" 0 plot "$T/rank3.h5" --what scores -o "$T/rank3_s.png"
+runs "rank-3 f16 entropy" 0 plot "$T/rank3.h5" --what entropy -o "$T/rank3_e.png"
 for store in f16 bf16; do
-    expect "toy with --store $store" 0 "$TOP/fixtures/toy.h5" -o "$T/toy_$store.h5" --heads 1 \
+    runs "toy with --store $store" 0 "$TOP/fixtures/toy.h5" -o "$T/toy_$store.h5" --heads 1 \
         --causal --store "$store" -q
-    expect "plot --store $store scores" 0 plot "$T/toy_$store.h5" --what scores -o "$T/toy_$store.png"
+    runs "plot --store $store scores" 0 plot "$T/toy_$store.h5" --what scores -o "$T/toy_$store.png"
 done
-expect "2000 x 1100 weights" 0 plot "$T/big.h5" -o "$T/big_w.png"
-expect "2000 x 1100 scores" 0 plot "$T/big.h5" --what scores -o "$T/big_s.png"
+runs "2000 x 1100 weights" 0 plot "$T/big.h5" -o "$T/big_w.png"
+runs "2000 x 1100 scores" 0 plot "$T/big.h5" --what scores -o "$T/big_s.png"
 if [ -n "${ATTN_TEST_SANITIZED:-}" ]; then         # ASan reserves terabytes of address space
-    expect "16384 x 16384 weights" 0 plot "$T/huge.h5" -o "$T/huge.png"
+    runs "16384 x 16384 weights" 0 plot "$T/huge.h5" -o "$T/huge.png"
 else
     (
         ulimit -v $((600 * 1024))
@@ -106,44 +96,44 @@ else
     if [ -z "$why" ]; then ok "16384 x 16384 weights (1 GiB) within 600 MiB of address space"
     else bad "16384 x 16384 weights within 600 MiB: $why"; fi
 fi
-expect "tokens, item 0" 0 plot "$T/tokens.h5" -o "$T/tok0.png"
-expect "tokens, item 1" 0 plot "$T/tokens.h5" --item 1 -o "$T/tok1.png"
-expect "the same tokens, item 0" 0 plot "$T/tokens.h5" --group /same -o "$T/tok_same0.png"
-expect "the same tokens, item 1" 0 plot "$T/tokens.h5" --group /same --item 1 -o "$T/tok_same1.png"
-expect "100 tokens" 0 plot "$T/many.h5" -o "$T/many.png"
-expect "100 indices" 0 plot "$T/many.h5" --group /plain/ -o "$T/many_plain.png"
+runs "tokens, item 0" 0 plot "$T/tokens.h5" -o "$T/tok0.png"
+runs "tokens, item 1" 0 plot "$T/tokens.h5" --item 1 -o "$T/tok1.png"
+runs "the same tokens, item 0" 0 plot "$T/tokens.h5" --group /same -o "$T/tok_same0.png"
+runs "the same tokens, item 1" 0 plot "$T/tokens.h5" --group /same --item 1 -o "$T/tok_same1.png"
+runs "100 tokens" 0 plot "$T/many.h5" -o "$T/many.png"
+runs "100 indices" 0 plot "$T/many.h5" --group /plain/ -o "$T/many_plain.png"
 
 # colour scales, zooms, other maps, rollout and census files
 for colour in linear sqrt log; do
-    expect "--color $colour" 0 plot "$T/scales.h5" --color "$colour" -o "$T/scales_$colour.png"
+    runs "--color $colour" 0 plot "$T/scales.h5" --color "$colour" -o "$T/scales_$colour.png"
 done
-expect "--color log over nine decades" 0 plot "$T/scales.h5" --group /deep --color log -o "$T/scales_deep.png"
-expect "--queries 100-163 --keys 37-100" 0 plot "$T/zoom.h5" --queries 100-163 --keys 37-100 -o "$T/zoom.png"
-expect "--queries 600-1799 of 2000" 0 plot "$T/big.h5" --queries 600-1799 -o "$T/zoom_pooled.png"
-expect "a zoom with tokens" 0 plot "$T/many.h5" --queries 40-43 --keys 50-53 -o "$T/zoom_tok.png"
-expect "a zoom with indices" 0 plot "$T/many.h5" --group /plain --queries 40-43 --keys 50-53 \
+runs "--color log over nine decades" 0 plot "$T/scales.h5" --group /deep --color log -o "$T/scales_deep.png"
+runs "--queries 100-163 --keys 37-100" 0 plot "$T/zoom.h5" --queries 100-163 --keys 37-100 -o "$T/zoom.png"
+runs "--queries 600-1799 of 2000" 0 plot "$T/big.h5" --queries 600-1799 -o "$T/zoom_pooled.png"
+runs "a zoom with tokens" 0 plot "$T/many.h5" --queries 40-43 --keys 50-53 -o "$T/zoom_tok.png"
+runs "a zoom with indices" 0 plot "$T/many.h5" --group /plain --queries 40-43 --keys 50-53 \
     -o "$T/zoom_idx.png"
-expect "the zoomed block as a file, tokens" 0 plot "$T/shifted.h5" -o "$T/shifted.png"
-expect "the zoomed block as a file, tokens of indices" 0 plot "$T/shifted.h5" --group /indexed \
+runs "the zoomed block as a file, tokens" 0 plot "$T/shifted.h5" -o "$T/shifted.png"
+runs "the zoomed block as a file, tokens of indices" 0 plot "$T/shifted.h5" --group /indexed \
     -o "$T/shifted_idx.png"
-expect "the zoomed block as a file, no tokens" 0 plot "$T/shifted.h5" --group /plain -o "$T/shifted_plain.png"
-expect "entropy --queries 1-3" 0 plot "$K" --what entropy --queries 1-3 -o "$T/zoom_e.png"
-expect "--what norms" 0 plot "$T/maps.h5" --what norms --item 1 -o "$T/norms.png"
-expect "--what norms --color sqrt" 0 plot "$T/maps.h5" --what norms --color sqrt -o "$T/norms_sqrt.png"
-expect "--what mean" 0 plot "$T/maps.h5" --what mean -o "$T/mean.png"
-expect "--what distance" 0 plot "$T/maps.h5" --what distance -o "$T/distance.png"
-expect "--what value_norm" 0 plot "$T/maps.h5" --what value_norm --heads 1 -o "$T/value_norm.png"
-expect "--what mean of (n, m)" 0 plot "$T/mean2.h5" --what mean -o "$T/mean2.png"
-expect "a rollout file" 0 plot "$T/rollout.h5" --item 1 -o "$T/rollout.png"
-expect "a rollout file --color log" 0 plot "$T/rollout.h5" --what rollout --color log -o "$T/rollout_log.png"
-expect "a rollout with layers named as heads" 0 plot "$T/named.h5" -o "$T/named.png"
-expect "the same maps as weights" 0 plot "$T/as_weights.h5" -o "$T/as_weights.png"
-expect "a census" 0 plot "$T/census.h5" -o "$T/census.png"
-expect "a census without duplicate and induction" 0 plot "$T/census5.h5" -o "$T/census5.png"
-expect "a census, --what induction" 0 plot "$T/census.h5" --what induction -o "$T/census_induction.png"
-expect "a census --color sqrt" 0 plot "$T/census.h5" --color sqrt -o "$T/census_sqrt.png"
-expect "a census --color log" 0 plot "$T/census.h5" --color log -o "$T/census_log.png"
-expect "an SVG census" 0 plot "$T/census.h5" -o "$T/census.svg"
+runs "the zoomed block as a file, no tokens" 0 plot "$T/shifted.h5" --group /plain -o "$T/shifted_plain.png"
+runs "entropy --queries 1-3" 0 plot "$K" --what entropy --queries 1-3 -o "$T/zoom_e.png"
+runs "--what norms" 0 plot "$T/maps.h5" --what norms --item 1 -o "$T/norms.png"
+runs "--what norms --color sqrt" 0 plot "$T/maps.h5" --what norms --color sqrt -o "$T/norms_sqrt.png"
+runs "--what mean" 0 plot "$T/maps.h5" --what mean -o "$T/mean.png"
+runs "--what distance" 0 plot "$T/maps.h5" --what distance -o "$T/distance.png"
+runs "--what value_norm" 0 plot "$T/maps.h5" --what value_norm --heads 1 -o "$T/value_norm.png"
+runs "--what mean of (n, m)" 0 plot "$T/mean2.h5" --what mean -o "$T/mean2.png"
+runs "a rollout file" 0 plot "$T/rollout.h5" --item 1 -o "$T/rollout.png"
+runs "a rollout file --color log" 0 plot "$T/rollout.h5" --what rollout --color log -o "$T/rollout_log.png"
+runs "a rollout with layers named as heads" 0 plot "$T/named.h5" -o "$T/named.png"
+runs "the same maps as weights" 0 plot "$T/as_weights.h5" -o "$T/as_weights.png"
+runs "a census" 0 plot "$T/census.h5" -o "$T/census.png"
+runs "a census without duplicate and induction" 0 plot "$T/census5.h5" -o "$T/census5.png"
+runs "a census, --what induction" 0 plot "$T/census.h5" --what induction -o "$T/census_induction.png"
+runs "a census --color sqrt" 0 plot "$T/census.h5" --color sqrt -o "$T/census_sqrt.png"
+runs "a census --color log" 0 plot "$T/census.h5" --color log -o "$T/census_log.png"
+runs "an SVG census" 0 plot "$T/census.h5" -o "$T/census.svg"
 
 "$PY" "$TESTS/ref/plot_check.py" verify "$T" >"$T/verify.log" 2>&1
 report_verdicts "$T/verify.log" $?
@@ -249,11 +239,11 @@ cp "$K" "$E/results.svg"
 refuse "--force over a results file" 2 "not a picture" plot "$K" -o "$E/results.svg" --force
 if cmp -s "$K" "$E/results.svg"; then ok "... which is unchanged"; else bad "the results file changed"; fi
 cp "$T/known.svg" "$E/old.png"
-expect "--force replaces a picture" 0 plot "$K" -o "$E/old.png" --force
+runs "--force replaces a picture" 0 plot "$K" -o "$E/old.png" --force
 if head -c 8 "$E/old.png" | grep -q PNG; then ok "the replaced file is the picture"; else bad "the replaced file is not a PNG"; fi
 cp "$T/known.pdf" "$E/target"
 ln -s target "$E/link.png"
-expect "--force on a symbolic link to a picture" 0 plot "$K" -o "$E/link.png" --force
+runs "--force on a symbolic link to a picture" 0 plot "$K" -o "$E/link.png" --force
 if [ ! -L "$E/link.png" ] && cmp -s "$T/known.pdf" "$E/target"; then
     ok "the link itself is replaced, not the file it names"
 else
