@@ -82,6 +82,42 @@ static int parse_arguments(int argc, char **argv, attnrun_cli *c)
     return EXIT_OK;
 }
 
+/* --expect before the run: the outputs it names saved, and (by a dry
+ * run's shapes) each reference checked, so that a wrong one stops the run
+ * before it writes.  A dry run that fails is left to the run to report. */
+static int expect_before(attnrun_cli *c)
+{
+    for (size_t i = 0; i < c->expect.count; i++)
+        c->run.save |= 1u << c->expect.pairs[i].which;
+    if (c->expect.count == 0 || c->run.dry_run)
+        return EXIT_OK;
+    attn_run_options dry = c->run;
+    dry.dry_run = true;
+    dry.warn = NULL;
+    dry.progress = NULL;
+    dry.transaction = NULL;
+    attn_run_report report;
+    attn_error err;
+    if (attn_run(&dry, &report, &err) != ATTN_OK)
+        return EXIT_OK;
+    return expect_check_shapes(&c->expect, &c->run, &report);
+}
+
+/* --expect after the run: the shapes of a dry run, or the outputs
+ * compared and a difference diagnosed. */
+static int expect_after(const attnrun_cli *c, const attn_run_report *report)
+{
+    if (c->expect.count == 0)
+        return EXIT_OK;
+    if (c->run.dry_run)
+        return expect_check_shapes(&c->expect, &c->run, report);
+    char failure[128] = "";
+    int code = expect_compare(&c->expect, &c->run, report, c->quiet, failure);
+    if (code == EXIT_EXPECT)
+        expect_diagnose(&c->expect, &c->run, report, failure);
+    return code;
+}
+
 /* The run itself: the command line parsed, attn_run, its report. */
 static int run_main(int argc, char **argv)
 {
@@ -106,6 +142,10 @@ static int run_main(int argc, char **argv)
     if (command_line == NULL) {
         fprintf(stderr, "attnrun: out of memory\n");
         return EXIT_RUNTIME;
+    }
+    if ((code = expect_before(&c)) != EXIT_OK) {
+        free(command_line);
+        return code;
     }
     attn_run_report report;
     progress_line progress;
@@ -139,11 +179,14 @@ static int run_main(int argc, char **argv)
         return cli_exit_code(status);
     }
     attnrun_print_warnings(stderr, &warnings);   /* they change no exit status */
+    if (c.expect.count > 0 && !c.run.dry_run)
+        c.run.transaction = process_check_started(target_is_input ? c.run.input : c.run.output);
+    code = expect_after(&c, &report);
     if (c.run.dry_run && c.json)
         plan_json_print(stdout, &c.run, &report);
     else if (c.run.dry_run)
         plan_text_print(stdout, &c.run, &report);
-    return cli_finish_stdout(EXIT_OK);
+    return cli_finish_stdout(code);
 }
 
 int attnrun_main(int argc, char **argv)

@@ -7,12 +7,15 @@
  *     options.c    the option table: parsing and the usage text
  *     progress.c   the progress line while it runs
  *     warnings.c   the warnings of likely mistakes, worded
+ *     expect.c, diagnose.c   --expect: outputs against references, and the
+ *                  convention that explains a difference
  *     plan_text.c, plan_json.c   the plan of a dry run, as text or JSON
  */
 #ifndef ATTN_CMD_ATTNRUN_H
 #define ATTN_CMD_ATTNRUN_H
 
 #include "attn_run.h"
+#include "attnrun/expect.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@ typedef struct attnrun_cli {
     attn_run_options run;
     bool progress, quiet, help, version;
     bool json;                          /* --json: the dry run's plan as JSON */
+    attnrun_expect expect;              /* --expect, --expect-tol             */
 } attnrun_cli;
 
 /* Runs attention as the command line asks (argv[0] is the program);

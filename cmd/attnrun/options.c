@@ -147,6 +147,15 @@ static int parse_save(void *settings, const cli_option *option, const char *name
                            did_you_mean(unknown, ATTN_OUT_COUNT, output_name));
 }
 
+static int parse_expect(void *settings, const cli_option *option, const char *name,
+                        const char *value)
+{
+    attnrun_cli *c = settings;
+    (void)option;
+    (void)name;
+    return expect_parse(&c->expect, value);
+}
+
 /* The names of the choices, as the library names them. */
 static const char *layout_name(int v) { return attn_weight_layout_name((attn_weight_layout)v); }
 static const char *rope_style_name(int v) { return attn_rope_style_name((attn_rope_style)v); }
@@ -182,6 +191,14 @@ static const cli_option options[] = {
      .help = "0-9: shuffle + deflate level for every output (default 0)"},
     {"force", 0, CLI_FLAG, RUN(force),
      .help = "replace an existing OUT, or existing names in --group"},
+    {"expect", 0, CLI_CUSTOM, 0, .parse = parse_expect, .value = "OUT=DATASET,...",
+     .help = "compare each output OUT (saved) with DATASET of IN;\n"
+             "beyond the tolerance: exit 4, and the convention that\n"
+             "explains the difference named (docs/running.md)"},
+    {"expect-tol", 0, CLI_REAL, offsetof(attnrun_cli, expect.tol), .min = 0, .value = "T",
+     .expected = "a finite positive number",
+     .help = "largest |a - b| / max(1, |b|) --expect accepts\n"
+             "(default 1e-5; 1e-10 for f64 against float64 values)"},
 
     {"heads", 'H', CLI_COUNT, RUN(heads), .min = 1, .max = 1u << 20, .value = "N",
      .expected = "a whole number from 1 to 1048576", .section = "Attention",

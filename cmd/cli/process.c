@@ -276,6 +276,7 @@ static char target_name[1024];            /* OUT, or IN for --in-place      */
 static bool target_is_input;
 static volatile sig_atomic_t progress_shown;   /* a "\r" progress line is open */
 static volatile sig_atomic_t ending;      /* attn_run returned: main finishes */
+static bool results_kept;                 /* a check after the run (--expect) */
 
 /*
  * Every signal that would end the process (SIGINT, SIGTERM, SIGHUP,
@@ -311,8 +312,9 @@ static void on_terminate(int signo)
         append(message, sizeof message, &len, "RTMIN+");
         append_number(message, sizeof message, &len, (unsigned long long)(signo - SIGRTMIN));
     }
-    append(message, sizeof message, &len, target_is_input ? "; the input is unchanged\n"
-                                                          : "; no output was written\n");
+    append(message, sizeof message, &len, results_kept      ? "; the results are kept\n"
+                                          : target_is_input ? "; the input is unchanged\n"
+                                                            : "; no output was written\n");
     (void)!write(STDERR_FILENO, message, len);
     _exit(EXIT_RUNTIME);
 }
@@ -422,6 +424,14 @@ bool process_progress_line_is_open(void)
 void process_run_ended(void)
 {
     ending = 1;
+}
+
+attn_atomic *process_check_started(const char *results)
+{
+    snprintf(target_name, sizeof target_name, "%s", results);
+    results_kept = true;
+    ending = 0;
+    return &transaction;
 }
 
 /*

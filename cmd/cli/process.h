@@ -39,6 +39,12 @@ void process_silence(void);
  */
 attn_atomic *process_watch(const char *input, const char *target, bool is_input);
 
+/* After process_run_ended, a check that runs more (--expect's re-runs,
+ * into temporaries of their own): signals end it again, the check's
+ * temporary removed, one line naming `results` and saying they are kept.
+ * Returns the transaction to pass to those runs. */
+attn_atomic *process_check_started(const char *results);
+
 /* A "\r" progress line is on stderr: a handler's line starts a new one. */
 void process_progress_line_open(void);
 bool process_progress_line_is_open(void);

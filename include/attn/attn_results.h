@@ -102,6 +102,10 @@ int attn_results_describe(attn_results *results, attn_tensor_info *info, attn_er
 int attn_results_read(attn_results *results, const char *name, const size_t *first,
                       const size_t *count, float *values, attn_error *err);
 
+/* The same block as double (a float64 dataset without rounding). */
+int attn_results_read_doubles(attn_results *results, const char *name, const size_t *first,
+                              const size_t *count, double *values, attn_error *err);
+
 /*
  * The strings of the dataset `name` of the group -- (length), the same for
  * every item, or (B, length): row `item` -- variable- or fixed-length,

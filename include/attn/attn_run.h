@@ -177,6 +177,11 @@ typedef struct attn_run_options {
                                            the results as the group `group`
                                            of it (lib/h5/index.h); not with
                                            in_place, not at "/"            */
+    size_t first_items;                 /* compute only items [0, first_items)
+                                           of the batch (the outputs' batch
+                                           axis that long); 0 = every item.
+                                           A check that re-runs one item
+                                           under other settings uses it   */
 } attn_run_options;
 
 /* What the run planned (and, unless dry_run, did). */

@@ -424,19 +424,32 @@ static char *member(const attn_results *r, const char *name, attn_error *err)
     return path;
 }
 
-int attn_results_read(attn_results *results, const char *name, const size_t *first,
-                      const size_t *count, float *values, attn_error *err)
+/* The block [first, first + count) of the group's `name` as `precision`. */
+static int read_box(attn_results *results, const char *name, const size_t *first,
+                    const size_t *count, attn_precision precision, void *values, attn_error *err)
 {
     parse_guard g;
     char *path = member(results, name, err);
     if (path == NULL)
         return ATTN_ENOMEM;
     parse_begin(&g);
-    int status = parse_end(&g, as_reader(attn_h5in_read_float_box(results->in, path, ATTN_F32,
+    int status = parse_end(&g, as_reader(attn_h5in_read_float_box(results->in, path, precision,
                                                                   first, count, values, err),
                                          err));
     free(path);
     return status;
+}
+
+int attn_results_read(attn_results *results, const char *name, const size_t *first,
+                      const size_t *count, float *values, attn_error *err)
+{
+    return read_box(results, name, first, count, ATTN_F32, values, err);
+}
+
+int attn_results_read_doubles(attn_results *results, const char *name, const size_t *first,
+                              const size_t *count, double *values, attn_error *err)
+{
+    return read_box(results, name, first, count, ATTN_F64, values, err);
 }
 
 void attn_labels_free(char **labels, size_t count)

@@ -257,7 +257,9 @@ static int plan(run_state *st, const plan_basis *basis, attn_error *err)
     int status = attn_plan_layout_for(st->info, opt->input, &request, &report->layout, err);
     if (status != ATTN_OK)
         return status;
-    const attn_dims *d = &report->layout.dims;
+    attn_dims *d = &report->layout.dims;
+    if (report->layout.batched && opt->first_items > 0 && opt->first_items < d->batch)
+        d->batch = opt->first_items;           /* items are read by their index */
     st->cfg.dims = *d;
     if ((status = plan_variants(st, err)) != ATTN_OK)
         return status;
