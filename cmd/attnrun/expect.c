@@ -212,6 +212,8 @@ static void take(expect_diff *diff, const double *a, const double *b, size_t cou
             diff->largest = fabs(b[i]);
         if (diff->float32 && isfinite(b[i]) && (double)(float)b[i] != b[i])
             diff->float32 = false;
+        if (diff->causal && b[i] != 0 && rank >= 2 && i % last > first[rank - 2] + i / last)
+            diff->causal = false;
         double x = excess(a[i], b[i]);
         if (x == 0)
             continue;
@@ -231,6 +233,13 @@ static void take(expect_diff *diff, const double *a, const double *b, size_t cou
     }
 }
 
+/* Whether a dataset can show a causal map: its last two axes square. */
+static bool rank_causal(const attn_tensor_info *info)
+{
+    return info->rank >= 2 && info->dims[info->rank - 1] == info->dims[info->rank - 2] &&
+           info->dims[info->rank - 1] > 1;
+}
+
 int expect_diff_of(attn_results *got, const char *name, attn_results *ref,
                    const char *reference, expect_diff *diff, attn_error *err)
 {
@@ -240,6 +249,7 @@ int expect_diff_of(attn_results *got, const char *name, attn_results *ref,
     int status = attn_results_describe(got, &info, err);
     if (status != ATTN_OK)
         return status;
+    diff->causal = rank_causal(&info);
     const size_t rank = info.rank, last = info.dims[rank - 1];
     const size_t rows = rank >= 2 ? info.dims[rank - 2] : 1;
     const size_t step = last >= EXPECT_BLOCK ? 1 : EXPECT_BLOCK / last;
@@ -322,6 +332,10 @@ static int compare_one(const attnrun_expect *e, attn_results *got, attn_results 
     if ((status = expect_diff_of(got, name, in, reference, &d, &err)) != ATTN_OK)
         return cli_error(cli_exit_code(status), "--expect %s: %s", name, err.msg);
     const double tol = expect_tolerance(e, opt->precision, &d);
+    const bool map = pair->which == ATTN_OUT_WEIGHTS || pair->which == ATTN_OUT_MEAN;
+    if (map && d.causal && !report->config.variant.causal && !quiet)
+        fprintf(stderr, "attnrun: warning: %s is causal (0 for every key after its query) but "
+                "the run is not; use --causal\n", pair->reference);
     if (d.worst <= tol) {
         if (!quiet)
             fprintf(stderr, "attnrun: expect: %s vs %s: largest difference %.2g (relative "

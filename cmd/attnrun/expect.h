@@ -50,6 +50,9 @@ typedef struct expect_diff {
     bool nan;                     /* a NaN or an infinity on one side only */
     bool float32;                 /* every reference value is a float's:
                                      it was computed in float32          */
+    bool causal;                  /* the reference is 0 wherever the last
+                                     index exceeds the one before (a
+                                     causal map's keys after the query) */
 } expect_diff;
 
 /* Whether an output's name is plural ("weights differ", "output differs"). */

@@ -78,6 +78,15 @@ void attnrun_warn(const attn_warning *w, void *context)
                      "1/sqrt(d_k) = %g (the default without --scale)", w->scale,
                      1.0 / w->usual, w->d_k, w->usual);
         break;
+    case ATTN_WARN_ROWS_SEE_NO_KEY:
+        add_line(all, "mask %s%s%s leaves %zu of %zu query rows (%.0f%%) no key to attend, whose "
+                 "weights are all 0; %s", w->mask, w->inverted ? ", inverted by --mask-invert," : "",
+                 w->causal ? " with the causal mask" : "", w->rows, w->total_rows,
+                 100.0 * (double)w->rows / (double)w->total_rows,
+                 w->inverted ? "for a mask whose nonzero entries are the keys to attend (Hugging "
+                               "Face's attention_mask) drop --mask-invert"
+                             : "for a torch key_padding_mask (nonzero = padding) use --mask-invert");
+        break;
     case ATTN_WARN_COUNT:
         break;
     }

@@ -64,6 +64,8 @@ typedef enum attn_hint {
                                 hint_arg says ("linear", "xw")              */
     ATTN_HINT_AS_BIAS,       /* names: the dataset hint_arg, given as the
                                 mask, is an attention bias                  */
+    ATTN_HINT_ATTN_MASK,     /* causal, or the names' attention bias: a mask
+                                of a key per query, torch's attn_mask     */
     ATTN_HINT_COUNT
 } attn_hint;
 

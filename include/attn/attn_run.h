@@ -69,20 +69,27 @@ typedef enum attn_warning_kind {
     ATTN_WARN_ZERO_WEIGHTS,     /* projection weights that hold only zeros  */
     ATTN_WARN_SCALE_RECIPROCAL, /* the scale given is sqrt(d_k) or d_k: the
                                    reciprocal of a usual scale          */
+    ATTN_WARN_ROWS_SEE_NO_KEY,  /* the mask (with the causal mask and the
+                                   window) leaves most query rows of the
+                                   batch no key, beyond wholly hidden
+                                   items: their weights are all 0      */
     ATTN_WARN_COUNT
 } attn_warning_kind;
 
-/* "mask-hides-all", "zero-weights", "scale-reciprocal". */
+/* "mask-hides-all", "zero-weights", "scale-reciprocal", "rows-see-no-key". */
 const char *attn_warning_name(attn_warning_kind kind);
 
 /* One warning's facts; each kind fills its own (the rest 0).  The
  * strings live as long as the call. */
 typedef struct attn_warning {
     attn_warning_kind kind;
-    /* MASK_HIDES_ALL */
+    /* MASK_HIDES_ALL, ROWS_SEE_NO_KEY */
     const char *mask;           /* the mask dataset's name                 */
     bool inverted;              /* it was read inverted (mask_invert)      */
     size_t items, batch;        /* items whose mask keeps no key, of B     */
+    /* ROWS_SEE_NO_KEY */
+    size_t rows, total_rows;    /* query rows that see no key, of B n      */
+    bool causal;                /* the causal mask is on                   */
     /* ZERO_WEIGHTS */
     unsigned inputs;            /* bits (1u << attn_input) of the weights  */
     const char *names[ATTN_IN_COUNT]; /* their dataset names               */

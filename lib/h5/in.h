@@ -104,6 +104,7 @@ bool h5in_type_size_ok(H5T_class_t cls, size_t size);
 
 /* An element class, named for messages (in_safety.c). */
 const char *h5in_class_name(H5T_class_t cls);
+const char *h5in_type_name(hid_t type);
 
 /* attn_h5in_describe without marking the parse (in_read.c). */
 int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required, attn_tensor_info *info,

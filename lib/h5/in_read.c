@@ -42,7 +42,7 @@ int h5in_describe(attn_h5in *in, attn_data_kind kind, bool required, attn_tensor
                                              : (cls == H5T_INTEGER || cls == H5T_ENUM);
     if (!type_ok) {
         status = attn_fail(err, ATTN_EINPUT, "%s: dataset %s has %s elements; %s expected",
-                           in->path, info->name, h5in_class_name(cls),
+                           in->path, info->name, h5in_type_name(type),
                            kind == ATTN_DATA_FLOAT ? "floating-point"
                            : kind == ATTN_DATA_INTEGER ? "integer" : "integer or boolean");
         goto out;

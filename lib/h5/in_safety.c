@@ -344,6 +344,23 @@ out:
     return status;
 }
 
+/* An element type, named for messages: its class, and h5py's bool (an
+ * enum of FALSE = 0 and TRUE = 1) as what it is. */
+const char *h5in_type_name(hid_t type)
+{
+    H5T_class_t cls = H5Tget_class(type);
+    if (cls == H5T_ENUM && H5Tget_nmembers(type) == 2) {
+        char *a = H5Tget_member_name(type, 0), *b = H5Tget_member_name(type, 1);
+        bool boolean = a != NULL && b != NULL && strcmp(a, "FALSE") == 0 &&
+                       strcmp(b, "TRUE") == 0;
+        H5free_memory(a);
+        H5free_memory(b);
+        if (boolean)
+            return "boolean (h5py stores bool as an HDF5 enum)";
+    }
+    return h5in_class_name(cls);
+}
+
 /* Element classes, named for messages. */
 const char *h5in_class_name(H5T_class_t cls)
 {

@@ -103,8 +103,11 @@ static int h5in_describe_strings(attn_h5in *in, const char *name, const char *at
         status = attn_fail(err, ATTN_EINPUT, "%s: cannot read the type or shape of %s", in->path,
                            what);
     } else if (cls != H5T_STRING) {
-        status = attn_fail(err, ATTN_EINPUT, "%s: %s has %s elements; strings expected", in->path,
-                           what, h5in_class_name(cls));
+        status = attn_fail(err, ATTN_EINPUT, "%s: %s has %s elements; strings expected%s",
+                           in->path, what, h5in_type_name(type),
+                           cls == H5T_INTEGER ? " (token ids: store the decoded tokens, in h5py "
+                                                "f[name] = np.array(tokens, dtype=h5py."
+                                                "string_dtype()))" : "");
     } else if (!variable && (size == 0 || size > max_fixed)) {
         status = attn_fail(err, ATTN_EINPUT, "%s: %s has fixed-length strings of %zu bytes; at "
                            "most %zu bytes per string", in->path, what, size, max_fixed);

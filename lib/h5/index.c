@@ -489,8 +489,8 @@ static int contents_place(const index_contents *c, const attn_index_target *t, s
         const index_entry *e = &c->entries[i];
         if (strcmp(e->path, t->group) == 0 && e->target != NULL) {
             if (!t->force)
-                return attn_fail(err, ATTN_EUSAGE, "%s: already holds results at %s; they are "
-                                 "replaced only when that is forced", t->index, t->group);
+                return attn_fail_hint(err, ATTN_EUSAGE, ATTN_HINT_REPLACE, "%s: already holds "
+                                      "results at %s", t->index, t->group);
             *replaced = i;
         } else if (strcmp(e->path, t->group) == 0) {
             return attn_fail(err, ATTN_EUSAGE, "%s: holds an empty group %s that attnrun did not "

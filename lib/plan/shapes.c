@@ -327,10 +327,17 @@ static int plan_mask(const attn_tensor_info *mask, const char *file, attn_layout
         return status;
     layout->mask_shared = mask->rank == 1;
     bool ok = mask->dims[mask->rank - 1] == d->m && (mask->rank == 1 || mask->dims[0] == d->batch);
-    if (!ok)
-        return attn_fail(err, ATTN_EINPUT, "%s: mask %s has shape %s; expected (B, m) = (%zu, %zu) or (m,) = (%zu,)",
-                         file, mask->name, shape_of(mask, s, sizeof s), d->batch, d->m, d->m);
-    return ATTN_OK;
+    if (ok)
+        return ATTN_OK;
+    const bool per_query = mask->rank == 2 && mask->dims[0] == d->n && mask->dims[1] == d->m;
+    const bool swapped = mask->rank == 2 && mask->dims[0] == d->m && mask->dims[1] == d->batch;
+    attn_fail_hint(err, ATTN_EINPUT, per_query ? ATTN_HINT_ATTN_MASK : ATTN_HINT_NONE,
+                   "%s: mask %s has shape %s; expected (B, m) = (%zu, %zu) or (m,) = (%zu,)%s",
+                   file, mask->name, shape_of(mask, s, sizeof s), d->batch, d->m, d->m,
+                   per_query ? ": (n, m) is torch's attn_mask, one for every item"
+                   : swapped ? ": X looks transposed, stored (n, B, D) as torch keeps it with "
+                               "batch_first=False; store X.transpose(0, 1)" : "");
+    return ATTN_EINPUT;
 }
 
 /* CBLAS takes sizes as int: every matrix side must fit in one. */

@@ -346,7 +346,10 @@ int run_load_shared(run_state *st, attn_error *err)
     /* A mask (m) that keeps no key hides every key of every item: counted
      * once for the job, on rank 0 (the ranks' counts are summed). */
     if (st->opt->warn != NULL && st->info[ATTN_IN_MASK].present && layout->mask_shared &&
-        attn_rank() == 0 && run_items_without_keys(st->whole[ATTN_IN_MASK], 1, layout->dims.m) == 1)
-        st->hidden_items = layout->dims.batch;
+        attn_rank() == 0) {
+        if (run_items_without_keys(st->whole[ATTN_IN_MASK], 1, layout->dims.m) == 1)
+            st->hidden_items = layout->dims.batch;
+        st->blind_rows = run_rows_without_keys(st, st->whole[ATTN_IN_MASK], 1) * layout->dims.batch;
+    }
     return ATTN_OK;
 }

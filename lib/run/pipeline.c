@@ -320,8 +320,10 @@ static int read_slice(run_state *st, const step *s, attn_error *err)
             status = run_read_rows(st, inputs[i].which, inputs[i].first, inputs[i].rows,
                                    (void *)inputs[i].buf, err);
     if (status == ATTN_OK && st->opt->warn != NULL && s->keys && st->info[ATTN_IN_MASK].present &&
-        !layout->mask_shared)
+        !layout->mask_shared) {
         st->hidden_items += run_items_without_keys(slice->keep, c, d->m);
+        st->blind_rows += run_rows_without_keys(st, slice->keep, c);
+    }
     return status == ATTN_OK ? read_bias_rows(st, s, err) : status;
 }
 

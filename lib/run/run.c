@@ -512,7 +512,8 @@ int attn_run(const attn_run_options *options, attn_run_report *report, attn_erro
         *err = close_err;
     }
     /* (the ranks' counts for the warnings summed in the same exchange) */
-    if ((status = attn_ranks_agree_sum(status, &st.hidden_items, err)) == ATTN_OK)
+    if ((status = attn_ranks_agree_sum(status, &st.hidden_items, err)) == ATTN_OK &&
+        (status = attn_ranks_agree_sum(status, &st.blind_rows, err)) == ATTN_OK)
         status = commit(&st, append, err);
     else
         attn_atomic_abort(st.opt->transaction);

@@ -116,6 +116,8 @@ typedef struct run_state {
     size_t hidden_items;          /* items whose mask keeps no key: this
                                      rank's (the slices it reads first),
                                      the job's once summed              */
+    size_t blind_rows;            /* query rows that see no key under the
+                                     mask: as hidden_items             */
     unsigned zero_weights;        /* bits (1u << attn_input) of the
                                      projection weights all zeros       */
     run_progress progress;
@@ -245,6 +247,9 @@ int run_clear_provenance(run_state *st, attn_error *err);
 /* warnings.c */
 /* Items of keep flags (items, m) that keep no key. */
 size_t run_items_without_keys(const unsigned char *keep, size_t items, size_t m);
+/* Query rows of items of keep flags (items, m) that see no key under the
+ * mask, the causal mask and the window. */
+size_t run_rows_without_keys(const run_state *st, const unsigned char *keep, size_t items);
 /* Whether buf's count values (precision) are all zeros (count > 0). */
 bool run_all_zero(attn_precision precision, const void *buf, size_t count);
 /* W_Q, W_K, W_V, W_O and the fused W_QKV: looked at for zeros. */

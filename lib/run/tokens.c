@@ -184,10 +184,14 @@ static int find_axis(const run_state *st, token_axis *a, attn_error *err)
     attn_format_shape(each, sizeof each, per_item, 2);
     snprintf(expected, sizeof expected, "%s%s%s", one, a->batch > 0 ? " or " : "",
              a->batch > 0 ? each : "");
-    return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s%s; expected %s: one token per %s of %s",
+    const bool swapped = rank == 2 && a->batch > 0 && dims[0] == a->length &&
+                         dims[1] == a->batch && a->length != a->batch;
+    return attn_fail(err, ATTN_EINPUT, "%s: %s has shape %s%s; expected %s: one token per %s of %s%s",
                      st->opt->input, a->what, attn_format_shape(shape, sizeof shape, dims, rank),
                      rank == 0 ? " (one string, not an array)" : "", expected,
-                     a->keys ? "key" : "query", a->of);
+                     a->keys ? "key" : "query", a->of,
+                     swapped ? "; X looks transposed, stored (n, B, D) as torch keeps it with "
+                               "batch_first=False: store X.transpose(0, 1)" : "");
 }
 
 /* The shape and axis labels of an axis's output dataset; returns its rank. */

@@ -20,6 +20,7 @@ const char *attn_warning_name(attn_warning_kind kind)
         [ATTN_WARN_MASK_HIDES_ALL] = "mask-hides-all",
         [ATTN_WARN_ZERO_WEIGHTS] = "zero-weights",
         [ATTN_WARN_SCALE_RECIPROCAL] = "scale-reciprocal",
+        [ATTN_WARN_ROWS_SEE_NO_KEY] = "rows-see-no-key",
     };
     static_assert(sizeof names / sizeof names[0] == ATTN_WARN_COUNT,
                   "a name for every warning kind");
@@ -31,6 +32,27 @@ size_t run_items_without_keys(const unsigned char *keep, size_t items, size_t m)
     size_t none = 0;
     for (size_t b = 0; b < items; b++)
         none += m > 0 && memchr(keep + b * m, 1, m) == NULL;
+    return none;
+}
+
+size_t run_rows_without_keys(const run_state *st, const unsigned char *keep, size_t items)
+{
+    const attn_dims *d = &st->report->layout.dims;
+    const attn_variant *v = &st->cfg.variant;
+    size_t none = 0;
+    for (size_t b = 0; b < items; b++) {
+        const unsigned char *k = keep + b * d->m;
+        if (!v->causal) {
+            none += d->m > 0 && memchr(k, 1, d->m) == NULL ? d->n : 0;
+            continue;
+        }
+        size_t last = SIZE_MAX;           /* the last key kept at or before q */
+        for (size_t q = 0; q < d->n; q++) {
+            if (q < d->m && k[q])
+                last = q;
+            none += last == SIZE_MAX || (v->window != 0 && q - last >= v->window);
+        }
+    }
     return none;
 }
 
@@ -83,6 +105,14 @@ void run_report_warnings(const run_state *st)
     if (st->hidden_items > 0) {
         attn_warning w = {.kind = ATTN_WARN_MASK_HIDES_ALL, .mask = st->info[ATTN_IN_MASK].name,
                           .inverted = opt->mask_invert, .items = st->hidden_items,
+                          .batch = d->batch};
+        opt->warn(&w, opt->warn_context);
+    }
+    const size_t total_rows = d->batch * d->n;
+    if (st->blind_rows > total_rows / 2 && st->blind_rows > st->hidden_items * d->n) {
+        attn_warning w = {.kind = ATTN_WARN_ROWS_SEE_NO_KEY, .mask = st->info[ATTN_IN_MASK].name,
+                          .inverted = opt->mask_invert, .rows = st->blind_rows,
+                          .total_rows = total_rows, .causal = st->cfg.variant.causal,
                           .batch = d->batch};
         opt->warn(&w, opt->warn_context);
     }
