@@ -202,7 +202,7 @@ CLI_TESTS = tests/cli/test_readers.sh tests/cli/test_runtime.sh tests/cli/test_c
             tests/cli/test_norms.sh tests/cli/test_warnings.sh tests/cli/test_docs.sh \
             tests/cli/test_heads.sh tests/cli/test_options.sh tests/cli/test_install.sh \
             tests/cli/test_fast.sh tests/cli/test_sysfail.sh tests/cli/test_fixtures.sh \
-            tests/cli/test_json.sh tests/cli/test_smoke.sh
+            tests/cli/test_json.sh tests/cli/test_smoke.sh tests/cli/test_expect.sh
 
 # The source tree's layers (tests/lib/layers.py): no file includes a header
 # of a higher layer, and the command line only public ones.
@@ -232,7 +232,7 @@ endif
 ifeq ($(MPI),1)
 # The MPI suite: attnrun-mpi under mpirun against the serial build's files;
 # and the warnings, given once by an MPI job.
-MPI_TESTS = tests/cli/test_mpi.sh tests/cli/test_warnings.sh
+MPI_TESTS = tests/cli/test_mpi.sh tests/cli/test_warnings.sh tests/cli/test_expect.sh
 test: deps
 	@$(MAKE) --no-print-directory MPI= SANITIZE=$(SANITIZE) all
 	@$(MAKE) --no-print-directory $(BIN)

@@ -182,6 +182,7 @@ static int run_main(int argc, char **argv)
     if (c.expect.count > 0 && !c.run.dry_run)
         c.run.transaction = process_check_started(target_is_input ? c.run.input : c.run.output);
     code = expect_after(&c, &report);
+    process_run_ended();               /* the check's re-runs too */
     if (c.run.dry_run && c.json)
         plan_json_print(stdout, &c.run, &report);
     else if (c.run.dry_run)

@@ -33,8 +33,8 @@ int expect_parse(attnrun_expect *e, const char *list)
             if (strcmp(name, attn_output_name((attn_output)i)) == 0)
                 which = i;
         if (which < 0)
-            return cli_usage_error("--expect %s: no output of that name (see --save in "
-                                   "attnrun --help)", name);
+            return cli_usage_error("--expect %s: no output of that name (the names of "
+                                   "--save)", name);
         if (name_len + 1 == len)
             return cli_usage_error("--expect %s=: expected a dataset of the input", name);
         if (e->count == EXPECT_MAX)

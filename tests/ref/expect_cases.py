@@ -27,8 +27,28 @@ docs/models.md's math), never by attnrun.
                                        batch_first=False: (8, 3, 16)
           short                        (3, 4, 8, 7): a shape of nothing
           f64/weights                  mha/weights in float64
-        and W_QKV_gqa (32, 16) for gqa.
+        and W_QKV_gqa (32, 16) for gqa, and the masks allpad (3, 8) bool,
+        torch's with every item padded from key 6 (with --causal rows 0-5
+        see no key: 18 of 24), leftpad (3, 8) int8, Hugging Face's with
+        keys 0 and 1 padded (with --causal 6 of 24 rows see none), and
+        attn_mask (8, 8) bool, torch's causal attn_mask (True = hidden).
+    python3 tests/ref/expect_cases.py big FILE.h5 B
+        X (B, 64, 16), W_Q ... W_O (16, 16), and /reference/weights
+        (B, 4, 64, 64): the weights of attention_variant, 4 heads -- a
+        reference as large as the batch, for --expect's memory.
+    python3 tests/ref/expect_cases.py line STDERR OUT.h5 GROUP IN.h5 OUTPUT REF TOL
+        STDERR holds the line of --expect's comparison of OUTPUT (OUT.h5's
+        GROUP) with REF (IN.h5): its largest difference, relative one
+        (over the largest |b|), place (of the largest |a - b| / max(1, |b|))
+        and tolerance TOL are numpy's, as printed (2 or 3 digits), and it
+        says within or beyond as numpy finds.  Exit 1 saying what differs.
+    python3 tests/ref/expect_cases.py diagnosis STDERR FIRST WITH
+        STDERR's last line is `attnrun: expect: FIRST; they match (D) with
+        WITH` (or "it matches") with D below 1e-5; FIRST without a space is
+        an output's name, standing for "NAME differ(s) by X" with X the
+        largest difference of its line (checked by `line`).  Exit 1 else.
 """
+import re
 import sys
 
 import numpy as np
@@ -86,10 +106,90 @@ def make_input(path):
         r["seq/output"] = f32(mha["output"].transpose(1, 0, 2))
         r["short"] = np.zeros((3, 4, 8, 7), np.float32)
         r["f64/weights"] = mha["weights"]
+        allpad = np.zeros((B, N), bool)
+        allpad[:, 6:] = True
+        f["allpad"] = allpad
+        leftpad = np.ones((B, N), np.int8)
+        leftpad[:, :2] = 0
+        f["leftpad"] = leftpad
+        f["attn_mask"] = np.triu(np.ones((N, N), bool), 1)
+
+
+def make_big(path, B):
+    rng = np.random.default_rng(36)
+    f32 = lambda a: np.asarray(a, np.float32)
+    X = f32(rng.standard_normal((B, 64, D)))
+    W = [f32(rng.standard_normal((D, D)) / 2) for _ in range(4)]
+    res = M.attention_variant(X, *W, heads=4)
+    with h5py.File(path, "w") as f:
+        f["X"] = X
+        for name, w in zip(("W_Q", "W_K", "W_V", "W_O"), W):
+            f[name] = w
+        f["reference/weights"] = f32(res["weights"])
+
+
+def fmt(x, digits):
+    return "%.*g" % (digits, x)
+
+
+def check_line(stderr, out, group, inp, output, ref, tol):
+    with open(stderr) as f:
+        lines = [l.rstrip("\n") for l in f if l.startswith("attnrun: expect: %s vs %s:" % (output, ref))]
+    if len(lines) != 1:
+        return "%d lines comparing %s with %s" % (len(lines), output, ref)
+    line = lines[0]
+    with h5py.File(out, "r") as a, h5py.File(inp, "r") as b:
+        got = a[group][output][...].astype(np.float64)
+        want = b[ref][...].astype(np.float64)
+    d = np.abs(got - want)
+    excess = d / np.maximum(1.0, np.abs(want))
+    largest = np.abs(want).max()
+    rel = d.max() / largest
+    place = np.unravel_index(np.argmax(excess), excess.shape)
+    head = "attnrun: expect: %s vs %s: largest difference " % (output, ref)
+    tol = float(tol)
+    if excess.max() <= tol:
+        expected = head + "%s (relative %s), within %s" % (fmt(d.max(), 2), fmt(rel, 2), fmt(tol, 2))
+    else:
+        expected = head + "%s (relative %s), at [%s] beyond %s" % (
+            fmt(d.max(), 3), fmt(rel, 2), ", ".join(str(int(i)) for i in place), fmt(tol, 2))
+    if line != expected:
+        return "the line %r; numpy's %r" % (line, expected)
+    return ""
+
+
+def check_diagnosis(stderr, first, with_):
+    with open(stderr) as f:
+        lines = f.read().rstrip("\n").split("\n")
+    last = lines[-1]
+    if " " not in first:         # an output's name: its difference, as its line gives it
+        said = [re.search(r"largest difference ([^ ]*) ", l) for l in lines
+                if l.startswith("attnrun: expect: %s vs " % first)]
+        if len(said) != 1 or said[0] is None:
+            return "no line comparing %s" % first
+        first = "%s %s by %s" % (first, "differ" if first.endswith("s") else "differs",
+                                 said[0].group(1))
+    m = re.fullmatch(r"attnrun: expect: (.*); (they match|it matches) \(([^)]*)\) with (.*)", last)
+    if not m:
+        return "no diagnosis: %r" % last
+    if m.group(1) != first or m.group(4) != with_:
+        return "%r, expected %r ... with %r" % (last, first, with_)
+    if not float(m.group(3)) < 1e-5:
+        return "a match that differs by %s" % m.group(3)
+    return ""
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "input":
-        make_input(sys.argv[2])
+    a = sys.argv[1:]
+    if len(a) == 2 and a[0] == "input":
+        make_input(a[1])
+    elif len(a) == 3 and a[0] == "big":
+        make_big(a[1], int(a[2]))
+    elif len(a) == 8 and a[0] == "line":
+        why = check_line(*a[1:])
+        sys.exit("FAIL " + why if why else 0)
+    elif len(a) == 4 and a[0] == "diagnosis":
+        why = check_diagnosis(*a[1:])
+        sys.exit("FAIL " + why if why else 0)
     else:
         sys.exit(__doc__)
