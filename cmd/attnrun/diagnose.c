@@ -258,6 +258,20 @@ static const char *they_match(const attnrun_expect *e)
                                                                        : "it matches";
 }
 
+/* "with --layout linear --causal", "without --mask-invert", "with --heads 8
+ * without --causal": the changes as options (b may be CHANGE_NONE). */
+static const char *phrase(const change *a, const change *b)
+{
+    static char text[128];
+    const bool a_off = strncmp(a->text, "without ", 8) == 0;
+    const bool b_off = strncmp(b->text, "without ", 8) == 0;
+    if (a_off && !b_off && b->kind != CHANGE_NONE)
+        return phrase(b, a);               /* what to add first */
+    snprintf(text, sizeof text, "%s%s%s%s", a_off ? "" : "with ", a->text,
+             b->kind == CHANGE_NONE ? "" : " ", b->text);
+    return text;
+}
+
 /* The re-runs' file: beside the results, named for this process. */
 static void scratch_path(const attn_run_options *opt, char path[1024])
 {
@@ -290,8 +304,8 @@ void expect_diagnose(const attnrun_expect *e, const attn_run_options *opt,
     for (size_t i = 0; i < c.count && runs < DIAGNOSE_RUNS; i++, runs++) {
         trial t = try(e, opt, report, &c.list[i], &none, path);
         if (t.matched) {
-            fprintf(stderr, "attnrun: expect: %s; %s (%.2g) with %s\n", failure,
-                    they_match(e), t.abs, c.list[i].text);
+            fprintf(stderr, "attnrun: expect: %s; %s (%.2g) %s\n", failure, they_match(e),
+                    t.abs, phrase(&c.list[i], &none));
             return;
         }
         if (t.worst < best) {
@@ -307,8 +321,8 @@ void expect_diagnose(const attnrun_expect *e, const attn_run_options *opt,
             trial t = try(e, opt, report, &c.list[i], &c.list[j], path);
             runs++;
             if (t.matched) {
-                fprintf(stderr, "attnrun: expect: %s; %s (%.2g) with %s %s\n", failure,
-                        they_match(e), t.abs, c.list[i].text, c.list[j].text);
+                fprintf(stderr, "attnrun: expect: %s; %s (%.2g) %s\n", failure,
+                        they_match(e), t.abs, phrase(&c.list[i], &c.list[j]));
                 return;
             }
             if (t.worst < best) {

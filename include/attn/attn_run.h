@@ -71,8 +71,8 @@ typedef enum attn_warning_kind {
                                    reciprocal of a usual scale          */
     ATTN_WARN_ROWS_SEE_NO_KEY,  /* the mask (with the causal mask and the
                                    window) leaves most query rows of the
-                                   batch no key, beyond wholly hidden
-                                   items: their weights are all 0      */
+                                   batch no key, although it hides no
+                                   item whole: their weights are all 0 */
     ATTN_WARN_COUNT
 } attn_warning_kind;
 

@@ -109,7 +109,7 @@ void run_report_warnings(const run_state *st)
         opt->warn(&w, opt->warn_context);
     }
     const size_t total_rows = d->batch * d->n;
-    if (st->blind_rows > total_rows / 2 && st->blind_rows > st->hidden_items * d->n) {
+    if (st->blind_rows > total_rows / 2 && st->hidden_items == 0) {   /* else that one says it */
         attn_warning w = {.kind = ATTN_WARN_ROWS_SEE_NO_KEY, .mask = st->info[ATTN_IN_MASK].name,
                           .inverted = opt->mask_invert, .rows = st->blind_rows,
                           .total_rows = total_rows, .causal = st->cfg.variant.causal,

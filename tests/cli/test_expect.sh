@@ -100,8 +100,8 @@ differs() {
         bad "$name: $why"
         return
     fi
-    local fix=(${with//(*)/})               # "--scale 1 (1)": --scale 1
-    [ "$with" = "without --causal" ] && fix=()
+    local fix=(${with//(*)/})               # "with --scale 1 (1)": --scale 1
+    fix=("${fix[@]:1}")
     rm -f "$T/fixed.h5"
     attn "$IN" -o "$T/fixed.h5" --expect "$list" "$@" "${fix[@]}"
     if [ "$rc" -ne 0 ]; then
@@ -146,25 +146,25 @@ passes gqa "weights=$R/gqa/weights" --heads 4 --kv-heads 2 --wqkv W_QKV_gqa --la
 
 # ------------------------------------------------------------- diagnosed
 
-differs layout "weights=$R/mha/weights" weights "--layout linear" --heads 4
+differs layout "weights=$R/mha/weights" weights "with --layout linear" --heads 4
 differs layout-causal "weights=$R/causal/weights,output=$R/causal/output" weights \
-    "--layout linear --causal" --heads 4
+    "with --layout linear --causal" --heads 4
 differs heads-4-for-8 "weights=$R/heads8/weights,output=$R/heads8/output" \
-    "weights have 4 heads, the reference 8" "--heads 8" "${MHA[@]}"
-differs heads-16-for-8 "output=$R/heads8/output" output "--heads 8" --preset torch-mha --heads 16
-differs heads-8-for-4 "output=$R/mha/output" output "--heads 4" --preset torch-mha --heads 8
-differs mask-invert "output=$R/padded/output" output "--mask-invert" "${MHA[@]}" \
+    "weights have 4 heads, the reference 8" "with --heads 8" "${MHA[@]}"
+differs heads-16-for-8 "output=$R/heads8/output" output "with --heads 8" --preset torch-mha --heads 16
+differs heads-8-for-4 "output=$R/mha/output" output "with --heads 4" --preset torch-mha --heads 8
+differs mask-invert "output=$R/padded/output" output "with --mask-invert" "${MHA[@]}" \
     --mask key_padding_mask
-differs scale "weights=$R/scale1/weights" weights "--scale 1 (1)" --heads 4 --layout linear \
+differs scale "weights=$R/scale1/weights" weights "with --scale 1 (1)" --heads 4 --layout linear \
     --bq b_Q --bk b_K --bv b_V --bo b_O
-differs rope-style "weights=$R/rope/weights" weights "--rope-style gptj" --heads 4 \
+differs rope-style "weights=$R/rope/weights" weights "with --rope-style gptj" --heads 4 \
     --layout linear --rope 10000
 
 # the causal reference: the warning before the lines
 attn "$IN" -o "$T/c.h5" "${MHA[@]}" --expect "weights=$R/causal/weights"
 if [ "$rc" -eq 4 ] && [ "$(head -n 1 "$T/stderr")" = "attnrun: warning: $R/causal/weights is\
  causal (0 for every key after its query) but the run is not; use --causal" ] &&
-    why=$(ref expect_cases.py diagnosis "$T/stderr" weights --causal 2>&1); then
+    why=$(ref expect_cases.py diagnosis "$T/stderr" weights "with --causal" 2>&1); then
     ok "causal: the warning first, exit 4, --causal named"
 else
     bad "causal: exit $rc: $(head -c 500 "$T/stderr" | tr '\n' '|') ${why:-}"
@@ -182,6 +182,13 @@ if [ "$rc" -eq 4 ] &&
 else
     bad "no match: exit $rc: $last"
 fi
+
+# a convention to drop: the phrase says without
+attn "$IN" -o "$T/w.h5" "${MHA[@]}" --mask leftpad --mask-invert --expect "output=$R/leftpad/output"
+if [ "$rc" -eq 4 ] && [ "$(tail -n 1 "$T/stderr" | sed 's/(.*)/(D)/')" = "attnrun: expect: output\
+ differs by $(grep -o 'largest difference [^ ]*' "$T/stderr" | cut -d' ' -f3); it matches (D) without\
+ --mask-invert" ]; then ok "without: 'without --mask-invert' named for Hugging Face's mask"
+else bad "without: exit $rc: $(tail -n 1 "$T/stderr")"; fi
 
 # the written results: those of the run without --expect; no file left
 attn "$IN" -o "$T/plain.h5" --heads 4

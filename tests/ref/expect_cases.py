@@ -27,6 +27,7 @@ docs/models.md's math), never by attnrun.
                                        batch_first=False: (8, 3, 16)
           short                        (3, 4, 8, 7): a shape of nothing
           f64/weights                  mha/weights in float64
+          leftpad/output               torch_mha with leftpad's padding
         and W_QKV_gqa (32, 16) for gqa, and the masks allpad (3, 8) bool,
         torch's with every item padded from key 6 (with --causal rows 0-5
         see no key: 18 of 24), leftpad (3, 8) int8, Hugging Face's with
@@ -43,8 +44,9 @@ docs/models.md's math), never by attnrun.
         and tolerance TOL are numpy's, as printed (2 or 3 digits), and it
         says within or beyond as numpy finds.  Exit 1 saying what differs.
     python3 tests/ref/expect_cases.py diagnosis STDERR FIRST WITH
-        STDERR's last line is `attnrun: expect: FIRST; they match (D) with
-        WITH` (or "it matches") with D below 1e-5; FIRST without a space is
+        STDERR's last line is `attnrun: expect: FIRST; they match (D) WITH`
+        (or "it matches"; WITH such as "with --causal") with D below 1e-5;
+        FIRST without a space is
         an output's name, standing for "NAME differ(s) by X" with X the
         largest difference of its line (checked by `line`).  Exit 1 else.
 """
@@ -113,6 +115,8 @@ def make_input(path):
         leftpad[:, :2] = 0
         f["leftpad"] = leftpad
         f["attn_mask"] = np.triu(np.ones((N, N), bool), 1)
+        left = M.torch_mha(X, W_in, b_in, W_out, b_out, H, key_padding_mask=leftpad == 0)
+        r["leftpad/output"] = f32(left["output"])
 
 
 def make_big(path, B):
@@ -169,7 +173,7 @@ def check_diagnosis(stderr, first, with_):
             return "no line comparing %s" % first
         first = "%s %s by %s" % (first, "differ" if first.endswith("s") else "differs",
                                  said[0].group(1))
-    m = re.fullmatch(r"attnrun: expect: (.*); (they match|it matches) \(([^)]*)\) with (.*)", last)
+    m = re.fullmatch(r"attnrun: expect: (.*); (they match|it matches) \(([^)]*)\) (.*)", last)
     if not m:
         return "no diagnosis: %r" % last
     if m.group(1) != first or m.group(4) != with_:
