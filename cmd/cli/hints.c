@@ -25,8 +25,7 @@ static const char *const hint_text[ATTN_HINT_COUNT] = {
     [ATTN_HINT_FUSED_BIAS] = " (--bqkv without --wqkv or a preset that fuses them)",
     [ATTN_HINT_QKV_HEADS] = " (--qkv-split heads)",
     [ATTN_HINT_MASK_INVERT] = " (--mask-invert without --mask)",
-    [ATTN_HINT_ATTN_MASK] = "; for the causal mask use --causal, for another pass it as "
-                            "--attn-bias (0 to keep a key, -inf to hide it)",
+    [ATTN_HINT_ATTN_MASK] = "; for a causal one use --causal, else --attn-bias (0 keeps, -inf hides)",
     /* with the hint's argument: the input's key, then the value */
     [ATTN_HINT_NAME] = "; pass --%s %s",
     [ATTN_HINT_WEIGHTS_GROUP] = "; pass --weights-group %s",

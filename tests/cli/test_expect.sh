@@ -281,8 +281,8 @@ done
 
 # ---------------------------------------------------------------- hints
 fails attn-mask 3 "attnrun: $IN: mask attn_mask has shape (8, 8); expected (B, m) = (3, 8) or\
- (m,) = (8,): (n, m) is torch's attn_mask, one for every item; for the causal mask use --causal,\
- for another pass it as --attn-bias (0 to keep a key, -inf to hide it)" "${MHA[@]}" --mask attn_mask
+ (m,) = (8,): (n, m) is torch's attn_mask, one for every item; for a causal one use --causal,\
+ else --attn-bias (0 keeps, -inf hides)" "${MHA[@]}" --mask attn_mask
 fails mask-x-transposed 3 "attnrun: $IN: mask key_padding_mask has shape (3, 8); expected (B, m) =\
  (8, 3) or (m,) = (3,): X looks transposed, stored (n, B, D) as torch keeps it with\
  batch_first=False; store X.transpose(0, 1)" "${MHA[@]}" --x X_seq --mask key_padding_mask

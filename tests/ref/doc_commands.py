@@ -35,23 +35,25 @@ The convention the pages follow
 
 How a page runs
 ---------------
-Each page runs in a directory of its own, as if from the top of the source
-tree: its commands are written for the directory that holds README.md
-(`fixtures/toy.h5`, `examples/hf-export.py`).  The runner copies the parts
-of the tree they read (fixtures/ and examples/) into the page's directory,
-so the real tree is never written, and writes there the inputs of
-PREPARED that the page names (a GPT-2, a LLaMA and a long layer: random
-weights under the names and shapes the page describes).  Then one bash
-(`bash --noprofile --norc`) runs the page's shell commands in order, so
-that `cd`, variables and `export` carry from one to the next as in a
-terminal; its Python sessions run in order in one Python namespace per
-page, in the same directory.  HOME is that directory, and PATH starts with
-a directory in which `attnrun` is ATTNRUN (the build under test) and
-`python3` is this Python (one with numpy and h5py), then the system's
-PATH.  That is what the README's setup makes: `make install
-PREFIX=$HOME/.local` and `export PATH="$HOME/.local/bin:$PATH"`; the
-install itself is skipped (SKIP), since it would install the repository's
-build rather than the build under test.
+The README's commands run first, in a directory made as the top of a
+source tree (the runner copies fixtures/ and examples/ into it, so the
+real tree is never written); the README itself then moves to a working
+directory of its own and links those two there, as it tells a reader to.
+Every other page runs after the README's commands, as a reader who
+followed the README goes on in the same directory: in a copy of the
+README's directory as its commands left it, from the directory its shell
+ended in, the inputs it made (`layer3.h5`, the stand-ins of
+`examples/stand-ins.py`) and its results (`toy.out.h5`, `out.h5`,
+`results.h5`) there.  One bash (`bash --noprofile --norc`) runs a page's
+shell commands in order, so that `cd`, variables and `export` carry from
+one to the next as in a terminal; its Python sessions run in order in one
+Python namespace per page, in the same directory.  HOME is the page's
+directory, and PATH starts with a directory in which `attnrun` is ATTNRUN
+(the build under test) and `python3` is this Python (one with numpy and
+h5py), then the system's PATH.  That is what the README's setup makes:
+`make install PREFIX=$HOME/.local` and `export PATH="$HOME/.local/bin:$PATH"`;
+the install itself is skipped (SKIP), since it would install the
+repository's build rather than the build under test.
 
 SKIP lists the commands that cannot run here, each with its reason; a
 skipped command still counts as shown.  An entry that matches no command
@@ -313,53 +315,21 @@ class Runner(doctest.DocTestRunner):
             str(exc_info[1])[:200]))
 
 
-# ------------------------------------------------------------ prepared inputs
+# ------------------------------------------------------------ the tree
 
-def write_gpt2(path, rng):
-    """GPT-2 small's layer 0 under its checkpoint names, and its input."""
-    import h5py
-    with h5py.File(path, "w") as f:
-        g = f.create_group("transformer/h.0/attn")
-        g["c_attn.weight"] = (rng.standard_normal((768, 2304)) * 0.02).astype("f4")
-        g["c_attn.bias"] = (rng.standard_normal(2304) * 0.02).astype("f4")
-        g["c_proj.weight"] = (rng.standard_normal((768, 768)) * 0.02).astype("f4")
-        g["c_proj.bias"] = (rng.standard_normal(768) * 0.02).astype("f4")
-        f["hidden/0"] = rng.standard_normal((2, 16, 768)).astype("f4")
-
-
-def write_llama(path, rng):
-    """TinyLlama-1.1B's layer 0 (32 heads, 4 K/V heads of 64) as
-    torch.nn.Linear keeps them, and a sequence of 32 hidden states."""
-    import h5py
-    with h5py.File(path, "w") as f:
-        g = f.create_group("model/layers.0/self_attn")
-        for name, rows in (("q_proj", 2048), ("k_proj", 256), ("v_proj", 256), ("o_proj", 2048)):
-            g[name + ".weight"] = (rng.standard_normal((rows, 2048)) * 0.02).astype("f4")
-        f["X"] = rng.standard_normal((1, 32, 2048)).astype("f4")
-
-
-def write_long(path, rng):
-    """One sequence of 4096 tokens, d_model 768, packed weights for 12 heads."""
-    import h5py
-    with h5py.File(path, "w") as f:
-        f["X"] = rng.standard_normal((1, 4096, 768)).astype("f4")
-        for name in ("W_Q", "W_K", "W_V", "W_O"):
-            f[name] = (rng.standard_normal((768, 768)) * 0.04).astype("f4")
-
-
-PREPARED = {"gpt2.h5": write_gpt2, "llama-layer0.h5": write_llama, "long.h5": write_long}
-
-
-def prepare(root, page_text, workdir, cache):
+def prepare(root, workdir):
+    """workdir as the top of a source tree for the README: the parts of
+    the tree its commands read."""
     os.makedirs(workdir)
     for tree in ("fixtures", "examples"):
         shutil.copytree(os.path.join(root, tree), os.path.join(workdir, tree))
-    for name, write in PREPARED.items():
-        if re.search(r"(?<![\w./-])" + re.escape(name) + r"(?![\w-])", page_text):
-            cached = os.path.join(cache, name)
-            if not os.path.exists(cached):
-                write(cached, np.random.default_rng(sorted(PREPARED).index(name) + 1))
-            shutil.copyfile(cached, os.path.join(workdir, name))
+
+
+def after_readme(readme, cwd, workdir):
+    """workdir as the README's directory is once its commands have run (a
+    copy, links kept as links); the directory its shell ended in, there."""
+    shutil.copytree(readme, workdir, symlinks=True)
+    return os.path.join(workdir, os.path.relpath(cwd, readme))
 
 
 # ------------------------------------------------------------ one page
@@ -406,6 +376,11 @@ class Shell:
         with open(out, encoding="utf-8", errors="replace") as f:
             return status, f.read().split("\n")
 
+    def cwd(self):
+        """The shell's working directory now."""
+        status, lines = self.run(10 ** 6, "pwd")
+        return lines[0] if status == 0 else None
+
     def close(self):
         if self.proc.poll() is None:
             try:
@@ -415,13 +390,14 @@ class Shell:
         self.proc.wait()
 
 
-def run_page(root, page, text, workdir, env, cache, label=None):
-    """Runs the commands of one page (text) in workdir; a verdict each."""
+def run_page(page, text, workdir, env, label=None):
+    """Runs the commands of one page (text) in workdir, which is ready; a
+    verdict each.  Returns the items and the directory its shell ended in."""
     label = label or page
-    prepare(root, text, workdir, cache)
     logdir = workdir + ".log"
     os.makedirs(logdir)
     shell = Shell(workdir, env, logdir)
+    ended = workdir
     namespace = {"__name__": "__docs__"}
     found = items(page, text)
     here = os.getcwd()
@@ -437,14 +413,18 @@ def run_page(root, page, text, workdir, env, cache, label=None):
             elif item[0] == "sh":
                 run_shell(shell, k, item, found[k + 1] if k + 1 < len(found) else None, label)
             else:
+                if shell.proc.poll() is None:       # Python runs where the shell is
+                    os.chdir(shell.cwd() or workdir)
                 run_python(item, namespace, label)
+        if shell.proc.poll() is None:
+            ended = shell.cwd() or workdir
     finally:
         os.chdir(here)
         os.environ.clear()
         os.environ.update(saved_env)
         shell.close()
         namespace.clear()
-    return found
+    return found, ended
 
 
 def run_shell(shell, k, item, following, label):
@@ -515,14 +495,27 @@ def check_skips(commands, table):
 
 
 def run_all(root, attnrun, tmp, chosen):
-    cache = os.path.join(tmp, "inputs")
-    os.makedirs(cache, exist_ok=True)
+    """The README's commands in a directory made as the top of a source
+    tree, then each other page's after them: in a copy of that directory
+    as the README left it, from where its shell ended (so a page must work
+    after the README's commands, as a reader follows them)."""
     commands = []
-    for page in chosen or pages(root):
+    readme_dir = os.path.join(tmp, "README.md")
+    prepare(root, readme_dir)
+    for page in ["README.md"] + [p for p in chosen or pages(root) if p != "README.md"]:
         with open(os.path.join(root, page), encoding="utf-8") as f:
             text = f.read()
-        workdir = os.path.join(tmp, page.replace("/", "_"))
-        found = run_page(root, page, text, workdir, environment(attnrun, tmp, workdir), cache)
+        if page == "README.md":
+            workdir = start = readme_dir
+        else:
+            workdir = os.path.join(tmp, page.replace("/", "_"))
+            start = after_readme(readme_dir, readme_ended, workdir)
+        found, ended = run_page(page, text, start, environment(attnrun, tmp, workdir),
+                                label=None if not chosen or page in chosen else "(setup) README.md")
+        if page == "README.md":
+            readme_ended = ended
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)     # its logs stay beside it
         commands += [i[2] for i in found if i[0] == "sh"]
         shown = sum(1 for i in found if i[0] in ("sh", "py"))
         print("    %s: %d commands and sessions" % (page, shown), flush=True)
@@ -586,8 +579,6 @@ def self_test(root, attnrun, tmp):
     """Runs pages with planted mistakes (their verdicts shown indented, as
     what they are: not this suite's) and checks the runner's verdicts."""
     global verdicts, prefix
-    cache = os.path.join(tmp, "inputs")
-    os.makedirs(cache, exist_ok=True)
 
     # The comparison of a line.
     for shown, printed, expect in (("0.251852, 0.192013", "0.251853, 0.192013", True),
@@ -604,7 +595,8 @@ def self_test(root, attnrun, tmp):
     # A page of known verdicts.
     saved, verdicts, prefix = verdicts, [], "    planted: "
     workdir = os.path.join(tmp, "planted")
-    run_page(root, "planted.md", PLANTED, workdir, environment(attnrun, tmp, workdir), cache)
+    prepare(root, workdir)
+    run_page("planted.md", PLANTED, workdir, environment(attnrun, tmp, workdir))
     got = {int(re.match(r"\S+ planted\.md:(\d+)", v).group(1)): v.split()[0] for v in verdicts}
     verdicts, prefix = saved, ""
     if got == PLANTED_VERDICTS:
@@ -627,7 +619,8 @@ def self_test(root, attnrun, tmp):
     line = text[:m.start()].count("\n") + 1
     saved, verdicts, prefix = verdicts, [], "    planted: "
     workdir = os.path.join(tmp, "readme-planted")
-    run_page(root, "README.md", planted, workdir, environment(attnrun, tmp, workdir), cache,
+    prepare(root, workdir)
+    run_page("README.md", planted, workdir, environment(attnrun, tmp, workdir),
              label="README.md (planted)")
     failed = [v for v in verdicts if v.startswith("FAIL")]
     passed = [v for v in verdicts if v.startswith("ok")]
