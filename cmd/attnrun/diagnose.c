@@ -2,7 +2,7 @@
  * diagnose.c - when --expect finds a difference: the first item re-run
  * under the conventions people confuse -- the weights' layout, the causal
  * mask, the mask's sense, the number of heads, the scale, RoPE's style,
- * the K/V heads -- one change at a time, then two at a time, until the
+ * the K/V heads, X's first two axes -- one change at a time, then two at a time, until the
  * references match; one line says which (expect.h).
  *
  * Each re-run is attn_run itself (first_items 1) into a temporary results
@@ -27,7 +27,7 @@
 /* One convention changed from the run's. */
 typedef enum change_kind {
     CHANGE_NONE, CHANGE_LAYOUT, CHANGE_CAUSAL, CHANGE_MASK_INVERT, CHANGE_HEADS, CHANGE_SCALE,
-    CHANGE_ROPE_STYLE, CHANGE_KV_HEADS
+    CHANGE_ROPE_STYLE, CHANGE_KV_HEADS, CHANGE_X_TRANSPOSED
 } change_kind;
 
 typedef struct change {
@@ -127,6 +127,12 @@ static void list_changes(const attn_run_options *opt, const attn_run_report *rep
                                                                      : ATTN_ROPE_GPTJ));
         add(c, one);
     }
+    if (report->layout.batched && report->inputs[ATTN_IN_X].rank == 3 && d->batch == d->n &&
+        !report->layout.cross) {     /* else X transposed has other shapes, refused before */
+        one = (change){.kind = CHANGE_X_TRANSPOSED};
+        snprintf(one.text, sizeof one.text, "X transposed (store x.transpose(0, 1))");
+        add(c, one);
+    }
     if (report->layout.fused) {
         n = other_divisors(d->heads, attn_kv_heads(d), d->heads, 4, found);
         for (size_t i = 0; i < n; i++) {
@@ -163,6 +169,9 @@ static void apply(const change *one, const attn_run_report *report, attn_run_opt
         break;
     case CHANGE_KV_HEADS:
         o->kv_heads = one->count;
+        break;
+    case CHANGE_X_TRANSPOSED:
+        o->x_sequence_first = !o->x_sequence_first;
         break;
     }
 }

@@ -21,6 +21,8 @@
 int expect_parse(attnrun_expect *e, const char *list)
 {
     const char *p = list;
+    if (*p == '\0')
+        return cli_usage_error("--expect '': expected OUTPUT=DATASET");
     while (*p != '\0') {
         size_t len = strcspn(p, ","), name_len = strcspn(p, "=,");
         if (name_len == len)
@@ -42,16 +44,15 @@ int expect_parse(attnrun_expect *e, const char *list)
         for (size_t i = 0; i < e->count; i++)
             if (e->pairs[i].which == (attn_output)which)
                 return cli_usage_error("--expect names %s twice", name);
-        char *reference = malloc(len - name_len);
-        if (reference == NULL)
-            return cli_error(EXIT_RUNTIME, "out of memory");
-        memcpy(reference, p + name_len + 1, len - name_len - 1);
-        reference[len - name_len - 1] = '\0';
-        e->pairs[e->count++] = (expect_pair){(attn_output)which, reference};
+        expect_pair *pair = &e->pairs[e->count++];
+        pair->which = (attn_output)which;
+        if (len - name_len - 1 >= sizeof pair->reference)
+            return cli_usage_error("--expect %s=...: a dataset name of at most %zu bytes", name,
+                                   sizeof pair->reference - 1);
+        memcpy(pair->reference, p + name_len + 1, len - name_len - 1);
+        pair->reference[len - name_len - 1] = '\0';
         p += len + (p[len] == ',');
     }
-    if (e->count == 0)
-        return cli_usage_error("--expect '': expected OUTPUT=DATASET");
     return EXIT_OK;
 }
 

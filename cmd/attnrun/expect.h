@@ -28,7 +28,7 @@
 
 typedef struct expect_pair {
     attn_output which;            /* the output compared                  */
-    const char *reference;        /* its reference: a dataset of the input */
+    char reference[512];          /* its reference: a dataset of the input */
 } expect_pair;
 
 typedef struct attnrun_expect {

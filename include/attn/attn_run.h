@@ -184,6 +184,9 @@ typedef struct attn_run_options {
                                            the results as the group `group`
                                            of it (lib/h5/index.h); not with
                                            in_place, not at "/"            */
+    bool x_sequence_first;              /* a rank-3 X is stored (n, B, D), as
+                                           torch keeps it with batch_first=
+                                           False: read item b as X[:, b]   */
     size_t first_items;                 /* compute only items [0, first_items)
                                            of the batch (the outputs' batch
                                            axis that long); 0 = every item.

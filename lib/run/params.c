@@ -272,10 +272,36 @@ static int check_bias(const run_state *st, const attn_tensor_info *t, const void
     return ATTN_OK;
 }
 
+/* X stored (n, B, D) (x_sequence_first): rows [from, from + length) of
+ * items [first, first + items), one box of the file per item, into buf
+ * (items, length, D). */
+static int read_x_sequence_first(const run_state *st, size_t first, size_t items, size_t from,
+                                 size_t length, void *buf, attn_error *err)
+{
+    const attn_tensor_info *t = &st->info[ATTN_IN_X];
+    const size_t d = t->dims[2], elem = attn_precision_size(st->opt->precision);
+    for (size_t b = 0; b < items; b++) {
+        const size_t box[3] = {from, first + b, 0}, count[3] = {length, 1, d};
+        int status = attn_h5in_read_float_box(st->in, t->name, st->opt->precision, box, count,
+                                              (char *)buf + b * length * d * elem, err);
+        if (status != ATTN_OK)
+            return status;
+    }
+    return run_check_finite(st, t, buf, first, items * length * d, err);
+}
+
+/* Whether X is read across its stored axes (x_sequence_first). */
+static bool x_transposed(const run_state *st, attn_input which)
+{
+    return which == ATTN_IN_X && st->opt->x_sequence_first && st->info[which].rank == 3;
+}
+
 int run_read_rows(const run_state *st, attn_input which, size_t first, size_t rows, void *buf,
                   attn_error *err)
 {
     const attn_tensor_info *t = &st->info[which];
+    if (x_transposed(st, which))
+        return read_x_sequence_first(st, first, rows, 0, t->dims[1], buf, err);
     size_t count;
     attn_size_product(&count, t->dims + 1, t->rank - 1);     /* per row; checked by the plan */
     count *= rows;
@@ -300,6 +326,8 @@ int run_read_block(const run_state *st, attn_input which, size_t first, size_t r
 {
     const attn_tensor_info *t = &st->info[which];
     size_t count;
+    if (x_transposed(st, which))                 /* axis 1: the rows of items */
+        return read_x_sequence_first(st, first, rows, from, length, buf, err);
     attn_size_product(&count, t->dims + 1, t->rank - 1);     /* per row; checked by the plan */
     count = count / t->dims[axis] * length * rows;
     int status = attn_h5in_read_float_block(st->in, t->name, st->opt->precision, first, rows, axis,

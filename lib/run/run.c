@@ -145,6 +145,12 @@ static int describe_inputs(run_state *st, attn_error *err)
     if (missing >= 0)
         return run_missing_input(st, (attn_input)missing, missing_relative, missing_from_preset,
                                  err);
+    attn_tensor_info *x = &st->info[ATTN_IN_X];
+    if (opt->x_sequence_first && x->rank == 3) {      /* (n, B, D) read as (B, n, D) */
+        size_t n = x->dims[0];
+        x->dims[0] = x->dims[1];
+        x->dims[1] = n;
+    }
     return ATTN_OK;
 }
 

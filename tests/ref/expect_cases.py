@@ -28,6 +28,10 @@ docs/models.md's math), never by attnrun.
           short                        (3, 4, 8, 7): a shape of nothing
           f64/weights                  mha/weights in float64
           leftpad/output               torch_mha with leftpad's padding
+          square/weights               torch_mha of 8 items of 8 tokens, whose
+                                       X the input keeps as X_sq_seq (8, 8, 16)
+                                       in torch's batch_first=False order
+                                       (X_sq: the same in attnrun's)
         and W_QKV_gqa (32, 16) for gqa, and the masks allpad (3, 8) bool,
         torch's with every item padded from key 6 (with --causal rows 0-5
         see no key: 18 of 24), leftpad (3, 8) int8, Hugging Face's with
@@ -115,6 +119,10 @@ def make_input(path):
         leftpad[:, :2] = 0
         f["leftpad"] = leftpad
         f["attn_mask"] = np.triu(np.ones((N, N), bool), 1)
+        X_sq = f32(rng.standard_normal((N, N, D)))            # B = n: shapes cannot tell
+        f["X_sq_seq"] = X_sq.transpose(1, 0, 2)               # torch's batch_first=False
+        f["X_sq"] = X_sq
+        r["square/weights"] = f32(M.torch_mha(X_sq, W_in, b_in, W_out, b_out, H)["weights"])
         left = M.torch_mha(X, W_in, b_in, W_out, b_out, H, key_padding_mask=leftpad == 0)
         r["leftpad/output"] = f32(left["output"])
 
