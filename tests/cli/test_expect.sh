@@ -59,10 +59,21 @@ attn() {
     rc=$?
 }
 
+# numpys_lines OUTPUT=REF[,...] TOL: nothing when $T/stderr's line of each
+# comparison (of $T/out.h5 with IN) is numpy's (expect_cases.py line),
+# else why not.
+numpys_lines() {
+    local pair
+    for pair in ${1//,/ }; do
+        ref expect_cases.py line "$T/stderr" "$T/out.h5" / "$IN" "${pair%%=*}" "${pair#*=}" \
+            "$2" 2>&1 || return
+    done
+}
+
 # passes NAME OUTPUT=REF[,...] ARGS...: exit 0, and each comparison's line
 # numpy's (tolerance 1e-5 unless TOL is set).
 passes() {
-    local name=$1 list=$2 pair why=""
+    local name=$1 list=$2 why=""
     shift 2
     rm -f "$T/out.h5"
     attn "$IN" -o "$T/out.h5" --expect "$list" "$@"
@@ -70,10 +81,7 @@ passes() {
         bad "$name: exit $rc: $(head -c 400 "$T/stderr" | tr '\n' '|')"
         return
     fi
-    for pair in ${list//,/ }; do
-        why=$(ref expect_cases.py line "$T/stderr" "$T/out.h5" / "$IN" "${pair%%=*}" \
-              "${pair#*=}" "${TOL:-1e-5}" 2>&1) || break
-    done
+    why=$(numpys_lines "$list" "${TOL:-1e-5}")
     if [ -n "$why" ]; then bad "$name: $why"; else ok "$name: exit 0, numpy's differences"; fi
 }
 
@@ -81,7 +89,7 @@ passes() {
 # numpy's, the last naming WITH (FIRST: see expect_cases.py diagnosis);
 # then ARGS with WITH passes.
 differs() {
-    local name=$1 list=$2 first=$3 with=$4 pair why=""
+    local name=$1 list=$2 first=$3 with=$4 why=""
     shift 4
     rm -f "$T/out.h5"
     attn "$IN" -o "$T/out.h5" --expect "$list" "$@"
@@ -89,12 +97,7 @@ differs() {
         bad "$name: exit $rc, expected 4: $(head -c 400 "$T/stderr" | tr '\n' '|')"
         return
     fi
-    if [[ $first != *" "* ]]; then
-        for pair in ${list//,/ }; do
-            why=$(ref expect_cases.py line "$T/stderr" "$T/out.h5" / "$IN" "${pair%%=*}" \
-                  "${pair#*=}" 1e-5 2>&1) || break
-        done
-    fi
+    [[ $first != *" "* ]] && why=$(numpys_lines "$list" 1e-5)
     [ -z "$why" ] && why=$(ref expect_cases.py diagnosis "$T/stderr" "$first" "$with" 2>&1)
     if [ -n "$why" ]; then
         bad "$name: $why"
