@@ -59,6 +59,18 @@ attn() {
     rc=$?
 }
 
+# checked STATUS NAME OUTPUT=REF[,...] ARGS...: `attnrun IN -o $T/out.h5
+# --expect LIST ARGS`; true when it exits STATUS, else a FAIL.
+checked() {
+    local status=$1 name=$2 list=$3
+    shift 3
+    rm -f "$T/out.h5"
+    attn "$IN" -o "$T/out.h5" --expect "$list" "$@"
+    [ "$rc" -eq "$status" ] && return
+    bad "$name: exit $rc, expected $status: $(head -c 400 "$T/stderr" | tr '\n' '|')"
+    return 1
+}
+
 # numpys_lines OUTPUT=REF[,...] TOL: nothing when $T/stderr's line of each
 # comparison (of $T/out.h5 with IN) is numpy's (expect_cases.py line),
 # else why not.
@@ -75,12 +87,7 @@ numpys_lines() {
 passes() {
     local name=$1 list=$2 why=""
     shift 2
-    rm -f "$T/out.h5"
-    attn "$IN" -o "$T/out.h5" --expect "$list" "$@"
-    if [ "$rc" -ne 0 ]; then
-        bad "$name: exit $rc: $(head -c 400 "$T/stderr" | tr '\n' '|')"
-        return
-    fi
+    checked 0 "$name" "$list" "$@" || return
     why=$(numpys_lines "$list" "${TOL:-1e-5}")
     if [ -n "$why" ]; then bad "$name: $why"; else ok "$name: exit 0, numpy's differences"; fi
 }
@@ -91,12 +98,7 @@ passes() {
 differs() {
     local name=$1 list=$2 first=$3 with=$4 why=""
     shift 4
-    rm -f "$T/out.h5"
-    attn "$IN" -o "$T/out.h5" --expect "$list" "$@"
-    if [ "$rc" -ne 4 ]; then
-        bad "$name: exit $rc, expected 4: $(head -c 400 "$T/stderr" | tr '\n' '|')"
-        return
-    fi
+    checked 4 "$name" "$list" "$@" || return
     [[ $first != *" "* ]] && why=$(numpys_lines "$list" 1e-5)
     [ -z "$why" ] && why=$(ref expect_cases.py diagnosis "$T/stderr" "$first" "$with" 2>&1)
     if [ -n "$why" ]; then
