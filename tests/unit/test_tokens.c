@@ -122,6 +122,10 @@ static void test_utf8_boundaries_and_offsets(void **state)
     assert_int_equal(first_bad("\xE6\x97", 2), 2);           /* cut short: at the end */
     assert_int_equal(first_bad("\xE6\x97x", 3), 2);
     assert_int_equal(first_bad("\xF0\x9F\x98", 3), 3);
+    /* only `length` bytes are read: what follows them (here a byte no
+     * UTF-8 has) is not the string's */
+    assert_true(attn_utf8_valid("abc\xFF", 3, &at));
+    assert_true(attn_utf8_valid("\xC2\x80\x80", 2, &at));
 }
 
 static void test_token_faults_in_order(void **state)
