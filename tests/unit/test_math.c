@@ -813,6 +813,18 @@ static void test_attend_counts_and_reports_pairs(void **state)
             attn_attend(&cfg, &s, 100, 300);
             assert_int_equal(progress.pairs, C * H * pairs_seen(100, 300, N, causal, window));
             assert_int_equal(log.calls, calls);
+
+            /* every a microsecond, on one thread: the clock is read to its
+             * nanoseconds, so each task after the first (there are several,
+             * each longer than that) reports again, within one second */
+            progress.pairs = 0;
+            progress.last = 0;
+            progress.every = 1e-6;
+            const int threads = attn_threads();
+            attn_set_threads(1);
+            attn_attend(&cfg, &s, 0, N);
+            attn_set_threads(threads);
+            assert_true(log.calls >= calls + 2);
             free(s.scratch);
         }
     free(maps);
