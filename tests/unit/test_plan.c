@@ -1443,6 +1443,34 @@ static void test_plan_steps_for_ranks(void **state)
     assert_true(attn_plan_held_bytes(&layout, &sizes, items) <= 64 * MIB);
 }
 
+/*
+ * Sliding keys (attn_step_request.slide_window) in blocks of rows: a row
+ * of a step holds, beyond what it holds without them, its q, k and v
+ * (H d_k + G d_k + G d_v) and its row of X for each step parity (2 D),
+ * counted by hand here: 64 + 32 + 32 + 2 x 64 = 256 floats.
+ */
+static void test_plan_sliding_row_bytes(void **state)
+{
+    (void)state;
+    attn_layout layout = {
+        .dims = {.batch = 1, .n = 8192, .m = 8192, .d_model = 64, .heads = 4, .kv_heads = 2,
+                 .d_k = 16, .d_v = 16},
+        .batched = true,
+    };
+    attn_step_request req = {
+        .precision = ATTN_F32, .save = 1u << ATTN_OUT_OUTPUT, .memory = 4 * MIB, .threads = 1,
+        .task_rows = 256,
+    };
+    attn_slice_sizes plain, sliding;
+    size_t items = 0;
+    attn_error err = {0};
+    assert_int_equal(attn_plan_steps(&layout, &req, &plain, &items, &err), ATTN_OK);
+    req.slide_window = 256;
+    assert_int_equal(attn_plan_steps(&layout, &req, &sliding, &items, &err), ATTN_OK);
+    assert_true(sliding.rows < layout.dims.n && sliding.slide_keys > 0);
+    assert_int_equal(sliding.bytes_per_row - plain.bytes_per_row, 256 * sizeof(float));
+}
+
 static void test_plan_slice_overflow_is_rejected(void **state)
 {
     (void)state;
@@ -1748,6 +1776,7 @@ int main(void)
         cmocka_unit_test(test_plan_slice_budget_picks_item_count),
         cmocka_unit_test(test_plan_slice_query_row_blocks),
         cmocka_unit_test(test_plan_whole_item_counts_whole_tiles),
+        cmocka_unit_test(test_plan_sliding_row_bytes),
         cmocka_unit_test(test_plan_slice_overflow_is_rejected),
         cmocka_unit_test(test_plan_step_blocks_by_hand),
         cmocka_unit_test(test_plan_map_in_weights_place),
