@@ -370,6 +370,13 @@ static void test_find_nonfinite(void **state)
         assert_int_equal(attn_find_nonfinite_f64(long64, LONG), at[i]);
         assert_int_equal(attn_find_nonfinite_f32(long32, at[i]), at[i]);   /* not counted */
     }
+    /* the last block ends at count, not a block further: a NaN just past
+     * count, in the same block, is not the array's */
+    for (size_t j = 0; j < LONG; j++)
+        long64[j] = (double)j;
+    long64[4101] = NAN;
+    assert_int_equal(attn_find_nonfinite_f64(long64, 4100), 4100);
+    assert_int_equal(attn_find_nonfinite_f64(long64, 4102), 4101);
 }
 
 /* ---- the whole forward pass against a reference ----------------------- */
