@@ -202,9 +202,8 @@ static trial judge(const attnrun_expect *e, const attn_run_options *opt, const c
         return (trial){INFINITY, INFINITY, false};
     }
     for (size_t i = 0; i < e->count && t.matched; i++) {
-        const char *name = attn_output_name(e->pairs[i].which), *ref = e->pairs[i].reference;
-        while (*ref == '/')
-            ref++;
+        const char *name = attn_output_name(e->pairs[i].which);
+        const char *ref = expect_in_root(e->pairs[i].reference);
         attn_tensor_info a = {.name = name}, b = {.name = ref};
         expect_diff d;
         bool fits = attn_results_describe(got, &a, &err) == ATTN_OK &&

@@ -63,8 +63,7 @@ double expect_tolerance(const attnrun_expect *e, attn_precision run, const expec
     return run == ATTN_F64 && !diff->float32 ? 1e-10 : 1e-5;
 }
 
-/* The reference's name in the input's root group: without its leading '/'. */
-static const char *in_root(const char *name)
+const char *expect_in_root(const char *name)
 {
     while (*name == '/')
         name++;
@@ -125,7 +124,7 @@ static int check_one(attn_results *in, const expect_pair *pair, const attn_run_o
                      const attn_run_report *report)
 {
     const char *name = attn_output_name(pair->which);
-    attn_tensor_info ref = {.name = in_root(pair->reference)};
+    attn_tensor_info ref = {.name = expect_in_root(pair->reference)};
     attn_error err;
     size_t want[4], swapped[4];
     const char *labels[4];
@@ -313,7 +312,7 @@ static int compare_one(const attnrun_expect *e, attn_results *got, attn_results 
                        const expect_pair *pair, const attn_run_options *opt,
                        const attn_run_report *report, bool quiet, char failure[128])
 {
-    const char *name = attn_output_name(pair->which), *reference = in_root(pair->reference);
+    const char *name = attn_output_name(pair->which), *reference = expect_in_root(pair->reference);
     attn_tensor_info a = {.name = name}, b = {.name = reference};
     attn_error err;
     int status = attn_results_describe(got, &a, &err);

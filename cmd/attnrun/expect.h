@@ -58,6 +58,9 @@ typedef struct expect_diff {
 /* Whether an output's name is plural ("weights differ", "output differs"). */
 bool plural(const char *name);
 
+/* A reference's name in the input's root group: without its leading '/'. */
+const char *expect_in_root(const char *name);
+
 /* Parses "OUTPUT=DATASET[,OUTPUT=DATASET...]" into e (appending); an exit code. */
 int expect_parse(attnrun_expect *e, const char *list);
 
