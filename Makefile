@@ -195,7 +195,7 @@ CLI_TESTS = tests/cli/test_readers.sh tests/cli/test_runtime.sh tests/cli/test_c
             tests/cli/test_memory.sh tests/cli/test_summaries.sh tests/cli/test_bad.sh \
             tests/cli/test_errors.sh tests/cli/test_plot.sh tests/cli/test_view.sh \
             tests/cli/test_doc_commands.sh \
-            tests/cli/test_startup.sh tests/cli/test_blocks.sh tests/cli/test_rollout.sh \
+            tests/cli/test_startup.sh tests/cli/test_blocks.sh tests/cli/test_rollout.sh tests/cli/test_flow.sh \
             tests/cli/test_sliding.sh tests/cli/test_progress.sh tests/cli/test_store.sh \
             tests/cli/test_models.sh tests/cli/test_compare.sh tests/cli/test_h5files.sh \
             tests/cli/test_tokens.sh tests/cli/test_append.sh tests/cli/test_alloc.sh \

@@ -92,6 +92,7 @@ static const struct subcommand {
     {"plot", plot_main},
     {"heads", heads_main},
     {"rollout", rollout_main},
+    {"flow", rollout_main},
     {"view", view_main},
 };
 

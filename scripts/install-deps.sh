@@ -11,6 +11,9 @@ packages="$packages bsdutils"      # script(1): tests/cli/test_progress.sh runs 
 # ncdump and xarray's default (netcdf4) engine: the tokens and append suites open outputs with them
 packages="$packages netcdf-bin python3-netcdf4"
 packages="$packages libcairo2-dev fonts-dejavu-core"   # attnrun plot: cairo and a font
+# attnrun flow's independent references: networkx in the tests, and
+# scipy's maximum_flow beside it in make bench
+packages="$packages python3-networkx python3-scipy"
 # attnrun view's page tested in real browsers: headless Chromium through
 # Selenium, and Firefox's headless screenshot
 packages="$packages chromium chromium-driver python3-selenium firefox-esr"

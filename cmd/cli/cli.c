@@ -154,13 +154,14 @@ int cli_check_output(const char *output, const char *input, bool force, const ch
                                    : is_analysis(output, kind);
         if (ours == ATTN_ENOMEM)
             return out_of_memory(output);
+        char what[64];                        /* "a rollout file", "a census file" */
+        snprintf(what, sizeof what, "a %s file", strcmp(kind, "heads") == 0 ? "census" : kind);
         if (ours != ATTN_OK)
             return cli_usage_error("%s: exists and is not %s attnrun wrote; --force replaces only "
                                    "those: name a new file", output,
                                    picture ? "a picture (PNG, PDF or SVG)"
-                                   : page ? "a page"
-                                   : strcmp(kind, "heads") == 0 ? "a census file"
-                                                                : "a rollout file");
+                                   : page  ? "a page"
+                                           : what);
     }
     return EXIT_OK;
 }

@@ -10,6 +10,8 @@
  */
 #include "rollout/rollout.h"
 
+#include "attn_math.h"
+#include "attn_threads.h"
 #include "attn_tokens.h"
 #include "cli/cli.h"
 
@@ -211,29 +213,78 @@ static int find_layers(const rollout_request *rq, char **groups, size_t count,
     return status;
 }
 
-/* The bytes the rollout holds (rollout.h), against the cap.  The command
- * line's own check: the message names the option. */
+/* The bytes the analysis holds (rollout.h's working_bytes), into *bytes;
+ * false when they cannot be addressed. */
+static bool working_bytes(const rollout_request *rq, const rollout_plan *plan, size_t *bytes)
+{
+    size_t matrix, map, layers, search;
+    const size_t n = plan->n;
+    if (!attn_size_mul(&matrix, n, n) || !attn_size_mul(&map, matrix, sizeof(float)))
+        return false;
+    if (rq->analysis == ROLLOUT_ROLLOUT)
+        return attn_size_mul(&matrix, matrix, 3 * sizeof(double)) &&
+               attn_size_add(bytes, matrix, map);
+    search = attn_flow_bytes(n, plan->layer_count, plan->threads);
+    return attn_size_mul(&layers, matrix, plan->layer_count + 1) &&
+           attn_size_mul(&layers, layers, sizeof(double)) && search != SIZE_MAX &&
+           attn_size_add(bytes, layers, map) && attn_size_add(bytes, *bytes, search);
+}
+
+/* What the analysis holds, in words, for the message of the cap. */
+static void describe_working_set(const rollout_request *rq, const rollout_plan *plan,
+                                 char *text, size_t size)
+{
+    if (rq->analysis == ROLLOUT_ROLLOUT)
+        snprintf(text, size, "rolling out n = %zu tokens holds three (n, n) float64 matrices "
+                 "and one (n, n) float32 map", plan->n);
+    else
+        snprintf(text, size, "the flow of n = %zu tokens through %zu layers holds every layer "
+                 "and the flows as (n, n) float64 matrices and a search of the graph on each "
+                 "of %d threads", plan->n, plan->layer_count, plan->threads);
+}
+
+/* The bytes the analysis holds, against the cap.  The command line's own
+ * check: the message names the option. */
 static int check_memory(const rollout_request *rq, rollout_plan *plan, attn_error *err)
 {
-    size_t matrix, map, bytes;
-    const size_t n = plan->n;
-    if (!attn_size_mul(&matrix, n, n) || !attn_size_mul(&map, matrix, sizeof(float)) ||
-        !attn_size_mul(&matrix, matrix, 3 * sizeof(double)) ||
-        !attn_size_add(&bytes, matrix, map))
-        return attn_fail(err, ATTN_ENOMEM, "%s: rolling out %zu tokens would hold (n, n) "
-                         "matrices too large to address", rq->input, n);
+    size_t bytes;
+    char what[256];
+    describe_working_set(rq, plan, what, sizeof what);
+    if (!working_bytes(rq, plan, &bytes))
+        return attn_fail(err, ATTN_ENOMEM, "%s: %s, too large to address", rq->input, what);
     plan->working_bytes = bytes;
     if (bytes <= rq->memory)
         return ATTN_OK;
     char need[32], cap[32];
     /* what --memory takes, rounded up: in MiB, or in KiB below 1 MiB */
     const size_t unit = (size_t)1 << (bytes < ((size_t)1 << 20) ? 10 : 20);
-    return attn_fail(err, ATTN_ENOMEM, "%s: rolling out n = %zu tokens holds three (n, n) float64 "
-                     "matrices and one (n, n) float32 map, %s, over the --memory cap of %s; raise "
-                     "it to at least --memory %zu%c", rq->input, n,
+    return attn_fail(err, ATTN_ENOMEM, "%s: %s, %s, over the --memory cap of %s; raise it to at "
+                     "least --memory %zu%c%s", rq->input, what,
                      attn_format_bytes(need, sizeof need, (double)bytes),
                      attn_format_bytes(cap, sizeof cap, (double)rq->memory),
-                     bytes / unit + (bytes % unit != 0), unit == 1024 ? 'K' : 'M');
+                     bytes / unit + (bytes % unit != 0), unit == 1024 ? 'K' : 'M',
+                     rq->analysis == ROLLOUT_FLOW && plan->threads > 1
+                         ? ", or use fewer --threads" : "");
+}
+
+/* Keeps the layers up to --to's, which must be one of them. */
+static int cut_at(const rollout_request *rq, rollout_plan *plan, attn_error *err)
+{
+    if (rq->to == NULL)
+        return ATTN_OK;
+    for (size_t l = 0; l < plan->layer_count; l++)
+        if (strcmp(plan->layers[l].group, rq->to) == 0) {
+            for (size_t rest = l + 1; rest < plan->layer_count; rest++)
+                free(plan->layers[rest].group);
+            plan->layer_count = l + 1;
+            return ATTN_OK;
+        }
+    char names[256] = "";
+    for (size_t l = 0, used = 0; l < plan->layer_count && used + 1 < sizeof names; l++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", l > 0 ? ", " : "",
+                                 plan->layers[l].group);
+    return attn_fail(err, ATTN_EINPUT, "%s: --to %s is not one of the layers (%s); name one of "
+                     "them, or list the layers with --groups", rq->input, rq->to, names);
 }
 
 /* Fails unless the tokens `want` and `have` (n each) of item b are the
@@ -350,6 +401,9 @@ int rollout_plan_layers(const rollout_request *rq, rollout_plan *plan, attn_erro
                            "(--save mean: their mean over the heads)", rq->input,
                            listed.index ? "the index's" : "its", plan->skipped_names);
     attn_result_groups_free(&listed);
+    if (status == ATTN_OK)
+        status = cut_at(rq, plan, err);
+    plan->threads = attn_threads();
     if (status == ATTN_OK)
         status = check_memory(rq, plan, err);
     if (status == ATTN_OK)

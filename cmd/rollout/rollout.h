@@ -1,17 +1,21 @@
 /*
- * rollout.h - `attnrun rollout`: attention rollout (Abnar & Zuidema 2020)
- * through the layers of a results file, one item at a time, written as a
- * new HDF5 file.  Three phases, one file each:
+ * rollout.h - `attnrun rollout` and `attnrun flow`: attention rollout and
+ * attention flow (Abnar & Zuidema 2020) through the layers of a results
+ * file, one item at a time, written as a new HDF5 file.  The two read the
+ * same layers the same way and differ only in what they compute from
+ * them.  Four phases, one file each:
  *
- *     rollout.c    the command line: options, messages, exit codes, and
- *                  the output file written atomically (its datasets,
- *                  attributes and labels)
+ *     rollout.c    the command line of both: options, messages, exit
+ *                  codes, and the output file written atomically (its
+ *                  datasets, attributes and labels)
  *     layers.c     the layers: which groups, their maps and shapes, their
  *                  tokens, checked against each other and the memory cap
  *                  before anything is written
- *     stream.c     the rollout itself: each item's head maps read one
- *                  (n, n) map at a time into each layer's mean, rolled out
+ *     stream.c     the rollout: each item's head maps read one (n, n) map
+ *                  at a time into each layer's mean, rolled out
  *                  (lib/math/rollout.c) and written
+ *     flow.c       the flow: each item's layers read the same way, all of
+ *                  them held, the maximum flows (lib/math/flow.c) written
  *
  *     rollout_request rq = {.input = "results.h5", .residual = 0.5, .memory = cap};
  *     rollout_plan plan;
@@ -36,8 +40,15 @@
  * as Abnar & Zuidema's rollout. */
 #define ROLLOUT_RESIDUAL 0.5
 
+/* What the layers become. */
+typedef enum rollout_analysis {
+    ROLLOUT_ROLLOUT,              /* attnrun rollout: (B, L, n, n)         */
+    ROLLOUT_FLOW,                 /* attnrun flow: (B, n, n)               */
+} rollout_analysis;
+
 /* What to roll out, from the command line. */
 typedef struct rollout_request {
+    rollout_analysis analysis;
     const char *input;            /* RESULTS.h5                           */
     attn_results_file *file;      /* it, opened once: every group read is
                                      of the index as it was then        */
@@ -45,7 +56,9 @@ typedef struct rollout_request {
                                      the file's own groups                */
     size_t group_count;
     double residual;              /* r, 0 <= r <= 1                        */
+    const char *to;               /* --to: the last layer, or NULL: all    */
     size_t memory;                /* the cap on the working set, bytes     */
+    bool quiet;                   /* -q: no progress either                */
 } rollout_request;
 
 /* One layer: a group and the map read from it. */
@@ -74,15 +87,19 @@ typedef struct rollout_plan {
     size_t layer_count;           /* L                                    */
     rollout_layer *layers;        /* (L), in the order rolled out         */
     rollout_tokens tokens[2];     /* [0] query_token, [1] key_token       */
-    size_t working_bytes;         /* three (n, n) float64 matrices and one
-                                     (n, n) float32 map                   */
+    size_t working_bytes;         /* rollout: three (n, n) float64 matrices
+                                     and one (n, n) float32 map; flow: L
+                                     (n, n) float64 layers, one (n, n)
+                                     float64 flow and map, and the flow's
+                                     searches (attn_flow_bytes)          */
+    int threads;                  /* the flow's threads (attn_threads())   */
     size_t skipped;               /* groups left out: neither weights nor mean */
     char skipped_names[256];      /* the first few, "/a, /b, ..."          */
 } rollout_plan;
 
 /*
  * Finds the layers (--groups, else the file's groups holding weights or a
- * mean, in attn_results_groups' order), checks that they share B and n
+ * mean, in attn_results_groups' order; up to --to's), checks that they share B and n
  * and are square, that their tokens agree item by item, and that the
  * working set fits rq->memory.  ATTN_EINPUT, each with one line naming the
  * file, the group and what differs; ATTN_ENOMEM for the cap (the message
@@ -93,11 +110,15 @@ int rollout_plan_layers(const rollout_request *rq, rollout_plan *plan, attn_erro
 
 void rollout_plan_free(rollout_plan *plan);
 
-/* The output's datasets, added by rollout.c and written by rollout_stream. */
+/* The output's datasets, added by rollout.c and written by rollout_stream
+ * or flow_stream. */
 typedef struct rollout_output {
     attn_results_out *out;
-    int rollout;                  /* (B, L, n, n) float64 written, float32 stored */
+    int map;                      /* rollout (B, L, n, n) float64 written,
+                                     float32 stored; flow (B, n, n) float64 */
     int tokens[2];                /* like plan.tokens, or -1 where absent  */
+    double gap;                   /* flow: the largest gap between a flow
+                                     and its cut (attn_flow_report)       */
 } rollout_output;
 
 /*
@@ -109,12 +130,32 @@ typedef struct rollout_output {
 int rollout_stream(const rollout_request *rq, const rollout_plan *plan,
                    const rollout_output *output, attn_error *err);
 
+/*
+ * Layer l of item b: its head mean (n, n) into mean, read one head's map
+ * (n, n) at a time into map; the item's tokens written from it when they
+ * are the output's (rollout_stream's tokens).  The errors of
+ * rollout_stream.
+ */
+int rollout_read_layer(const rollout_request *rq, const rollout_plan *plan,
+                       const rollout_output *output, size_t l, size_t b, double *mean,
+                       float *map, attn_error *err);
+
+/*
+ * For each item: every layer's Â held, the maximum flow of every pair
+ * through them (attn_flow) written at (item); output->gap the largest
+ * certificate gap.  ATTN_EINPUT also for a layer holding a negative or
+ * non-finite value; the errors of rollout_stream otherwise.
+ */
+int flow_stream(const rollout_request *rq, const rollout_plan *plan, rollout_output *output,
+                attn_error *err);
+
 /* Opens the group of the results file, its failure naming the groups
  * there are when the group is not one of them. */
 int rollout_open_group(const rollout_request *rq, const char *group, attn_results **results,
                        attn_error *err);
 
-/* `attnrun rollout ...`: argv[0] is "rollout".  Returns the exit status. */
+/* `attnrun rollout ...` and `attnrun flow ...`: argv[0] is "rollout" or
+ * "flow".  Returns the exit status. */
 int rollout_main(int argc, char **argv);
 
 #endif

@@ -92,10 +92,9 @@ static int write_tokens(const rollout_plan *plan, const rollout_output *output,
     return status;
 }
 
-/* Layer l of item b: its head mean into w->a_hat, its tokens written
- * when they are the output's. */
-static int read_layer(const rollout_request *rq, const rollout_plan *plan,
-                      const rollout_output *output, size_t l, size_t b, work *w, attn_error *err)
+int rollout_read_layer(const rollout_request *rq, const rollout_plan *plan,
+                       const rollout_output *output, size_t l, size_t b, double *mean,
+                       float *map, attn_error *err)
 {
     const rollout_layer *layer = &plan->layers[l];
     const size_t n = plan->n;
@@ -103,11 +102,11 @@ static int read_layer(const rollout_request *rq, const rollout_plan *plan,
     int status = rollout_open_group(rq, layer->group, &r, err);
     if (status == ATTN_OK)
         status = write_tokens(plan, output, r, l, b, err);
-    memset(w->a_hat, 0, n * n * sizeof *w->a_hat);
+    memset(mean, 0, n * n * sizeof *mean);
     for (size_t h = 0; h < layer->heads && status == ATTN_OK; h++) {
-        status = read_map(r, layer, n, b, h, w->map, err);
+        status = read_map(r, layer, n, b, h, map, err);
         if (status == ATTN_OK)
-            attn_rollout_accumulate(n * n, 1.0 / (double)layer->heads, w->map, w->a_hat);
+            attn_rollout_accumulate(n * n, 1.0 / (double)layer->heads, map, mean);
     }
     attn_results_close(r);
     return status;
@@ -120,7 +119,7 @@ static int roll_item(const rollout_request *rq, const rollout_plan *plan,
     const size_t n = plan->n;
     int status = ATTN_OK;
     for (size_t l = 0; l < plan->layer_count && status == ATTN_OK; l++) {
-        status = read_layer(rq, plan, output, l, b, w, err);
+        status = rollout_read_layer(rq, plan, output, l, b, w->a_hat, w->map, err);
         if (status != ATTN_OK)
             break;
         attn_rollout_layer(n, rq->residual, w->a_hat, w->a_hat);
@@ -130,7 +129,7 @@ static int roll_item(const rollout_request *rq, const rollout_plan *plan,
             rolled = w->next;
         }
         const size_t first[4] = {b, l, 0, 0}, count[4] = {1, 1, n, n};
-        status = attn_results_write(output->out, output->rollout, first, count, rolled, err);
+        status = attn_results_write(output->out, output->map, first, count, rolled, err);
         /* R_l becomes the rollout so far; its old buffer takes the next */
         double *spare = w->prev;
         w->prev = rolled;

@@ -562,6 +562,48 @@ void attn_rollout_layer(size_t n, double residual, const double *mean, double *a
  * next overlaps neither. */
 void attn_rollout_step(size_t n, const double *a_hat, const double *prev, double *next);
 
+/* ---- attention flow (attnrun flow; lib/math/flow.c) ------------------------
+ *
+ * Attention flow (Abnar & Zuidema 2020): the layers as a graph with a node
+ * per (boundary l = 0 .. L, token) and an edge from key k of boundary l - 1
+ * to query q of boundary l of capacity Â_l[q, k] (attn_rollout_layer's
+ * Â).  flow[q][j] is the value of a maximum flow from token j at boundary
+ * 0 to position q at boundary L, in float64, each pair proved maximal by a
+ * cut of the same value (within report.gap).  When every Â_l is lower
+ * triangular (a causal model) the flows to earlier positions (j > q) are
+ * 0 and are not searched.
+ *
+ *     attn_flow_report report;
+ *     attn_flow(n, L, a_hat, flow, &report, NULL, NULL);   // a_hat (L, n, n)
+ */
+
+/* What a call of attn_flow did. */
+typedef struct attn_flow_report {
+    size_t pairs;                 /* maximum flows searched                */
+    size_t phases;                /* Dinic's phases over every pair        */
+    double gap;                   /* the largest |cut - flow| of a pair: at
+                                     most 1e-14 for each arc of its cut    */
+    bool causal;                  /* every layer lower triangular          */
+} attn_flow_report;
+
+/* Called on the first thread after each row of flow it finishes: `done`
+ * rows of `total` (n) finished on every thread. */
+typedef void (*attn_flow_progress)(size_t done, size_t total, void *context);
+
+/* The bytes attn_flow allocates for n tokens through `layers` layers on
+ * `threads` threads (SIZE_MAX when they cannot be addressed). */
+size_t attn_flow_bytes(size_t n, size_t layers, int threads);
+
+/*
+ * flow (n, n) = the maximum flow from each token j (column) to each
+ * position q (row) through the layers a_hat (layers, n, n), each Â_l with
+ * finite capacities >= 0.  The pairs are shared among attn_threads()
+ * threads, each pair computed the same way on any of them.  ATTN_ENOMEM
+ * when an allocation fails (flow then holds nothing of use).
+ */
+int attn_flow(size_t n, size_t layers, const double *a_hat, double *flow,
+              attn_flow_report *report, attn_flow_progress progress, void *context);
+
 /* ---- head census (attnrun heads; lib/math/census.c) ------------------------
  *
  * Scores of each attention head, each a mean over the (item, query) rows

@@ -56,8 +56,9 @@ saved, read back with h5py; never from attnrun's rollout.
         xarray (its default engine) opens OUT: rollout with dimensions
         (batch, layer, query, key), layer_group and the tokens its
         coordinates, the rollout's values h5py's
-    rollout_ref.py signalled RESULTS DIR SIGNAL
-        `$ATTNRUN rollout RESULTS -o DIR/out.h5` (stderr in DIR/err) gets
+    rollout_ref.py signalled RESULTS DIR SIGNAL [COMMAND]
+        `$ATTNRUN COMMAND RESULTS -o DIR/out.h5` (COMMAND rollout by
+        default, or flow; stderr in DIR/err) gets
         SIGNAL (INT, TERM, ...) once its temporary exists; prints the exit
         status, or "early: WHY" when the rollout ended first
         (process_control.py)
@@ -329,8 +330,8 @@ def xarray(out):
 
 
 @pc.supervised
-def signalled(results, directory, name):
-    p = pc.start(["rollout", results, "-o", os.path.join(directory, "out.h5")],
+def signalled(results, directory, name, command="rollout"):
+    p = pc.start([command, results, "-o", os.path.join(directory, "out.h5")],
                  os.path.join(directory, "err"))
     pc.wait_until(pc.temp_at_least(directory, 1), p, "its temporary")
     os.kill(p.pid, getattr(signal, "SIG" + name))
