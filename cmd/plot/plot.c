@@ -28,17 +28,18 @@ static const char *const plot_usage[] = {
     "equal pixels per value (no smoothing), a colour bar with its range, masked\n"
     "(-inf) and NaN values in colours of their own, and the tokens on the axes\n"
     "when the results hold them (query_token, key_token).  A file of attnrun\n"
-    "rollout is drawn one panel per layer; a census of attnrun heads as one grid\n"
+    "rollout is drawn one panel per layer, one of attnrun flow as one map per\n"
+    "item; a census of attnrun heads as one grid\n"
     "of layers by heads per score, each with a colour bar of its own.  The\n"
     "format follows FILE's extension.\n"
     "\n",
     /* ... the options (the table below), then: */
     "\n"
     "Colours: viridis, from the bottom of the scale (dark violet) to its top\n"
-    "(yellow).  Weights, norms, mean, value_norm and rollout are scaled from 0\n"
-    "to the largest value drawn; scores, entropy and distance from their\n"
-    "smallest to their largest finite value; a census's entropy and distance\n"
-    "from 0, its other scores from 0 to 1.  --color sqrt places a value at the\n"
+    "(yellow).  Weights, norms, mean, value_norm, rollout and flow are scaled\n"
+    "from 0 to the largest value drawn; scores, entropy and distance from\n"
+    "their smallest to their largest finite value; a census's entropy and\n"
+    "distance from 0, its other scores from 0 to 1.  --color sqrt places a value at the\n"
     "square root of its linear position; --color log spans the decades from\n"
     "the largest value down to the smallest positive one, at most 6 of them\n"
     "(smaller values and 0 take the bottom colour), and is refused for maps\n"
@@ -111,6 +112,8 @@ static const plot_what_spec map_table[PLOT_WHAT_COUNT] = {
                          "run attnrun with --save value_norm to have one"},
     [PLOT_ROLLOUT] = {"rollout", PLOT_PER_LAYER, CLI_FROM_ZERO, "rollout", "rollout",
                       "attnrun rollout writes it"},
+    [PLOT_FLOW] = {"flow", PLOT_ONE_MAP, CLI_FROM_ZERO, "attention flow", "attention flow",
+                   "attnrun flow writes it"},
 };
 
 /* The grids of a census of attnrun heads, each (L, H): the census's
@@ -261,11 +264,12 @@ static const cli_option options[] = {
      .help = "draw keys A to B only, the same way"},
     {"what", 0, CLI_CHOICE, PLOT(rq.what), .choice = what_name, .first = PLOT_WEIGHTS,
      .last = PLOT_WHAT_COUNT - 1, .value = "W",
-     .expected = "weights, scores, norms, mean, entropy, distance, value_norm, rollout, first, "
-                 "previous, self, duplicate or induction",
+     .expected = "weights, scores, norms, mean, entropy, distance, value_norm, rollout, flow, "
+                 "first, previous, self, duplicate or induction",
      .help = "the dataset to draw: weights (the default), scores,\n"
              "norms, mean (one map), rollout (a panel per layer;\n"
-             "the default for a rollout file), or entropy,\n"
+             "the default for a rollout file), flow (one map; the\n"
+             "default for a flow file), or entropy,\n"
              "distance (a map of heads by queries), value_norm\n"
              "(heads by keys); in a census of attnrun heads one\n"
              "grid of entropy, distance, first, previous, self,\n"

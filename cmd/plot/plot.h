@@ -42,13 +42,13 @@
 /* At most this many heads (or layers) in one picture. */
 #define PLOT_MAX_HEADS 1024
 
-/* The words of --what: a map of a results or rollout file (the first
- * eight), a grid of a census of heads (entropy, distance and the last
+/* The words of --what: a map of a results, rollout or flow file (the
+ * first nine), a grid of a census of heads (entropy, distance and the last
  * five); the word names the dataset read. */
 typedef enum plot_what {
     PLOT_WHAT_DEFAULT = -1,       /* no --what: by what the file holds     */
     PLOT_WEIGHTS, PLOT_SCORES, PLOT_NORMS, PLOT_MEAN, PLOT_ENTROPY, PLOT_DISTANCE,
-    PLOT_VALUE_NORM, PLOT_ROLLOUT,
+    PLOT_VALUE_NORM, PLOT_ROLLOUT, PLOT_FLOW,
     PLOT_FIRST, PLOT_PREVIOUS, PLOT_SELF, PLOT_DUPLICATE, PLOT_INDUCTION,
     PLOT_WHAT_COUNT
 } plot_what;

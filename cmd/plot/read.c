@@ -133,8 +133,8 @@ static size_t present_maps(source *src, char *text, size_t size)
     return count;
 }
 
-/* The map --what names, or by default weights -- rollout in a file that
- * has rollout and no weights --; its rank checked. */
+/* The map --what names, or by default weights -- rollout or flow in a
+ * file that has one and no weights --; its rank checked. */
 static int choose_map(source *src, attn_error *err)
 {
     const plot_request *rq = src->rq;
@@ -143,12 +143,15 @@ static int choose_map(source *src, attn_error *err)
     int status;
     if (what == PLOT_WHAT_DEFAULT) {
         what = PLOT_WEIGHTS;
-        attn_tensor_info weights, rollout;
+        attn_tensor_info weights, rollout, flow;
         if ((status = find_dataset(src, "weights", &weights, err)) != ATTN_OK ||
-            (status = find_dataset(src, "rollout", &rollout, err)) != ATTN_OK)
+            (status = find_dataset(src, "rollout", &rollout, err)) != ATTN_OK ||
+            (status = find_dataset(src, "flow", &flow, err)) != ATTN_OK)
             return status;
         if (!weights.present && rollout.present)
             what = PLOT_ROLLOUT;
+        else if (!weights.present && flow.present)
+            what = PLOT_FLOW;
     }
     const plot_what_spec *spec = plot_map_of(what);
     if (spec == NULL)

@@ -6,14 +6,15 @@
  * edge from key k of boundary l - 1 to query q of boundary l has the
  * capacity Â_l[q, k].
  *
- * Each pair is one maximum-flow problem, solved by Dinic's algorithm in
- * float64 on the graph as dense matrices (no adjacency lists: a node's
- * arcs to the next boundary are a row of `through`, those back to the
- * previous one a row of `back`).  Only what a pair's search changed is
- * put back before the next pair, so the graph is built once per item and
- * each search costs what it touches.  Every search ends with a cut of the
- * value it found (attn_flow_report.gap): the certificate that the flow is
- * maximal.
+ * Each pair is one maximum-flow problem, solved in float64 on the graph
+ * as dense matrices (no adjacency lists: a node's edges to the next
+ * boundary are a row of `through`, the flow on them a row of `flow`): a
+ * first phase of Karzanov's waves through the layers, then, if the flow
+ * is short of the bound no search needs, Dinic's phases.  The graph is
+ * built once per item; a pair's flows start at 0 and only the part of a
+ * row a search reaches is cleared, so a search costs what it touches.
+ * Every search ends with a cut of the value it found
+ * (attn_flow_report.gap): the certificate that the flow is maximal.
  *
  * Node (m, k), for boundary m = 1 .. L - 1 and token k, is numbered
  * (m - 1) n + k; the source (token j at boundary 0) is M = (L - 1) n and
@@ -26,6 +27,7 @@
 #include "attn_threads.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,17 +49,25 @@ typedef struct flow_net {
 } flow_net;
 
 /* One thread's search: the residual graph of one pair and the state of
- * its phases.  A row of `left` is the pair's only once stamped with it;
- * until then it is `through`'s (no flow yet), so that a pair costs only
- * the rows it changes. */
+ * its phases.  Row u of `flow` is the pair's only where stamped with it,
+ * and then only below cleared[u]; elsewhere the flow is 0. */
 typedef struct flow_search {
     const flow_net *net;
     size_t source, sink;          /* j, q                                  */
     size_t lo, hi;                /* the tokens searched, [lo, hi)         */
     size_t pair;                  /* the pair's stamp, from 1              */
-    double *left;                 /* (M - n, n) like through: what is left
-                                     of each inner edge                     */
-    size_t *stamp;                /* (M) the pair that wrote u's row last  */
+    double *flow;                 /* (M - n, n) like through: the flow on
+                                     each inner edge                        */
+    size_t *stamp;                /* (M) the pair that cleared u's row     */
+    size_t *cleared;              /* (M) row u is the pair's in [lo, this) */
+    size_t *next;                 /* (M) the wave's first edge of u that
+                                     may take more                         */
+    size_t *open;                 /* (M) v if v is not blocked, else a later
+                                     node of its boundary towards the first
+                                     that is not (first_open)              */
+    uint32_t *senders;            /* (M, n) the nodes whose wave sent flow
+                                     to v, in order                        */
+    uint32_t *sender_count;       /* (M) */
     double *excess;               /* (M) flow in minus flow out, the wave's */
     unsigned char *state;         /* (M) FLOW_BLOCKED | FLOW_ACTIVE | FLOW_RETURNING */
     size_t *active;               /* (L - 1, n) each boundary's nodes not
@@ -80,15 +90,18 @@ typedef struct flow_search {
 static size_t inner_nodes(const flow_net *net) { return (net->layers - 1) * net->n; }
 
 /* What attn_flow allocates on each thread, in bytes (overflow: SIZE_MAX):
- * `left`, the vectors of the nodes and those of the source and the sink. */
+ * `flow`, `senders`, the vectors of the nodes and those of the source and
+ * the sink. */
 static size_t search_bytes(size_t n, size_t layers)
 {
-    size_t nodes, matrix, vectors, total;
+    size_t nodes, matrix, vectors, senders, total;
     if (!attn_size_mul(&matrix, n, layers - 2) || !attn_size_mul(&matrix, matrix, n) ||
         !attn_size_mul(&matrix, matrix, sizeof(double)) ||
         !attn_size_mul(&nodes, n, layers - 1) || !attn_size_add(&nodes, nodes, 2) ||
-        !attn_size_mul(&vectors, nodes, sizeof(double) + sizeof(int) + 5 * sizeof(size_t) + 1) ||
-        !attn_size_add(&total, matrix, vectors) ||
+        !attn_size_mul(&vectors, nodes, sizeof(double) + sizeof(int) + 8 * sizeof(size_t) + 5) ||
+        !attn_size_add(&total, matrix, vectors) || nodes > UINT32_MAX ||
+        !attn_size_mul(&senders, nodes, n) || !attn_size_mul(&senders, senders, sizeof(uint32_t)) ||
+        !attn_size_add(&total, total, senders) ||
         !attn_size_add(&total, total, 3 * n * sizeof(double) + 2 * layers * sizeof(size_t)))
         return SIZE_MAX;
     return total;
@@ -110,8 +123,13 @@ size_t attn_flow_bytes(size_t n, size_t layers, int threads)
 
 static void search_free(flow_search *s)
 {
-    free(s->left);
+    free(s->flow);
     free(s->stamp);
+    free(s->cleared);
+    free(s->next);
+    free(s->open);
+    free(s->senders);
+    free(s->sender_count);
     free(s->excess);
     free(s->state);
     free(s->active);
@@ -131,8 +149,13 @@ static bool search_alloc(const flow_net *net, flow_search *s)
     const size_t n = net->n, inner = inner_nodes(net), nodes = inner + 2;
     memset(s, 0, sizeof *s);
     s->net = net;
-    s->left = attn_malloc((inner - n) * n * sizeof(double) + 1);
+    s->flow = attn_malloc((inner - n) * n * sizeof(double) + 1);
     s->stamp = attn_calloc(inner, sizeof(size_t));
+    s->cleared = attn_malloc(inner * sizeof(size_t));
+    s->next = attn_malloc(inner * sizeof(size_t));
+    s->open = attn_malloc(inner * sizeof(size_t));
+    s->senders = attn_malloc(inner * n * sizeof(uint32_t));
+    s->sender_count = attn_malloc(inner * sizeof(uint32_t));
     s->excess = attn_malloc(inner * sizeof(double));
     s->state = attn_malloc(inner);
     s->active = attn_malloc(inner * sizeof(size_t));
@@ -145,7 +168,8 @@ static bool search_alloc(const flow_net *net, flow_search *s)
     s->level = attn_malloc(nodes * sizeof(int));
     s->arc = attn_malloc(nodes * sizeof(size_t));
     s->queue = attn_malloc(nodes * sizeof(size_t));
-    if (!s->left || !s->stamp || !s->excess || !s->state || !s->active || !s->returning ||
+    if (!s->flow || !s->stamp || !s->cleared || !s->next || !s->open || !s->senders ||
+        !s->sender_count || !s->excess || !s->state || !s->active || !s->returning ||
         !s->active_count || !s->returning_count || !s->source_left ||
         !s->source_flow || !s->sink_left || !s->level || !s->arc || !s->queue) {
         search_free(s);
@@ -158,32 +182,31 @@ static bool search_alloc(const flow_net *net, flow_search *s)
 static size_t boundary_of(const flow_net *net, size_t u) { return u / net->n + 1; }
 static size_t token_of(const flow_net *net, size_t u) { return u % net->n; }
 
-/* Row u of what is left (n), to read: through's while the pair has not
- * written it. */
-static const double *row_to_read(const flow_search *s, size_t u)
+/* The flow on the edge from inner node u to token q of the next boundary. */
+static double flow_on(const flow_search *s, size_t u, size_t q)
 {
-    const size_t n = s->net->n;
-    return s->stamp[u] == s->pair ? s->left + u * n : s->net->through + u * n;
+    return s->stamp[u] == s->pair && q < s->cleared[u] ? s->flow[u * s->net->n + q] : 0;
 }
 
-/* Row u of what is left (n), to write: made the pair's first. */
-static double *row_to_write(flow_search *s, size_t u)
+/* What is left of that edge. */
+static double left_on(const flow_search *s, size_t u, size_t q)
 {
-    const size_t n = s->net->n;
-    double *row = s->left + u * n;
+    return s->net->through[u * s->net->n + q] - flow_on(s, u, q);
+}
+
+/* The flow on that edge, to write: its row the pair's up to q. */
+static double *flow_at(flow_search *s, size_t u, size_t q)
+{
+    double *row = s->flow + u * s->net->n;
     if (s->stamp[u] != s->pair) {
-        memcpy(row + s->lo, s->net->through + u * n + s->lo, (s->hi - s->lo) * sizeof *row);
         s->stamp[u] = s->pair;
+        s->cleared[u] = s->lo;
     }
-    return row;
-}
-
-/* The flow on the edge from inner node `from` to token k of the next
- * boundary. */
-static double flow_on(const flow_search *s, size_t from, size_t k)
-{
-    const size_t at = from * s->net->n + k;
-    return s->stamp[from] == s->pair ? s->net->through[at] - s->left[at] : 0;
+    if (q >= s->cleared[u]) {
+        memset(row + s->cleared[u], 0, (q + 1 - s->cleared[u]) * sizeof *row);
+        s->cleared[u] = q + 1;
+    }
+    return row + q;
 }
 
 /* The search of pair (j, q): the arcs of the source and the sink set to
@@ -239,6 +262,27 @@ static void enlist(flow_search *s, size_t u, unsigned char kind)
         s->returning[b * n + s->returning_count[b]++] = u;
 }
 
+/* The first node from v on, up to end (excluded), that is not blocked;
+ * end if none.  The chain of blocked nodes is cut short on the way. */
+static size_t first_open(flow_search *s, size_t v, size_t end)
+{
+    while (v < end && s->open[v] != v) {
+        const size_t later = s->open[v];
+        if (later < end)
+            s->open[v] = s->open[later];
+        v = later;
+    }
+    return v;
+}
+
+/* Blocks u: the wave sends it nothing more. */
+static void block(flow_search *s, size_t u)
+{
+    s->state[u] |= FLOW_BLOCKED;
+    s->open[u] = u + 1;
+    enlist(s, u, FLOW_RETURNING);
+}
+
 /* Adds `amount` to what node u of the next or previous boundary holds,
  * to be passed on, or returned if u is blocked. */
 static void receive(flow_search *s, size_t u, double amount)
@@ -260,22 +304,27 @@ static void wave_forward(flow_search *s, size_t u)
         s->value += sent;
         held -= sent;
     } else {
-        double *row = row_to_write(s, u);
-        const size_t next = u - k + n;                  /* (m + 1, 0) */
-        for (size_t q = s->lo; q < s->hi && held > 0; q++) {
-            const double sent = held < row[q] ? held : row[q];
-            if (sent <= 0 || (s->state[next + q] & FLOW_BLOCKED))
-                continue;
-            row[q] -= sent;
-            receive(s, next + q, sent);
-            held -= sent;
+        const size_t up = u - k + n;                    /* (m + 1, 0) */
+        size_t q = s->next[u];
+        while (held > 0 && (q = first_open(s, up + q, up + s->hi) - up) < s->hi) {
+            const double left = left_on(s, u, q);
+            if (left > FLOW_EPSILON) {
+                const double sent = held < left ? held : left;
+                if (flow_on(s, u, q) == 0)
+                    s->senders[(up + q) * n + s->sender_count[up + q]++] = (uint32_t)u;
+                *flow_at(s, u, q) += sent;
+                receive(s, up + q, sent);
+                held -= sent;
+                if (held <= 0)
+                    break;        /* the edge may take more: stay on it */
+            }
+            q++;
         }
+        s->next[u] = q;
     }
     s->excess[u] = held;
-    if (held > FLOW_EPSILON) {
-        s->state[u] |= FLOW_BLOCKED;
-        enlist(s, u, FLOW_RETURNING);
-    }
+    if (held > FLOW_EPSILON)
+        block(s, u);
 }
 
 /* Returns blocked u's excess along the edges that brought it. */
@@ -290,14 +339,16 @@ static void wave_return(flow_search *s, size_t u)
         s->source_left[k] += held;
         return;
     }
-    const size_t previous = u - k - n;                   /* (m - 1, 0) */
-    for (size_t q = s->lo; q < s->hi && held > 0; q++) {
-        const double flow = flow_on(s, previous + q, k);
+    /* the latest senders first (Karzanov's order) */
+    const uint32_t *senders = s->senders + u * n;
+    for (size_t i = s->sender_count[u]; i-- > 0 && held > 0;) {
+        const size_t from = senders[i];
+        const double flow = flow_on(s, from, k);
         const double back = held < flow ? held : flow;
         if (back <= 0)
             continue;
-        row_to_write(s, previous + q)[k] += back;
-        receive(s, previous + q, back);
+        *flow_at(s, from, k) -= back;
+        receive(s, from, back);
         held -= back;
     }
 }
@@ -329,6 +380,9 @@ static void search_wave(flow_search *s)
         for (size_t k = s->lo; k < s->hi; k++) {
             s->excess[b * n + k] = 0;
             s->state[b * n + k] = 0;
+            s->next[b * n + k] = s->lo;
+            s->open[b * n + k] = b * n + k;
+            s->sender_count[b * n + k] = 0;
         }
     }
     for (size_t k = s->lo; k < s->hi; k++) {             /* the source's edges full */
@@ -392,7 +446,7 @@ static double arc_left(const flow_search *s, size_t u, size_t a, size_t *to)
     }
     if (a < forward) {
         *to = u - k + n + s->lo + a;
-        return row_to_read(s, u)[s->lo + a];
+        return left_on(s, u, s->lo + a);
     }
     *to = u - k - n + s->lo + a - forward;
     return flow_on(s, *to, k);
@@ -413,9 +467,9 @@ static void arc_push(flow_search *s, size_t u, size_t a, double amount)
         s->sink_left[k] -= amount;
         s->value += amount;
     } else if (a < forward) {
-        row_to_write(s, u)[s->lo + a] -= amount;
+        *flow_at(s, u, s->lo + a) += amount;
     } else {
-        row_to_write(s, u - k - n + s->lo + a - forward)[k] += amount;
+        *flow_at(s, u - k - n + s->lo + a - forward, k) -= amount;
     }
 }
 
