@@ -11,6 +11,9 @@
 #   make bench-view                         only attnrun view: the page written and
 #                                           drawn in headless Chromium (also in make bench)
 #   make bench-view BENCH_VIEW_ARGS="--only model --runs 5"
+#   make bench-flow                         only attnrun flow against scipy's and
+#                                           networkx's maximum flows (also in make bench)
+#   make bench-flow BENCH_FLOW_ARGS="--only scipy,networkx --runs 5"
 #   make bench MPI=1                        only attnrun-mpi's scaling: mpirun
 #                                           -n 1 and -n 2, one thread per rank
 #   make bench MPI=1 BENCH_MPI_ARGS="--ranks 1,2,4 --runs 5"
@@ -27,6 +30,7 @@ BENCH_ARGS ?=
 BENCH_APPEND_ARGS ?=
 BENCH_MPI_ARGS ?=
 BENCH_VIEW_ARGS ?=
+BENCH_FLOW_ARGS ?=
 # The sgemm rate is the machine's: the default (threaded) OpenBLAS, not the
 # serial one attnrun links.
 BENCH_CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(shell pkg-config --cflags $(SERIAL_HDF5_PC) openblas 2>/dev/null)
@@ -63,6 +67,7 @@ bench: deps
 	$(BENCH_RUN) --attnrun $(BIN) --gen $(BENCH_GEN) --python $(PYTHON) $(BENCH_ARGS)
 	$(BENCH_APPEND) --attnrun $(BIN) --gen $(BENCH_GEN) $(BENCH_APPEND_ARGS)
 	$(PYTHON) bench/view.py --attnrun $(BIN) --work $(BENCH_DIR)/view $(BENCH_VIEW_ARGS)
+	$(PYTHON) bench/flow.py --attnrun $(BIN) --work $(BENCH_DIR)/flow $(BENCH_FLOW_ARGS)
 endif
 
 .PHONY: bench-append
@@ -74,3 +79,8 @@ bench-append: deps
 bench-view: deps
 	@$(MAKE) --no-print-directory all
 	$(PYTHON) bench/view.py --attnrun $(BIN) --work $(BENCH_DIR)/view $(BENCH_VIEW_ARGS)
+
+.PHONY: bench-flow
+bench-flow: deps
+	@$(MAKE) --no-print-directory all
+	$(PYTHON) bench/flow.py --attnrun $(BIN) --work $(BENCH_DIR)/flow $(BENCH_FLOW_ARGS)

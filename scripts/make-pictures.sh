@@ -4,7 +4,7 @@
 # tokens (written beside a copy of the input with h5py), its weights and
 # its norms (docs/whole-model.md); then the walkthrough's 12 stand-in
 # GPT-2 layers (examples/hf-export.py --stand-in) appended into one
-# results file, their rollout, their census of heads and their page of
+# results file, their rollout, their attention flow, their census of heads and their page of
 # attnrun view (two screenshots in headless Chromium).  The runs happen
 # in a temporary directory, so the pictures' titles name the files as the
 # pages do.
@@ -42,6 +42,10 @@ done
 "$attnrun" plot rollout.h5 -o rollout.png
 mv rollout.png "$top/docs/images/rollout.png"
 echo "wrote docs/images/rollout.png"
+"$attnrun" flow results.h5 -o flow.h5
+"$attnrun" plot flow.h5 -o flow.png
+mv flow.png "$top/docs/images/flow.png"
+echo "wrote docs/images/flow.png"
 "$attnrun" heads results.h5 -o census.h5 >/dev/null
 "$attnrun" plot census.h5 -o census.png
 mv census.png "$top/docs/images/census.png"

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define ATTN_VERSION "1.8.0"
+#define ATTN_VERSION "1.9.0"
 
 /* Every status a libattn function returns. */
 typedef enum attn_status {

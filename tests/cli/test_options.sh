@@ -14,7 +14,7 @@ TESTS=$(cd "$(dirname "$0")/.." && pwd)
 . "$TESTS/lib/checks.sh"
 suite_setup options h5py
 
-for command in attnrun plot rollout heads view; do
+for command in attnrun plot rollout flow heads view; do
     "$PY" "$TESTS/ref/options_check.py" "$command" "$ATTNRUN" "$ROOT/man/attnrun.1" "$ROOT" \
         >"$T/$command.log" 2>&1
     report_verdicts "$T/$command.log" $?
@@ -36,7 +36,7 @@ cases=(
     'in.h5 -o o.h5 --compress 10|attnrun: --compress '\''10'\'': expected a level from 0 to 9'
     'in.h5 -o o.h5 --casual|attnrun: unknown option '\''--casual'\'''
     'in.h5 -o o.h5 --heads|attnrun: --heads: missing its value'
-    'plot r.h5 -o p.png --what heads|attnrun: --what '\''heads'\'': expected weights, scores, norms, mean, entropy, distance, value_norm, rollout, first, previous, self, duplicate or induction (see attnrun plot --help)'
+    'plot r.h5 -o p.png --what heads|attnrun: --what '\''heads'\'': expected weights, scores, norms, mean, entropy, distance, value_norm, rollout, flow, first, previous, self, duplicate or induction (see attnrun plot --help)'
     'plot r.h5 -o p.png --item x|attnrun: --item '\''x'\'': expected a whole number from 0'
     'rollout r.h5 -o o.h5 --residual 2|attnrun: --residual '\''2'\'': expected a number from 0 to 1 (see attnrun rollout --help)'
     'rollout r.h5 -o o.h5 --memory 5Q|attnrun: --memory '\''5Q'\'': expected a size such as 512K, 256M or 2G'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli/test_smoke.sh - every subcommand once on the toy fixture, its
 # results judged against the fixture's float64 reference
-# (tests/ref/smoke_check.py): the run, plot, rollout and heads, --version,
+# (tests/ref/smoke_check.py): the run, plot, rollout, flow and heads, --version,
 # --help of each and a --dry-run.  The first suite of `make test-quick`.
 #
 #   ATTNRUN=build/attnrun bash tests/cli/test_smoke.sh    # from the repository root
@@ -16,7 +16,7 @@ suite_setup smoke numpy h5py
 
 TOY=$ROOT/fixtures/toy.h5
 expect "attnrun --version" "$ATTNRUN" --version
-for sub in "" plot rollout heads; do
+for sub in "" plot rollout flow heads; do
     if "$ATTNRUN" $sub --help 2>&1 | grep -q "^Usage: attnrun"; then
         ok "attnrun${sub:+ $sub} --help"
     else
@@ -32,6 +32,7 @@ else
 fi
 expect "attnrun toy.h5 -o out.h5 --heads 1" "$ATTNRUN" -q "$TOY" -o "$T/out.h5" --heads 1
 expect "attnrun rollout" "$ATTNRUN" rollout -q "$T/out.h5" -o "$T/rollout.h5"
+expect "attnrun flow" "$ATTNRUN" flow -q "$T/out.h5" -o "$T/flow.h5"
 if "$ATTNRUN" heads -q "$T/out.h5" >"$T/heads.csv" 2>"$T/stderr"; then
     ok "attnrun heads"
 else

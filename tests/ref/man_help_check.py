@@ -5,8 +5,8 @@ values an option takes, for tests/cli/test_docs.sh.
 
 tests/ref/options_check.py checks that the manual page, --help and the
 option tables name the same options; this checks what the options take.
-For every option of `attnrun`, `attnrun plot`, `attnrun rollout` and
-`attnrun heads` and `attnrun view` that takes a value, it asks the program itself which words
+For every option of `attnrun`, `attnrun plot`, `attnrun rollout`,
+`attnrun flow`, `attnrun heads` and `attnrun view` that takes a value, it asks the program itself which words
 it accepts: it tries a nonsense value (the option is a choice when the
 program refuses it by quoting it) and then each word of the option's
 --help text and of that refusal, and keeps those the program does not
@@ -30,23 +30,26 @@ import subprocess
 import sys
 
 BOGUS = "zqx9"
-COMMANDS = ("attnrun", "plot", "rollout", "heads", "view")
+COMMANDS = ("attnrun", "plot", "rollout", "flow", "heads", "view")
 HELP_END = {"attnrun": "Examples:", "plot": "Colours:", "rollout": "OUT.h5 holds",
-            "heads": "Scores (p:", "view": "Examples:"}
+            "flow": "OUT.h5 holds", "heads": "Scores (p:", "view": "Examples:"}
 # Each command's section of the manual page: from its heading to the next.
 SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "ROLLOUT"),
-            "rollout": ("ROLLOUT", "HEADS"), "heads": ("HEADS", "VIEW"), "view": ("VIEW", "MPI")}
+            "rollout": ("ROLLOUT", "FLOW"), "flow": ("FLOW", "HEADS"), "heads": ("HEADS", "VIEW"),
+            "view": ("VIEW", "MPI")}
 # Options that must come out as taking choices, at the least.
 EXPECTED = {"attnrun": {"--precision", "--store", "--layout", "--qkv-split", "--rope-style",
                         "--preset", "--save"},
             "plot": {"--what"},
             "rollout": set(),             # numbers and paths only
+            "flow": set(),
             "heads": set(),
             "view": set()}
 # Options that must refuse the nonsense value, quoting it, at the least.
 CHECKED = {"attnrun": EXPECTED["attnrun"] | {"--heads", "--memory"},
            "plot": EXPECTED["plot"] | {"--item"},
            "rollout": {"--groups", "--residual", "--memory"},
+           "flow": {"--groups", "--residual", "--memory", "--threads", "--to"},
            "heads": {"--groups"},
            "view": {"--groups", "--items", "--max-size"}}
 # The command line each option is tried on, before the option and its value:
@@ -54,6 +57,7 @@ CHECKED = {"attnrun": EXPECTED["attnrun"] | {"--heads", "--memory"},
 TRIED_ON = {"attnrun": ["toy.h5", "--heads", "1", "--dry-run"],
             "plot": ["plot", "results.h5", "-o", "picture.png"],
             "rollout": ["rollout", "results.h5", "-o", "rollout.h5"],
+            "flow": ["flow", "results.h5", "-o", "flow.h5"],
             "heads": ["heads", "results.h5"],
             "view": ["view", "results.h5", "-o", "view.html"]}
 WORD = re.compile(r"[a-z][a-z0-9_-]*")

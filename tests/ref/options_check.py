@@ -3,7 +3,8 @@ option table, its --help and the manual page, for tests/cli/test_options.sh.
 
     python3 tests/ref/options_check.py COMMAND BIN MAN ROOT
 
-COMMAND is attnrun (the run) or a subcommand: plot, rollout, heads, view.
+COMMAND is attnrun (the run) or a subcommand: plot, rollout, flow, heads,
+view.
 
 Collects each command's options four ways, independently of each other:
   table  the rows of its cli_option table in the source (SOURCES:
@@ -15,7 +16,8 @@ Collects each command's options four ways, independently of each other:
          HELP_END)
   man    the tag lines of its section of the manual page, rendered by man
          (SECTIONS: OPTIONS up to PLOT for attnrun, PLOT up to ROLLOUT,
-         ROLLOUT up to HEADS, HEADS up to VIEW, VIEW up to MPI)
+         ROLLOUT up to FLOW, FLOW up to HEADS, HEADS up to VIEW, VIEW up to
+         MPI)
   getopt BIN itself: every option of the table is accepted (the program
          never says "unknown option" of it)
 and prints an ok/FAIL line for each agreement, long names and short
@@ -27,17 +29,25 @@ import subprocess
 import sys
 
 SOURCES = {"attnrun": "cmd/attnrun/options.c", "plot": "cmd/plot/plot.c",
-           "rollout": "cmd/rollout/rollout.c", "heads": "cmd/heads/heads.c",
-           "view": "cmd/view/view.c"}
+           "rollout": "cmd/rollout/rollout.c", "flow": "cmd/rollout/rollout.c",
+           "heads": "cmd/heads/heads.c", "view": "cmd/view/view.c"}
+# Where a table's rows are in its source: (start, end) spans of text, by
+# default its `options` table; rollout and flow share the rows of two
+# macros, each table adding its own.
+WHOLE_MODEL = ("#define WHOLE_MODEL_OPTIONS", "/* The options of attnrun rollout. */")
+SPANS = {"rollout": [WHOLE_MODEL, ("static const cli_option rollout_options[] = {", "};")],
+         "flow": [WHOLE_MODEL, ("static const cli_option flow_options[] = {", "};")]}
+TABLE = [("static const cli_option options[] = {", "{NULL}")]
 # Each command's section of the manual page: from its heading to the next.
 SECTIONS = {"attnrun": ("OPTIONS", "PLOT"), "plot": ("PLOT", "ROLLOUT"),
-            "rollout": ("ROLLOUT", "HEADS"), "heads": ("HEADS", "VIEW"), "view": ("VIEW", "MPI")}
+            "rollout": ("ROLLOUT", "FLOW"), "flow": ("FLOW", "HEADS"), "heads": ("HEADS", "VIEW"),
+            "view": ("VIEW", "MPI")}
 # The first words of --help after the options.
 HELP_END = {"attnrun": "Outputs (--save):", "plot": "Colours:", "rollout": "OUT.h5 holds",
-            "heads": "Scores (p:", "view": "Examples:"}
+            "flow": "OUT.h5 holds", "heads": "Scores (p:", "view": "Examples:"}
 # The fewest option names (long and short) each table has: a table read
 # wrong comes out short.
-AT_LEAST = {"attnrun": 40, "plot": 6, "rollout": 10, "heads": 8, "view": 10}
+AT_LEAST = {"attnrun": 40, "plot": 6, "rollout": 10, "flow": 12, "heads": 8, "view": 10}
 
 
 def command_line(binary, command):
@@ -52,8 +62,10 @@ def verdict(ok, name, detail=""):
 def from_table(root, command):
     """{'--name', '-x', ...} of the table's rows."""
     text = open(os.path.join(root, SOURCES[command])).read()
-    body = text[text.index("static const cli_option options[] = {"):]
-    body = body[:body.index("{NULL}")]
+    body = ""
+    for start, end in SPANS.get(command, TABLE):
+        span = text[text.index(start):]
+        body += span[:span.index(end)]
     names = set()
     for m in re.finditer(r'^\s*\{"([a-z][a-z-]*)",\s*(?:\'(.)\'|0)', body, re.M):
         names.add("--" + m.group(1))

@@ -6,6 +6,8 @@ subcommand on the toy fixture (fixtures/toy.h5, one head):
   the float64 reference make_fixtures.py computed from the formulas;
 - DIR/rollout.h5 (attnrun rollout, default R = 0.5) holds
   rownorm(0.5 W + 0.5 I) of those expected weights (one layer: A_1);
+- DIR/flow.h5 (attnrun flow, R = 0.5) holds the same A_1: through one
+  layer each flow is its edge;
 - DIR/heads.csv (attnrun heads) has the census header and one line for
   the one head, whose entropy is -sum p log p of the expected weights
   averaged over the queries;
@@ -50,6 +52,10 @@ def main(folder, fixtures):
     with h5py.File(os.path.join(folder, "rollout.h5"), "r") as f:
         got = f["rollout"][()].reshape(n, n)
     verdict(np.max(np.abs(got - a)) < 1e-5, "rollout: rownorm(W/2 + I/2) of one layer")
+    # one layer: each flow is its edge's capacity, the same Â
+    with h5py.File(os.path.join(folder, "flow.h5"), "r") as f:
+        got = f["flow"][()].reshape(n, n)
+    verdict(np.max(np.abs(got - a)) < 1e-6, "flow: one layer's flows are its edges, rownorm(W/2 + I/2)")
     with open(os.path.join(folder, "heads.csv")) as f:
         lines = f.read().splitlines()
     verdict(lines[:1] == [HEADER] and len(lines) == 2, "heads: the census header and one head")
