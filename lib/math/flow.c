@@ -26,6 +26,7 @@
 #include "attn_math.h"
 #include "attn_threads.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -79,7 +80,7 @@ typedef struct flow_search {
     double *source_left;          /* (n) what is left of source -> (1, q)  */
     double *source_flow;          /* (n) the flow on it                    */
     double *sink_left;            /* (n) what is left of (L - 1, k) -> sink */
-    int *level;                   /* (M + 2) BFS level; -1 unreached       */
+    int *level;                   /* (M + 2) BFS level, or FLOW_UNREACHED  */
     size_t *arc;                  /* (M + 2) Dinic's current arc           */
     size_t *queue;                /* (M + 2) BFS queue, then the DFS path  */
     double value;                 /* the flow found so far                 */
@@ -89,20 +90,23 @@ typedef struct flow_search {
 /* Inner nodes: M = (L - 1) n, the source then the sink after them. */
 static size_t inner_nodes(const flow_net *net) { return (net->layers - 1) * net->n; }
 
-/* What attn_flow allocates on each thread, in bytes (overflow: SIZE_MAX):
- * `flow`, `senders`, the vectors of the nodes and those of the source and
- * the sink. */
+/* What attn_flow allocates on each thread, in bytes (overflow: SIZE_MAX),
+ * as search_alloc does: `flow`; `senders`; eleven vectors of the inner
+ * nodes (six of size_t, sender_count, excess, state), three of every node
+ * (level, arc, queue); three of the tokens and two of the boundaries. */
 static size_t search_bytes(size_t n, size_t layers)
 {
-    size_t nodes, matrix, vectors, senders, total;
-    if (!attn_size_mul(&matrix, n, layers - 2) || !attn_size_mul(&matrix, matrix, n) ||
-        !attn_size_mul(&matrix, matrix, sizeof(double)) ||
-        !attn_size_mul(&nodes, n, layers - 1) || !attn_size_add(&nodes, nodes, 2) ||
-        !attn_size_mul(&vectors, nodes, sizeof(double) + sizeof(int) + 8 * sizeof(size_t) + 5) ||
-        !attn_size_add(&total, matrix, vectors) || nodes > UINT32_MAX ||
-        !attn_size_mul(&senders, nodes, n) || !attn_size_mul(&senders, senders, sizeof(uint32_t)) ||
-        !attn_size_add(&total, total, senders) ||
-        !attn_size_add(&total, total, 3 * n * sizeof(double) + 2 * layers * sizeof(size_t)))
+    const size_t per_inner = 6 * sizeof(size_t) + sizeof(uint32_t) + sizeof(double) + 1;
+    const size_t per_node = sizeof(int) + 2 * sizeof(size_t);
+    size_t inner, matrix, senders, total, part;
+    if (!attn_size_mul(&inner, n, layers - 1) || inner + 2 > UINT32_MAX ||
+        !attn_size_mul(&matrix, inner - n, n) || !attn_size_mul(&matrix, matrix, sizeof(double)) ||
+        !attn_size_mul(&senders, inner, n) || !attn_size_mul(&senders, senders, sizeof(uint32_t)) ||
+        !attn_size_add(&total, matrix, senders) || !attn_size_mul(&part, inner, per_inner) ||
+        !attn_size_add(&total, total, part) || !attn_size_mul(&part, inner + 2, per_node) ||
+        !attn_size_add(&total, total, part) || !attn_size_mul(&part, n, 3 * sizeof(double)) ||
+        !attn_size_add(&total, total, part) ||
+        !attn_size_add(&total, total, 2 * (layers - 1) * sizeof(size_t)))
         return SIZE_MAX;
     return total;
 }
@@ -149,7 +153,7 @@ static bool search_alloc(const flow_net *net, flow_search *s)
     const size_t n = net->n, inner = inner_nodes(net), nodes = inner + 2;
     memset(s, 0, sizeof *s);
     s->net = net;
-    s->flow = attn_malloc((inner - n) * n * sizeof(double) + 1);
+    s->flow = attn_malloc((inner - n) * n * sizeof(double));
     s->stamp = attn_calloc(inner, sizeof(size_t));
     s->cleared = attn_malloc(inner * sizeof(size_t));
     s->next = attn_malloc(inner * sizeof(size_t));
@@ -162,9 +166,9 @@ static bool search_alloc(const flow_net *net, flow_search *s)
     s->returning = attn_malloc(inner * sizeof(size_t));
     s->active_count = attn_malloc((net->layers - 1) * sizeof(size_t));
     s->returning_count = attn_malloc((net->layers - 1) * sizeof(size_t));
-    s->source_left = attn_malloc(n * sizeof(double));
+    s->source_left = attn_calloc(n, sizeof(double));     /* 0 outside a window */
     s->source_flow = attn_malloc(n * sizeof(double));
-    s->sink_left = attn_malloc(n * sizeof(double));
+    s->sink_left = attn_calloc(n, sizeof(double));
     s->level = attn_malloc(nodes * sizeof(int));
     s->arc = attn_malloc(nodes * sizeof(size_t));
     s->queue = attn_malloc(nodes * sizeof(size_t));
@@ -173,6 +177,7 @@ static bool search_alloc(const flow_net *net, flow_search *s)
         !s->active_count || !s->returning_count || !s->source_left ||
         !s->source_flow || !s->sink_left || !s->level || !s->arc || !s->queue) {
         search_free(s);
+        memset(s, 0, sizeof *s);          /* nothing left to free */
         return false;
     }
     return true;
@@ -233,6 +238,9 @@ static void search_start(flow_search *s, size_t j, size_t q)
  * leave arcs of 1e-17 that cost a phase each.  A cut found through it is
  * over the flow by at most this for each of its arcs (attn_flow_report). */
 #define FLOW_EPSILON 1e-14
+
+/* Whether an edge with `left` of its capacity can take more. */
+static bool has_room(double left) { return left > FLOW_EPSILON; }
 
 /* ---- the first phase: a wave through the layers --------------------------
  *
@@ -308,7 +316,7 @@ static void wave_forward(flow_search *s, size_t u)
         size_t q = s->next[u];
         while (held > 0 && (q = first_open(s, up + q, up + s->hi) - up) < s->hi) {
             const double left = left_on(s, u, q);
-            if (left > FLOW_EPSILON) {
+            if (has_room(left)) {
                 const double sent = held < left ? held : left;
                 if (flow_on(s, u, q) == 0)
                     s->senders[(up + q) * n + s->sender_count[up + q]++] = (uint32_t)u;
@@ -323,7 +331,7 @@ static void wave_forward(flow_search *s, size_t u)
         s->next[u] = q;
     }
     s->excess[u] = held;
-    if (held > FLOW_EPSILON)
+    if (has_room(held))            /* more than rounding: it cannot pass */
         block(s, u);
 }
 
@@ -473,6 +481,9 @@ static void arc_push(flow_search *s, size_t u, size_t a, double amount)
     }
 }
 
+/* The level of a node no residual path reaches. */
+#define FLOW_UNREACHED (-1)
+
 /* Dinic's BFS: the level of every node a shortest residual path from the
  * source reaches, stopping at the sink's level.  Returns whether it is
  * reached. */
@@ -481,14 +492,14 @@ static bool search_levels(flow_search *s)
     const size_t source = inner_nodes(s->net), sink = source + 1;
     size_t head = 0, tail = 0;
     for (size_t u = 0; u < source + 2; u++)
-        s->level[u] = -1;
+        s->level[u] = FLOW_UNREACHED;
     s->level[source] = 0;
     s->queue[tail++] = source;
     while (head < tail) {
         const size_t u = s->queue[head++], arcs = arc_count(s, u);
         for (size_t a = 0; a < arcs; a++) {
             size_t to;
-            if (arc_left(s, u, a, &to) <= FLOW_EPSILON || s->level[to] >= 0)
+            if (!has_room(arc_left(s, u, a, &to)) || s->level[to] != FLOW_UNREACHED)
                 continue;
             s->level[to] = s->level[u] + 1;
             if (to == sink)
@@ -504,7 +515,7 @@ static bool admissible(const flow_search *s, size_t u, size_t a, size_t *to)
 {
     const size_t sink = inner_nodes(s->net) + 1;
     const int next = s->level[u] + 1;
-    return arc_left(s, u, a, to) > FLOW_EPSILON && s->level[*to] == next &&
+    return has_room(arc_left(s, u, a, to)) && s->level[*to] == next &&
            (*to == sink || next < s->level[sink]);
 }
 
@@ -552,7 +563,7 @@ static void search_block(flow_search *s)
         } else if (depth == 0) {
             return;
         } else {
-            s->level[u] = -1;
+            s->level[u] = FLOW_UNREACHED;     /* a dead end */
             depth--;
             s->arc[path[depth]]++;
         }
@@ -570,18 +581,18 @@ static double search_cut(const flow_search *s)
     const double *first = net->a_hat, *last = net->a_hat + (net->layers - 1) * n * n;
     double cut = 0;
     for (size_t q = s->lo; q < s->hi; q++)
-        if (s->level[q] < 0)
+        if (s->level[q] == FLOW_UNREACHED)
             cut += first[q * n + s->source];
     for (size_t u = 0; u < source; u++) {
         const size_t k = token_of(net, u);
-        if (s->level[u] < 0)
+        if (s->level[u] == FLOW_UNREACHED)
             continue;
         if (boundary_of(net, u) == net->layers - 1) {
             cut += last[s->sink * n + k];
             continue;
         }
         for (size_t q = s->lo; q < s->hi; q++)
-            if (s->level[u - k + n + q] < 0)
+            if (s->level[u - k + n + q] == FLOW_UNREACHED)
                 cut += net->through[u * n + q];
     }
     return cut;
@@ -599,6 +610,12 @@ static double search_bound(const flow_search *s)
     return out < in ? out : in;
 }
 
+/* The certificate, checked where assert is: a cut over the flow by at
+ * most FLOW_EPSILON for each of the (L n + 1) n edges it may cross, and
+ * rounding. */
+#define FLOW_GAP_LIMIT(net) \
+    (FLOW_EPSILON * (double)(((net)->layers * (net)->n + 1) * (net)->n) + 1e-12)
+
 /* The maximum flow of pair (j, q) and the gap between it and its cut. */
 static double search_pair(flow_search *s, size_t j, size_t q, double *gap)
 {
@@ -607,7 +624,7 @@ static double search_pair(flow_search *s, size_t j, size_t q, double *gap)
     double cut = bound;
     s->phases++;
     search_wave(s);
-    while (bound - s->value > FLOW_EPSILON) {
+    while (has_room(bound - s->value)) {
         s->phases++;
         if (!search_levels(s)) {
             cut = search_cut(s);
@@ -616,6 +633,7 @@ static double search_pair(flow_search *s, size_t j, size_t q, double *gap)
         search_block(s);
     }
     *gap = fabs(cut - s->value);
+    assert(*gap <= FLOW_GAP_LIMIT(s->net));
     return s->value;
 }
 
@@ -678,7 +696,7 @@ int attn_flow(size_t n, size_t layers, const double *a_hat, double *flow,
         *report = total;
         return ATTN_OK;
     }
-    double *through = attn_malloc((layers - 2) * n * n * sizeof(double) + 1);
+    double *through = attn_malloc((layers - 2) * n * n * sizeof(double));
     if (through == NULL)
         return ATTN_ENOMEM;
     transpose_inner(n, layers, a_hat, through);
@@ -705,12 +723,11 @@ int attn_flow(size_t n, size_t layers, const double *a_hat, double *flow,
         {
             failed |= !ready;
             total.pairs += mine.pairs;
-            total.phases += ready ? s.phases : 0;
+            total.phases += s.phases;         /* 0 for a search that did not start */
             if (mine.gap > total.gap)
                 total.gap = mine.gap;
         }
-        if (ready)
-            search_free(&s);
+        search_free(&s);
     }
     free(through);
     *report = total;

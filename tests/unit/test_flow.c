@@ -7,7 +7,8 @@
  * must send back, the identity.  Random models: dense and sparse, causal
  * or not, rows of 0 (a query that sees no key), on 1 and 2 threads (the
  * same bits); the report (pairs, the cut's gap, causal) and the progress
- * calls; attn_flow_bytes.
+ * calls; attn_flow_bytes against what attn_flow allocates, and each of its
+ * allocations failing in turn (malloc, calloc and free counted here).
  *
  * Legend: n tokens, L layers, V = (L + 1) n nodes of the reference graph.
  */
@@ -187,6 +188,23 @@ static void test_flow_sent_back(void **state)
     check_against_reference(2, 3, a[0], false);
 }
 
+/* An inner edge with at most 1e-14 of capacity left counts as full (the
+ * tolerance attn_flow_report.gap states): through one of exactly 1e-14
+ * nothing flows, and the cut says 1e-14; one of 2e-14 carries it all. */
+static void test_tolerance_of_a_full_edge(void **state)
+{
+    (void)state;
+    double a[3] = {1, 1e-14, 1}, flow;
+    attn_flow_report report;
+    assert_int_equal(attn_flow(1, 3, a, &flow, &report, NULL, NULL), ATTN_OK);
+    assert_true(flow == 0);
+    assert_true(report.gap == 1e-14);
+    a[1] = 2e-14;
+    assert_int_equal(attn_flow(1, 3, a, &flow, &report, NULL, NULL), ATTN_OK);
+    assert_true(flow == 2e-14);
+    assert_true(report.gap == 0);
+}
+
 /* --residual 1: Â = I, every flow the identity, exactly. */
 static void test_identity(void **state)
 {
@@ -292,16 +310,143 @@ static void test_bytes(void **state)
     assert_int_equal(attn_flow_bytes(1 << 20, 1 << 20, 1 << 12), SIZE_MAX);
 }
 
+/* ---- what attn_flow allocates --------------------------------------------
+ *
+ * libattn is linked in statically, so malloc, calloc and free defined here
+ * are the ones it calls: they count the bytes asked for and not given back
+ * while `tracking`, and fail the allocation numbered fail_at.  Not under
+ * the address sanitizer, whose own allocator must see every block.
+ */
+#if !defined(__SANITIZE_ADDRESS__)
+#define COUNTED_ALLOCATIONS 1
+extern void *__libc_malloc(size_t size);
+extern void *__libc_calloc(size_t count, size_t size);
+extern void __libc_free(void *p);
+
+static bool tracking;
+static long allocations, fail_at = -1;    /* allocations counted from 0 */
+static size_t in_use, peak_in_use;
+static void *blocks[256];                 /* those counted and not freed */
+static size_t block_sizes[256], block_count;
+
+static void *counted(void *p, size_t size)
+{
+    if (p != NULL && tracking && block_count < COUNT(blocks)) {
+        blocks[block_count] = p;
+        block_sizes[block_count++] = size;
+        in_use += size;
+        if (in_use > peak_in_use)
+            peak_in_use = in_use;
+    }
+    return p;
+}
+
+static bool failing(void)
+{
+    return tracking && allocations++ == fail_at;
+}
+
+void *malloc(size_t size)
+{
+    return failing() ? NULL : counted(__libc_malloc(size), size);
+}
+
+void *calloc(size_t count, size_t size)
+{
+    return failing() ? NULL : counted(__libc_calloc(count, size), count * size);
+}
+
+/* Frees p; a block counted is no longer (the OpenMP runtime may free
+ * blocks of its own, made before). */
+void free(void *p)
+{
+    for (size_t i = 0; p != NULL && tracking && i < block_count; i++)
+        if (blocks[i] == p) {
+            in_use -= block_sizes[i];
+            blocks[i] = blocks[--block_count];
+            block_sizes[i] = block_sizes[block_count];
+            break;
+        }
+    __libc_free(p);
+}
+
+/* attn_flow on one thread with the allocation numbered `fail` failing (-1:
+ * none), its allocations counted. */
+static int tracked_flow(size_t n, size_t L, const double *a, double *flow, long fail)
+{
+    attn_flow_report report;
+    attn_set_threads(1);
+    assert_int_equal(attn_flow(n, L, a, flow, &report, NULL, NULL), ATTN_OK);  /* warm */
+    allocations = 0;
+    fail_at = fail;
+    in_use = peak_in_use = block_count = 0;
+    tracking = true;
+    const int status = attn_flow(n, L, a, flow, &report, NULL, NULL);
+    tracking = false;
+    return status;
+}
+#endif
+
+/* What attn_flow holds while it searches is what attn_flow_bytes says, to
+ * the byte (but the one byte it asks for an empty block, two of them when
+ * L = 2); it gives every byte back. */
+static void test_bytes_are_what_it_allocates(void **state)
+{
+    (void)state;
+#ifdef COUNTED_ALLOCATIONS
+    static const size_t shapes[][2] = {{12, 4}, {7, 2}, {20, 7}, {33, 3}, {1, 5}};
+    for (size_t c = 0; c < COUNT(shapes); c++) {
+        const size_t n = shapes[c][0], L = shapes[c][1];
+        double *a = model(n, L, false, 1.0, 0.5, SIZE_MAX, 9), *flow = malloc(n * n * sizeof *flow);
+        assert_int_equal(tracked_flow(n, L, a, flow, -1), ATTN_OK);
+        const size_t stated = attn_flow_bytes(n, L, 1);
+        if (!(peak_in_use >= stated && peak_in_use <= stated + (L == 2 ? 2 : 0)))
+            fail_msg("n %zu, L %zu: %zu bytes in use, attn_flow_bytes says %zu", n, L,
+                     peak_in_use, stated);
+        assert_int_equal(in_use, 0);
+        free(a);
+        free(flow);
+    }
+#else
+    skip();
+#endif
+}
+
+/* Each allocation failing in turn: ATTN_ENOMEM, every byte given back. */
+static void test_each_allocation_failing(void **state)
+{
+    (void)state;
+#ifdef COUNTED_ALLOCATIONS
+    const size_t n = 6, L = 4;
+    double *a = model(n, L, false, 1.0, 0.5, SIZE_MAX, 4), flow[36];
+    assert_int_equal(tracked_flow(n, L, a, flow, -1), ATTN_OK);
+    const long count = allocations;
+    assert_true(count >= 16);             /* the graph's and the search's blocks */
+    for (long fail = 0; fail < count; fail++) {
+        if (tracked_flow(n, L, a, flow, fail) != ATTN_ENOMEM)
+            fail_msg("allocation %ld of %ld failing: not ATTN_ENOMEM", fail, count);
+        if (in_use != 0)
+            fail_msg("allocation %ld of %ld failing: %zu bytes kept", fail, count, in_use);
+    }
+    free(a);
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_and_two_layers),
         cmocka_unit_test(test_flow_sent_back),
+        cmocka_unit_test(test_tolerance_of_a_full_edge),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_random_models),
         cmocka_unit_test(test_threads_same_bits),
         cmocka_unit_test(test_progress_each_row),
         cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_bytes_are_what_it_allocates),
+        cmocka_unit_test(test_each_allocation_failing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
