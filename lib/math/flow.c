@@ -91,7 +91,7 @@ typedef struct flow_search {
 static size_t inner_nodes(const flow_net *net) { return (net->layers - 1) * net->n; }
 
 /* What attn_flow allocates on each thread, in bytes (overflow: SIZE_MAX),
- * as search_alloc does: `flow`; `senders`; eleven vectors of the inner
+ * as search_alloc does: `flow`; `senders`; nine vectors of the inner
  * nodes (six of size_t, sender_count, excess, state), three of every node
  * (level, arc, queue); three of the tokens and two of the boundaries. */
 static size_t search_bytes(size_t n, size_t layers)
@@ -417,9 +417,10 @@ static void search_wave(flow_search *s)
  * After the first phase a shortest path may go back along an edge that
  * carries flow.  Arc a of the source goes to (1, lo + a); of inner node
  * (m, k), the first go forward -- to (m + 1, lo + a), or to the sink alone
- * from boundary L - 1 -- and the rest back to (m - 1, q) along an edge
- * that carries flow (none from boundary 1: back to the source is never on
- * a shortest path).  The sink has none.
+ * from boundary L - 1 -- and the rest back to (m - 1, lo + a') along an
+ * edge that carries flow; from boundary 1 they all go back to the source,
+ * which the BFS labels first: never on a shortest path, never pushed.
+ * The sink has none.
  */
 
 static size_t forward_arcs(const flow_search *s, size_t u)
@@ -435,7 +436,7 @@ static size_t arc_count(const flow_search *s, size_t u)
     const flow_net *net = s->net;
     if (u >= inner_nodes(net))
         return u == inner_nodes(net) ? s->hi - s->lo : 0;
-    return forward_arcs(s, u) + (boundary_of(net, u) >= 2 ? s->hi - s->lo : 0);
+    return forward_arcs(s, u) + (s->hi - s->lo);
 }
 
 /* What is left of arc a of node u, and where it goes (*to). */
@@ -455,6 +456,10 @@ static double arc_left(const flow_search *s, size_t u, size_t a, size_t *to)
     if (a < forward) {
         *to = u - k + n + s->lo + a;
         return left_on(s, u, s->lo + a);
+    }
+    if (u < n) {                                         /* boundary 1 */
+        *to = source;
+        return s->source_flow[k];
     }
     *to = u - k - n + s->lo + a - forward;
     return flow_on(s, *to, k);
