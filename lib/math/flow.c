@@ -207,10 +207,8 @@ static double *flow_at(flow_search *s, size_t u, size_t q)
         s->stamp[u] = s->pair;
         s->cleared[u] = s->lo;
     }
-    if (q >= s->cleared[u]) {
-        memset(row + s->cleared[u], 0, (q + 1 - s->cleared[u]) * sizeof *row);
-        s->cleared[u] = q + 1;
-    }
+    for (; s->cleared[u] <= q; s->cleared[u]++)
+        row[s->cleared[u]] = 0;
     return row + q;
 }
 

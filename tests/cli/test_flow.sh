@@ -42,6 +42,7 @@ TIME_LIMIT=${TIME_LIMIT:-30}
 SUITE="flow"
 TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, flow_ref.py
 . "$TESTS/lib/checks.sh"
+. "$TESTS/lib/whole_model.sh"
 
 suite_setup flow numpy h5py networkx
 case $FAULT_ATTNRUN in
@@ -49,20 +50,7 @@ case $FAULT_ATTNRUN in
     *) FAULT_ATTNRUN=$PWD/$FAULT_ATTNRUN ;;
 esac
 self_check flow_ref.py
-if ! ref rollout_ref.py inputs "$T" >"$T/inputs.log" 2>&1; then
-    bad "setup: cannot write the inputs: $(tail -n 2 "$T/inputs.log" | tr '\n' ' ')"
-    finish
-fi
-M=$T/model.h5
-
-# layer RESULTS GROUP I ARGS...: attnrun on layer I of the model (its X and
-# weights, 4 heads), appended to RESULTS as GROUP.
-layer() {
-    local why
-    run "$M" -o "$1" --append --group "$2" --x "/l$3/X" --weights-group "/l$3" --heads 4 -q "${@:4}"
-    why=$(run_problem "$rc" 0 "$T/stderr")
-    [ -z "$why" ] || bad "setup: layer $3 as $2 of $(basename "$1"): $why"
-}
+whole_model_inputs
 
 flow_ref() { ref flow_ref.py "$@"; }
 
@@ -71,13 +59,7 @@ flow_ref() { ref flow_ref.py "$@"; }
 R=$T/results.h5           # four layers' weights, with tokens
 MEANS=$T/means.h5         # the same layers' head means alone
 CAUSAL=$T/causal.h5       # four causal layers
-for f in "$R:weights" "$MEANS:mean"; do
-    out=${f%%:*} save=${f#*:}
-    layer "$out" /layer0 0 --tokens /tok --save "$save"
-    layer "$out" /layer1 1 --tokens /tok --save "$save" --causal
-    layer "$out" /layer2 2 --tokens /tok --save "$save" --kv-heads 2
-    layer "$out" /layer3 3 --tokens /tok --save "$save" --causal --mask /mask
-done
+whole_model_results "$R" "$MEANS"
 for i in 0 1 2 3; do
     layer "$CAUSAL" "/layer$i" "$i" --save weights --causal
 done
@@ -174,14 +156,7 @@ fi
 
 # ------------------------------------------------------------- refusals
 
-layer "$T/sizes.h5" /layer0 0 --save weights
-run "$M" -o "$T/sizes.h5" --append --group /layer1 --x /small/X --weights-group /l1 --heads 4 -q
-[ "$rc" -eq 0 ] || bad "setup: a layer of 7 tokens: exit $rc: $(head -c 300 "$T/stderr")"
-layer "$T/tokens.h5" /layer0 0 --save weights --tokens /tok
-layer "$T/tokens.h5" /layer1 1 --save weights --tokens /tok_other
-layer "$T/cross.h5" /layer0 0 --save weights
-layer "$T/cross.h5" /layer1 1 --save weights --kv /Y
-layer "$T/none.h5" /layer0 0 --save output
+mismatched_layers
 "$PY" - "$T/negative.h5" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "w") as f:
@@ -200,7 +175,7 @@ refuse "other tokens" 3 "group /layer1: query_token of item 1 differs from group
     flow "$T/tokens.h5" -o "$OUT"
 refuse "cross-attention" 3 "group /layer1: weights has shape (2, 4, 6, 5), 6 queries by 5 keys" \
     flow "$T/cross.h5" -o "$OUT"
-refuse "no group holds weights" 3 "none of the index's groups (/layer0) holds weights or mean" \
+refuse "no group holds weights" 3 "none of the index's groups (/layer0, /layer1) holds weights or mean" \
     flow "$T/none.h5" -o "$OUT"
 refuse "--to a group that is not a layer" 3 "--to /layer7 is not one of the layers (/layer0, /layer1, /layer2, /layer3)" \
     flow "$R" -o "$OUT" --to /layer7

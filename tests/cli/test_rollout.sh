@@ -43,6 +43,7 @@ TIME_LIMIT=${TIME_LIMIT:-30}
 SUITE="rollout"
 TESTS=$(cd "$(dirname "$0")/.." && pwd)      # checks.sh, rollout_ref.py
 . "$TESTS/lib/checks.sh"
+. "$TESTS/lib/whole_model.sh"
 
 suite_setup rollout numpy h5py
 case $FAULT_ATTNRUN in
@@ -50,20 +51,7 @@ case $FAULT_ATTNRUN in
     *) FAULT_ATTNRUN=$PWD/$FAULT_ATTNRUN ;;
 esac
 self_check rollout_ref.py
-if ! ref rollout_ref.py inputs "$T" >"$T/inputs.log" 2>&1; then
-    bad "setup: cannot write the inputs: $(tail -n 2 "$T/inputs.log" | tr '\n' ' ')"
-    finish
-fi
-M=$T/model.h5
-
-# layer RESULTS GROUP I ARGS...: attnrun on layer I of the model (its X and
-# weights, 4 heads), appended to RESULTS as GROUP.
-layer() {
-    local why
-    run "$M" -o "$1" --append --group "$2" --x "/l$3/X" --weights-group "/l$3" --heads 4 -q "${@:4}"
-    why=$(run_problem "$rc" 0 "$T/stderr")
-    [ -z "$why" ] || bad "setup: layer $3 as $2 of $(basename "$1"): $why"
-}
+whole_model_inputs
 
 # rollout_ref COMMAND ARGS...: a check of tests/ref/rollout_ref.py.
 rollout_ref() { ref rollout_ref.py "$@"; }
@@ -72,13 +60,7 @@ rollout_ref() { ref rollout_ref.py "$@"; }
 
 R=$T/results.h5           # four layers' weights, with tokens
 MEANS=$T/means.h5         # the same layers' head means alone
-for f in "$R:weights" "$MEANS:mean"; do
-    out=${f%%:*} save=${f#*:}
-    layer "$out" /layer0 0 --tokens /tok --save "$save"
-    layer "$out" /layer1 1 --tokens /tok --save "$save" --causal
-    layer "$out" /layer2 2 --tokens /tok --save "$save" --kv-heads 2
-    layer "$out" /layer3 3 --tokens /tok --save "$save" --causal --mask /mask
-done
+whole_model_results "$R" "$MEANS"
 ALL=(/layer0 /layer1 /layer2 /layer3)
 REVERSED=(/layer3 /layer2 /layer1 /layer0)
 
@@ -171,16 +153,7 @@ fi
 # ------------------------------------------------------------- refusals
 
 # Files of layers that do not go together.
-layer "$T/sizes.h5" /layer0 0 --save weights
-run "$M" -o "$T/sizes.h5" --append --group /layer1 --x /small/X --weights-group /l1 --heads 4 -q
-[ "$rc" -eq 0 ] || bad "setup: a layer of 7 tokens: exit $rc: $(head -c 300 "$T/stderr")"
-layer "$T/tokens.h5" /layer0 0 --save weights --tokens /tok
-layer "$T/tokens.h5" /layer1 1 --save weights --tokens /tok_other
-layer "$T/cross.h5" /layer0 0 --save weights
-layer "$T/cross.h5" /layer1 1 --save weights --kv /Y
-layer "$T/cross.h5" /layer2 2 --save mean --kv /Y
-layer "$T/none.h5" /layer0 0 --save output
-layer "$T/none.h5" /layer1 1 --save output --causal
+mismatched_layers
 
 E=$T/errors
 mkdir "$E"

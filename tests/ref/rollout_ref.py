@@ -282,34 +282,50 @@ def zero_row(results, group, item, query, out, layer):
         fail("%s: rollout row (%d, %d, %d) is %s, expected all 0" % (out, item, layer, query, row.tolist()))
 
 
-def layout(out):
+def check_layout(out, name, axes, coordinates):
+    """'' unless dataset name of out has the axes (each one dimension
+    scale holding 0 .. len-1), the coordinates attribute (the names of
+    coordinates that are present, in order) and a description; and
+    layer_group and the tokens theirs."""
     with h5py.File(out, "r") as f:
-        ds = f["rollout"]
+        ds = f[name]
         labels = tuple(d.label for d in ds.dims)
-        if labels != AXES:
-            fail("rollout's axes are %s, expected %s" % (labels, AXES))
+        if labels != axes:
+            return "%s's axes are %s, expected %s" % (name, labels, axes)
         for axis, dim in enumerate(ds.dims):
-            check(axis_scale_problem(ds, axis, dim.label))
-        coordinates = ["layer_group"] + [t for t in ("query_token", "key_token") if t in f]
-        got = ds.attrs.get("coordinates")
+            why = axis_scale_problem(ds, axis, dim.label)
+            if why:
+                return why
+        want = " ".join(c for c in coordinates if c in f)
+        got = ds.attrs.get("coordinates", b"")
         got = got.decode() if isinstance(got, bytes) else got
-        if got != " ".join(coordinates):
-            fail("rollout's coordinates are %r, expected %r" % (got, " ".join(coordinates)))
+        if got != want:
+            return "%s's coordinates are %r, expected %r" % (name, got, want)
         if not ds.attrs.get("description"):
-            fail("rollout has no description")
-        want = {"layer_group": ("layer",),
-                "query_token": ("batch", "query") if "query_token" in f and f["query_token"].ndim == 2 else ("query",),
-                "key_token": ("batch", "key") if "key_token" in f and f["key_token"].ndim == 2 else ("key",)}
-        for name, axes in want.items():
-            if name not in f:
+            return "%s has no description" % name
+        labelled = {"layer_group": ("layer",),
+                    "query_token": ("batch", "query") if "query_token" in f and f["query_token"].ndim == 2 else ("query",),
+                    "key_token": ("batch", "key") if "key_token" in f and f["key_token"].ndim == 2 else ("key",)}
+        for label, label_axes in labelled.items():
+            if label not in f:
                 continue
-            d = f[name]
+            d = f[label]
             got = tuple(x.label for x in d.dims)
-            if got != axes:
-                fail("%s's axes are %s, expected %s" % (name, got, axes))
+            if got != label_axes:
+                return "%s's axes are %s, expected %s" % (label, got, label_axes)
             for axis, dim in enumerate(d.dims):
-                check(axis_scale_problem(d, axis, dim.label))
-        print("axes %s, coordinates %s" % (" ".join(labels), " ".join(coordinates)))
+                why = axis_scale_problem(d, axis, dim.label)
+                if why:
+                    return why
+    return ""
+
+
+def layout(out):
+    coordinates = ("layer_group", "query_token", "key_token")
+    check(check_layout(out, "rollout", AXES, coordinates))
+    with h5py.File(out, "r") as f:
+        present = " ".join(c for c in coordinates if c in f)
+    print("axes %s, coordinates %s" % (" ".join(AXES), present))
 
 
 def xarray(out):

@@ -188,6 +188,36 @@ static void test_flow_sent_back(void **state)
     check_against_reference(2, 3, a[0], false);
 }
 
+/*
+ * The wave takes a node's edges up from where it stopped.  Three layers of
+ * three tokens, token 0 to position 0 the only pair with capacity: token 0
+ * reaches a = (1, 0) and b = (1, 1) (1 each); a reaches c, d and e of
+ * boundary 2 (1 each), b only e (1); c and d reach position 0 (0.5, 1), e
+ * nothing.  By hand: the first wave sends a's unit to c and b's to e; c
+ * passes 0.5 and sends 0.5 back to a, e sends b's unit back; the second
+ * wave takes a's 0.5 on from its edge to c, blocked now, to d, which
+ * passes it: flow 1.  The bound is 1.5 (what c and d pass), so one BFS
+ * proves it: 2 phases, and 1 for each of the 8 pairs with no capacity.
+ */
+static void test_wave_resumes_where_it_stopped(void **state)
+{
+    (void)state;
+    const double a[3][9] = {
+        {1, 0, 0, 1, 0, 0, 0, 0, 0},       /* Â_1: a, b <- token 0          */
+        {1, 0, 0, 1, 0, 0, 1, 1, 0},       /* Â_2: c <- a; d <- a; e <- a, b */
+        {0.5, 1, 0, 0, 0, 0, 0, 0, 0},     /* Â_3: position 0 <- c, d       */
+    };
+    double flow[9];
+    attn_flow_report report;
+    attn_set_threads(1);
+    assert_int_equal(attn_flow(3, 3, a[0], flow, &report, NULL, NULL), ATTN_OK);
+    assert_true(flow[0] == 1);
+    for (size_t i = 1; i < 9; i++)
+        assert_true(flow[i] == 0);
+    assert_int_equal(report.pairs, 9);
+    assert_int_equal(report.phases, 10);
+}
+
 /* An inner edge with at most 1e-14 of capacity left counts as full (the
  * tolerance attn_flow_report.gap states): through one of exactly 1e-14
  * nothing flows, and the cut says 1e-14; one of 2e-14 carries it all. */
@@ -439,6 +469,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_and_two_layers),
         cmocka_unit_test(test_flow_sent_back),
+        cmocka_unit_test(test_wave_resumes_where_it_stopped),
         cmocka_unit_test(test_tolerance_of_a_full_edge),
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_random_models),
