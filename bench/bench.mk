@@ -26,6 +26,7 @@ BENCH_GEN = $(BENCH_DIR)/attnbench-gen
 BENCH_RUN = $(BENCH_DIR)/attnbench
 BENCH_APPEND = $(BENCH_DIR)/attnbench-append
 BENCH_MPI = $(BENCH_DIR)/attnbench-mpi
+BENCH_FLOW = $(BENCH_DIR)/attnbench-flow
 BENCH_ARGS ?=
 BENCH_APPEND_ARGS ?=
 BENCH_MPI_ARGS ?=
@@ -51,6 +52,10 @@ $(BENCH_APPEND): bench/append.c bench/run.h bench/workloads.h $(BENCH_OPTIONS) |
 $(BENCH_MPI): bench/mpi.c bench/run.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
 	$(CC) -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) -o $@
 
+# attn_flow alone, linked to the library attnrun is built from.
+$(BENCH_FLOW): bench/flow_time.c $(LIB) | $(BENCH_DIR)
+	$(CC) -Iinclude/attn $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
+
 $(BENCH_DIR):
 	mkdir -p $@
 
@@ -63,11 +68,11 @@ bench: deps
 	$(BENCH_MPI) --attnrun-mpi $(BIN) --attnrun build/attnrun --gen $(BENCH_GEN) $(BENCH_MPI_ARGS)
 else
 bench: deps
-	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_RUN) $(BENCH_APPEND)
+	@$(MAKE) --no-print-directory all $(BENCH_GEN) $(BENCH_RUN) $(BENCH_APPEND) $(BENCH_FLOW)
 	$(BENCH_RUN) --attnrun $(BIN) --gen $(BENCH_GEN) --python $(PYTHON) $(BENCH_ARGS)
 	$(BENCH_APPEND) --attnrun $(BIN) --gen $(BENCH_GEN) $(BENCH_APPEND_ARGS)
 	$(PYTHON) bench/view.py --attnrun $(BIN) --work $(BENCH_DIR)/view $(BENCH_VIEW_ARGS)
-	$(PYTHON) bench/flow.py --attnrun $(BIN) --work $(BENCH_DIR)/flow $(BENCH_FLOW_ARGS)
+	$(PYTHON) bench/flow.py --attnrun $(BIN) --flow-time $(BENCH_FLOW) --work $(BENCH_DIR)/flow $(BENCH_FLOW_ARGS)
 endif
 
 .PHONY: bench-append
@@ -82,5 +87,5 @@ bench-view: deps
 
 .PHONY: bench-flow
 bench-flow: deps
-	@$(MAKE) --no-print-directory all
-	$(PYTHON) bench/flow.py --attnrun $(BIN) --work $(BENCH_DIR)/flow $(BENCH_FLOW_ARGS)
+	@$(MAKE) --no-print-directory all $(BENCH_FLOW)
+	$(PYTHON) bench/flow.py --attnrun $(BIN) --flow-time $(BENCH_FLOW) --work $(BENCH_DIR)/flow $(BENCH_FLOW_ARGS)
