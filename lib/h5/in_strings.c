@@ -400,12 +400,12 @@ static int check_heap(attn_h5in *in, hid_t dataset, const char *name, attn_error
             got = bytes = 0;                /* never written: nothing in the heap */
     } else {
         hsize_t chunks = 0;
-        if (H5Dget_num_chunks(dataset, H5S_ALL, &chunks) >= 0)
+        if (H5Dget_num_chunks(dataset, space, &chunks) >= 0)
             for (hsize_t i = 0; i < chunks; i++) {
                 hsize_t size = 0, coords[H5S_MAX_RANK];
                 unsigned mask;
                 haddr_t at;
-                if (H5Dget_chunk_info(dataset, H5S_ALL, i, coords, &mask, &at, &size) < 0 ||
+                if (H5Dget_chunk_info(dataset, space, i, coords, &mask, &at, &size) < 0 ||
                     size % each != 0 || size > bytes - got ||
                     pread(in->fd, raw + got, (size_t)size, (off_t)at) != (ssize_t)size)
                     break;

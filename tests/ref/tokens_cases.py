@@ -97,6 +97,19 @@ def make(top):
         f["X"].attrs["one"] = "a b c d e"
         f["X"].attrs["ints"] = np.arange(5)
 
+    # heap: tokens in unfiltered chunks, checked from their chunks before
+    # HDF5 reads them; the first string's object in the global heap is
+    # given a length past its collection (its place does not hold it)
+    path = os.path.join(top, "heap.h5")
+    with h5py.File(path, "w") as f:
+        layer(f, rng.standard_normal((2, 5, 8)), 8)
+        f.create_dataset("tokc", data=np.array(Q2, dtype=UTF8), chunks=(1, 5))
+    with open(path, "r+b") as f:
+        raw = f.read()
+        at = raw.index(b"GCOL") + 16            # the first object: index, count, 4, size
+        f.seek(at + 8)
+        f.write((1 << 40).to_bytes(8, "little"))
+
     # rank2: X (n, D), no batch axis
     with h5py.File(os.path.join(top, "rank2.h5"), "w") as f:
         layer(f, rng.standard_normal((4, 8)), 8)
@@ -223,6 +236,8 @@ def make(top):
         ("inplace_user", "self", ["--group", "/user", "--force", "--tokens", "tok"], 2,
          "group /user has an object named 'query_token' that attnrun did not write", "inplace"),
         ("dry_bad", "self", ["--dry-run", "--tokens", "bad_utf8"], 3, "is not valid UTF-8"),
+        ("heap_chunked", "heap", ["--tokens", "tokc"], 3,
+         "of tokc is damaged (its place in the file's global heap does not hold it); not read"),
     ]
     for name, fix, args, status, phrase, *mode in REFUSE:
         run("refuse_" + name, fix, ["-H", "2"] + args, status=status, phrase=phrase,

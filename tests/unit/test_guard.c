@@ -345,6 +345,23 @@ static void test_memory_reads_gomp_stacksize(void **state)
     assert_need(f, "1G", "2G", "2.0 GiB");
 }
 
+/* One thread needs no thread's stack, arena or OpenBLAS buffer beside the
+ * calling one: 640 + 128 + 64 MiB = 832 MiB, whatever OMP_STACKSIZE. */
+static void test_memory_one_thread_adds_no_thread(void **state)
+{
+    guard_fixture *f = *state;
+    rlim_t used = used_or_skip();
+    setenv("OMP_STACKSIZE", "1G", 1);
+    unsetenv("GOMP_STACKSIZE");
+    set_soft_limit(used + 256 * MIB);
+    memset(&f->err, 0, sizeof f->err);
+    int status = attn_guard_memory(640 * MIB, 1, &f->err);
+    set_soft_limit(f->limit.rlim_cur);
+    if (status != ATTN_ENOMEM || strstr(f->err.msg, "needs 832.0 MiB more address space") == NULL)
+        fail_msg("one thread: status %d, \"%s\"; want \"needs 832.0 MiB more address space\"",
+                 status, f->err.msg);
+}
+
 /* ---- attn_guard_threads ----------------------------------------------------- */
 
 /* One thread (or fewer) starts nothing: OK whatever the limits. */
@@ -402,6 +419,7 @@ int main(void)
         test_with_fixture(test_memory_reads_stack_size_units),
         test_with_fixture(test_memory_stack_size_figures),
         test_with_fixture(test_memory_reads_gomp_stacksize),
+        test_with_fixture(test_memory_one_thread_adds_no_thread),
         test_with_fixture(test_threads_one_or_fewer_start_nothing),
         test_with_fixture(test_threads_that_cannot_start),
         test_with_fixture(test_threads_by_openblas_build),
