@@ -367,7 +367,7 @@ expect_failure 2 "plot: unknown option: did you mean" \
     --stderr-has "unknown option '--haeds'; did you mean --heads? (see attnrun plot --help)" -- \
     plot "$GOOD" -o "$O/c41.png" --haeds 0
 expect_failure 2 "plot: unknown --what: did you mean" \
-    --stderr-has "--what 'entropie': expected weights, scores, norms, mean, entropy, distance, value_norm, rollout, first, previous, self, duplicate or induction; did you mean entropy?" -- \
+    --stderr-has "--what 'entropie': expected weights, scores, norms, mean, entropy, distance, value_norm, rollout, flow, first, previous, self, duplicate or induction; did you mean entropy?" -- \
     plot "$GOOD" -o "$O/c42.png" --what entropie
 
 # Weights stored for the other layout: the hint names it, and it works.

@@ -177,7 +177,7 @@ done
 for item in '' -1 1.5 x 1e3 ' 1'; do
     refuse "--item '$item'" 2 "--item" plot "$K" --item "$item" -o "$O"
 done
-refuse "--what bogus" 2 "weights, scores, norms, mean, entropy, distance, value_norm, rollout, first" \
+refuse "--what bogus" 2 "weights, scores, norms, mean, entropy, distance, value_norm, rollout, flow, first" \
     plot "$K" --what bogus -o "$O"
 refuse "--color bogus" 2 "linear, sqrt or log" plot "$K" --color bogus -o "$O"
 refuse "--color log on scores" 2 "--color sqrt" plot "$K" --what scores --color log -o "$O"
