@@ -539,6 +539,37 @@ else
     fi
 fi
 
+# deterministic: another group appended while rollout reads.  The new
+# index (the old parts and one more) lands over the old at the first open
+# of /layer5's part, and no part goes: the groups read still name the parts
+# read, so the rollout is the old index's, exit 0, nothing said.
+if [ -f "$VANISH" ]; then
+    mkdir -p "$RACE/grown"
+    cp -a "$RACE/pristine/results.h5" "$RACE/pristine/results.h5.parts" "$RACE/grown/"
+    made "another group appended" "$RACE/in1.h5" --heads 2 --save weights --group /extra \
+        --append -o "$RACE/grown/results.h5"
+    layer5=$(cd "$RACE/pristine/results.h5.parts" && echo layer5.*.h5)
+    extra=$(cd "$RACE/grown/results.h5.parts" && echo extra.*.h5)
+    rm -rf "$W" "$RACE/out"
+    mkdir -p "$W" "$RACE/out"
+    cp -a "$RACE/pristine/results.h5" "$RACE/pristine/results.h5.parts" "$W/"
+    cp "$RACE/grown/results.h5" "$W/grown-index.h5"
+    cp "$RACE/grown/results.h5.parts/$extra" "$W/results.h5.parts/"
+    VANISH_PATH=results.h5.parts/$layer5 VANISH_AT=1 VANISH_KEEP=1 VANISH_FROM=$W/grown-index.h5 \
+        VANISH_TO=$W/results.h5 LD_PRELOAD=$VANISH \
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+        timeout -s KILL "$TL" "$ATTNRUN" rollout "$W/results.h5" -o "$RACE/out/rollout.h5" \
+        </dev/null >/dev/null 2>"$RACE/reader.err"
+    rrc=$?
+    if [ -e "$W/grown-index.h5" ]; then
+        bad "another group appended while rollout reads: the index was never replaced (no open of $layer5)"
+    else
+        said=$(race_outcome "$rrc" 0)
+        [ "$said" = old ] && ok "another group appended while rollout reads: exit 0, the old index's rollout" ||
+            bad "another group appended while rollout reads: expected the old index's rollout: ${said#FAIL: }"
+    fi
+fi
+
 # ------------------------------------- 5. the fuzzer's memory-hungry inputs
 
 # fuzz_start KEY ARGS...: attnrun ARGS in the background, under ulimit -v

@@ -209,24 +209,29 @@ refuse "an existing file without --force" 2 "use --force to replace it" rollout 
 [ "$(cat "$E/old.h5")" = "old" ] && ok "the existing file is unchanged" || bad "the existing file changed"
 # --force replaces a rollout attnrun wrote, nothing else: not another
 # file, not a results file, not a part of the index read (even a new name
-# in its parts directory)
+# in its parts directory, or a link to a part from outside it)
 refuse "--force over a file attnrun did not write" 2 "not a rollout file" \
     rollout "$R" -o "$E/old.h5" --force
 [ "$(cat "$E/old.h5")" = "old" ] && ok "... which is unchanged" || bad "the foreign file changed"
 part=$(ls "$R.parts" | head -n 1)
 cp "$R.parts/$part" "$E/part-copy.h5"
-for target in "$R.parts/$part" "$R.parts/new.h5" "$E/part-copy.h5"; do
+ln -s "$R.parts/$part" "$E/part-symlink.h5"
+ln "$R.parts/$part" "$E/part-hardlink.h5"
+for target in "$R.parts/$part" "$R.parts/new.h5" "$E/part-copy.h5" "$E/part-symlink.h5" \
+        "$E/part-hardlink.h5"; do
     case $target in
-        "$E"/*) why="not a rollout file" ;;
+        "$E"/part-copy.h5) why="not a rollout file" ;;
         *) why="names a file of the results" ;;
     esac
     refuse "--force -o ${target#"$T"/}" 2 "$why" rollout "$R" -o "$target" --force
 done
-if cmp -s "$R.parts/$part" "$E/part-copy.h5" && [ ! -e "$R.parts/new.h5" ]; then
-    ok "the parts are unchanged, nothing added"
+if cmp -s "$R.parts/$part" "$E/part-copy.h5" && [ ! -e "$R.parts/new.h5" ] &&
+    [ -L "$E/part-symlink.h5" ] && [ "$E/part-hardlink.h5" -ef "$R.parts/$part" ]; then
+    ok "the parts are unchanged, nothing added, both links kept"
 else
-    bad "the parts directory changed"
+    bad "the parts directory or a link to a part changed"
 fi
+rm -f "$E/part-symlink.h5" "$E/part-hardlink.h5"
 runs "a rollout to replace" 0 rollout "$R" -o "$E/old.h5.new"
 mv "$E/old.h5.new" "$E/old.h5"
 if runs "--force replaces it" 0 rollout "$R" -o "$E/old.h5" --force; then

@@ -10,7 +10,9 @@
  * hits that window now and then; this stand-in hits it every time: the
  * VANISH_AT-th open(2) of a path ending in VANISH_PATH first renames
  * VANISH_FROM over VANISH_TO (the new index over the old) and unlinks the
- * path, then opens it as the real open would (and fails, ENOENT).
+ * path, then opens it as the real open would (and fails, ENOENT).  With
+ * VANISH_KEEP set the path stays: an append of another group, which
+ * replaces the index and removes no part.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -41,7 +43,8 @@ static void maybe_vanish(const char *path)
                *to = getenv("VANISH_TO");
     if (!is_target(path) || at == NULL || ++seen != atoi(at))
         return;
-    if ((from != NULL && to != NULL && rename(from, to) != 0) || unlink(path) != 0) {
+    if ((from != NULL && to != NULL && rename(from, to) != 0) ||
+        (getenv("VANISH_KEEP") == NULL && unlink(path) != 0)) {
         perror("vanish_on_open");
         abort();
     }

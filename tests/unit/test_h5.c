@@ -484,6 +484,29 @@ static void test_read_float64_dataset_as_f32_and_f64(void **state)
     attn_h5in_close(in);
 }
 
+/* One value by its index, as the file holds it: every element of /X64
+ * (4, 3), and /a/b/X (2, 2) float32 at [1, 0]; an index past the end is
+ * an error. */
+static void test_read_value_at_each_index(void **state)
+{
+    attn_h5in *in = open_input(*state);
+    attn_error err = {0};
+    double value;
+    for (size_t r = 0; r < 4; r++)
+        for (size_t c = 0; c < 3; c++) {
+            value = -1.0;
+            assert_int_equal(attn_h5in_read_value(in, "/X64", (size_t[]){r, c}, 2, &value, &err),
+                             ATTN_OK);
+            assert_true(value == x64_value(r, c));
+        }
+    assert_int_equal(attn_h5in_read_value(in, "/a/b/X", (size_t[]){1, 0}, 2, &value, &err),
+                     ATTN_OK);
+    assert_true(value == 3.5);
+    assert_true(attn_h5in_read_value(in, "/X64", (size_t[]){4, 0}, 2, &value, &err) < 0);
+    assert_non_null(strstr(err.msg, "X64"));
+    attn_h5in_close(in);
+}
+
 static void test_read_floats_out_of_range_is_an_error(void **state)
 {
     attn_h5in *in = open_input(*state);
@@ -934,6 +957,7 @@ int main(void)
         test_with_fixture(test_out_clear_never_touches_a_user_object),
         test_with_fixture(test_out_group_through_a_dataset_is_usage_error),
         test_with_fixture(test_read_float64_dataset_as_f32_and_f64),
+        test_with_fixture(test_read_value_at_each_index),
         test_with_fixture(test_read_floats_out_of_range_is_an_error),
         test_with_fixture(test_describe_checks_kind_and_presence),
         test_with_fixture(test_nested_path),

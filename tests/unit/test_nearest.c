@@ -38,6 +38,30 @@ static void test_edit_distance(void **state)
     assert_true(attn_edit_distance(long_name, "a") == SIZE_MAX);     /* too long to count */
 }
 
+/* Zeroes the stack below the caller's frame, where the next call's locals
+ * will lie: a read of a location the callee never wrote then finds 0. */
+static __attribute__((noinline)) void zero_stack(void)
+{
+    volatile unsigned char below[64 * 1024];
+    memset((void *)below, 0, sizeof below);
+    __asm__ volatile("" : : "r"(below) : "memory");
+}
+
+/* The distance reads only a and b, and the rows it has written: a name
+ * whose byte before it would complete a swap ("...zy" passed from its "y"),
+ * called on a zeroed stack, still counts as the name alone.  "xyz" to "y":
+ * delete x and z, 2 (not 1, which a swap with the z before "y" and an
+ * unwritten 0 in the rows would give). */
+static void test_edit_distance_reads_only_its_names(void **state)
+{
+    (void)state;
+    static const char buffer[] = "zy";
+    zero_stack();
+    assert_int_equal(attn_edit_distance("xyz", buffer + 1), 2);
+    zero_stack();
+    assert_int_equal(attn_edit_distance("abxyz", buffer + 1), 4);
+}
+
 static void test_nearest(void **state)
 {
     (void)state;
@@ -72,6 +96,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_edit_distance),
+        cmocka_unit_test(test_edit_distance_reads_only_its_names),
         cmocka_unit_test(test_nearest),
     };
     return cmocka_run_group_tests_name("nearest", tests, NULL, NULL);
