@@ -56,6 +56,7 @@
 #include <hdf5.h>
 
 #include "cli/options.h"
+#include "clock.h"
 #include "workloads.h"
 
 #define PROG "attnbench"
@@ -146,13 +147,6 @@ struct argv_list {
 
 /* ---- small utilities ---------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* A progress message on stderr, where the programs' own messages also go. */
 __attribute__((format(printf, 1, 2)))
 static void progress(const char *format, ...)
@@ -163,19 +157,6 @@ static void progress(const char *format, ...)
     vfprintf(stderr, format, ap);
     va_end(ap);
     fflush(stderr);
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n-1] (sorts v). */
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* The first line of text, shortened to fit a note. */

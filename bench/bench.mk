@@ -43,17 +43,17 @@ BENCH_LIBS     = $(shell pkg-config --libs $(SERIAL_HDF5_PC) openblas 2>/dev/nul
 $(BENCH_GEN): bench/gen.c bench/workloads.h | $(BENCH_DIR)
 	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< $(LDFLAGS) $(BENCH_LIBS) -o $@
 
-$(BENCH_RUN): bench/bench.c bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
+$(BENCH_RUN): bench/bench.c bench/clock.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
 	$(CC) $(BENCH_CPPFLAGS) $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) $(BENCH_LIBS) -o $@
 
-$(BENCH_APPEND): bench/append.c bench/run.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
+$(BENCH_APPEND): bench/append.c bench/run.h bench/clock.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
 	$(CC) -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) -o $@
 
-$(BENCH_MPI): bench/mpi.c bench/run.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
+$(BENCH_MPI): bench/mpi.c bench/run.h bench/clock.h bench/workloads.h $(BENCH_OPTIONS) | $(BENCH_DIR)
 	$(CC) -D_POSIX_C_SOURCE=200809L -Iinclude/attn -Icmd $(ALL_CFLAGS) $< cmd/cli/options.c lib/core/names.c $(LDFLAGS) -o $@
 
 # attn_flow alone, linked to the library attnrun is built from.
-$(BENCH_FLOW): bench/flow_time.c $(LIB) | $(BENCH_DIR)
+$(BENCH_FLOW): bench/flow_time.c bench/clock.h $(LIB) | $(BENCH_DIR)
 	$(CC) -Iinclude/attn $(ALL_CFLAGS) $< $(LIB) $(LDFLAGS) $(LDLIBS) -o $@
 
 $(BENCH_DIR):

@@ -12,24 +12,11 @@
  * seconds of RUNS calls (default 5) and the pairs searched.
  */
 #include "attn_math.h"
+#include "clock.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -58,8 +45,7 @@ int main(int argc, char **argv)
         }
         times[r] = now_s() - start;
     }
-    qsort(times, runs, sizeof times[0], compare_doubles);
-    printf("%.6f %zu\n", times[runs / 2], report.pairs);
+    printf("%.6f %zu\n", median(times, runs), report.pairs);
     free(a);
     free(flow);
     return 0;

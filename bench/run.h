@@ -1,6 +1,7 @@
 /* run.h - what the small benchmark programs (append.c, mpi.c) share:
- * a clock, a median, timing one child process, paths, and the attnrun
- * options of a workload of workloads.h.  Each program includes it once. */
+ * the clock and the median of clock.h, timing one child process, paths,
+ * and the attnrun options of a workload of workloads.h.  Each program
+ * includes it once. */
 #ifndef BENCH_RUN_H
 #define BENCH_RUN_H
 
@@ -13,27 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "workloads.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n-1] (sorts v). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Runs argv (argv[0] a path, or a name looked up in PATH) with stdout on
  * /dev/null (stderr kept when it fails: the caller says which run);
