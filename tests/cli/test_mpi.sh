@@ -22,7 +22,8 @@
 #     no difference once those two attributes are made equal; on fixtures
 #     and generated inputs whose batch is no multiple of P (B = 5 in slices
 #     of 1 and 2), a long item (n = 1100) whose query rows are split among
-#     the ranks, and --save of every output and summary, --compress,
+#     the ranks (also with 40 keys: tiles of 1024 rows by 40), and --save
+#     of every output and summary, --compress,
 #     --store f16/bf16, --precision f64, --window, --group, --tokens,
 #     --in-place and --append (the index's links and every part); and
 #     under a BLAS that computes a row by its place in the block
@@ -244,6 +245,12 @@ fi
 B5=$T/b5.h5
 build_by_place                          # BY_PLACE, by_place (checks.sh)
 LONG=$T/long.h5
+# one item, 1100 queries and 40 keys: its maps in tiles of 1024 rows by 40
+CROSS=$T/cross.h5
+if ! out=$(ref attention_inputs.py random "$CROSS" 1 1100 16 3 --kv 40 2>&1); then
+    bad "setup: generating the cross input: $(printf '%s' "$out" | tail -n 1)"
+    finish
+fi
 BIG=$T/big.h5
 BIG_ARGS=(--heads 4 --save scores,weights,output)
 ALL=scores,weights,heads,output,q,k,v,entropy,argmax,distance,mean,result,norms,value_norm
@@ -340,6 +347,10 @@ check_identity() {
     identity "n=1100 --precision f64 --store f16 --group /layer/attn" "$LONG" --heads 4 --causal \
         --precision f64 --store f16 --group /layer/attn --save weights,heads,output,mean,result
     identity "n=1100 --save output (online softmax)" "$LONG" --heads 4 --causal --save output,q,k,v
+    # the rows are shared in whole tiles of the maps, which are not square
+    # here (1024 rows of 40 keys): a rank's rows start on a tile's first row
+    identity "n=1100 --kv of m=40 (tiles of 1024 rows by 40 keys)" "$CROSS" --heads 4 --kv KV \
+        --save weights,output
     # the ranks project the keys of their own rows and exchange them: k|v
     # side by side above, whole rows when the heads interleave q, k and v
     identity "n=600 fused, heads interleaved (rows exchanged whole)" "$T/fused.h5" --heads 4 \
