@@ -51,15 +51,18 @@ static __attribute__((noinline)) void zero_stack(void)
  * whose byte before it would complete a swap ("...zy" passed from its "y"),
  * called on a zeroed stack, still counts as the name alone.  "xyz" to "y":
  * delete x and z, 2 (not 1, which a swap with the z before "y" and an
- * unwritten 0 in the rows would give). */
+ * unwritten 0 in the rows would give).  The same with a as the name with
+ * a byte before it: "x" (after a "y") to "zxy": insert z and y, 2. */
 static void test_edit_distance_reads_only_its_names(void **state)
 {
     (void)state;
-    static const char buffer[] = "zy";
+    static const char zy[] = "zy", yx[] = "yx";
     zero_stack();
-    assert_int_equal(attn_edit_distance("xyz", buffer + 1), 2);
+    assert_int_equal(attn_edit_distance("xyz", zy + 1), 2);
     zero_stack();
-    assert_int_equal(attn_edit_distance("abxyz", buffer + 1), 4);
+    assert_int_equal(attn_edit_distance("abxyz", zy + 1), 4);
+    zero_stack();
+    assert_int_equal(attn_edit_distance(yx + 1, "zxy"), 2);
 }
 
 static void test_nearest(void **state)
