@@ -126,8 +126,7 @@ if runs "16 tokens, 6 layers, 2 threads" 0 flow "$BIG" -o "$O/big2.h5" --threads
 fi
 
 # Progress: a run of a second made long by a fake clock (x 20): 16 items
-# of 64 tokens (long.h5, also interrupted below).  The shim is preloaded
-# before ASan's runtime in a sanitized build, which ASan allows when told.
+# of 64 tokens (long.h5, also interrupted below).
 ref attention_inputs.py random "$T/long_in.h5" 16 64 16 2
 for i in 0 1 2 3 4 5; do
     run "$T/long_in.h5" -o "$T/long.h5" --append --group "/layer$i" --heads 2 --save weights -q
@@ -138,8 +137,7 @@ if command -v cc >/dev/null && "$PY" "$TESTS/ref/fake_clock.py" build "$T" >/dev
     SHIM=$T/fake_time.so
 fi
 if [ -n "$SHIM" ]; then
-    LD_PRELOAD=$SHIM FAKE_CLOCK_RATE=20 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-        timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" flow "$T/long.h5" \
+    FAKE_CLOCK_RATE=20 preloaded "$SHIM" timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" flow "$T/long.h5" \
         -o "$O/progress.h5" --threads 1 --to /layer2 </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
     lines=$(grep -c '^attnrun: flow: [0-9]*% (item [0-9]* of 16), about [0-9]* s left$' "$T/stderr")
@@ -148,8 +146,7 @@ if [ -n "$SHIM" ]; then
     else
         bad "progress: exit $rc, $lines lines: $(head -c 300 "$T/stderr")"
     fi
-    LD_PRELOAD=$SHIM FAKE_CLOCK_RATE=20 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-        timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" flow "$T/long.h5" \
+    FAKE_CLOCK_RATE=20 preloaded "$SHIM" timeout -s KILL "$TIME_LIMIT" "$ATTNRUN" flow "$T/long.h5" \
         -o "$O/progress.h5" --threads 1 --to /layer2 --force -q </dev/null >"$T/stdout" 2>"$T/stderr"
     rc=$?
     [ "$rc" -eq 0 ] && [ ! -s "$T/stderr" ] && ok "-q: no progress" || bad "-q: exit $rc, $(head -c 300 "$T/stderr")"

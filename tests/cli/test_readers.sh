@@ -512,6 +512,27 @@ esac
 # just before the Nth of those opens.  Each window must end as the race
 # may: exit 1, "changed while it was read", nothing left.
 VANISH=$T/vanish_on_open.so
+
+# vanish_rollout INDEX PART TRIGGER AT ARGS...: a rollout (ARGS added) of
+# $W/results.h5, a fresh copy of the pristine index, with INDEX and (beside
+# the old parts) PART ready to land: just before the AT-th open of the part
+# TRIGGER, vanish_on_open renames INDEX over the copy's index and removes
+# TRIGGER (unless VANISH_KEEP is set).  Its status in rrc, its stderr in
+# $RACE/reader.err, its output $RACE/out/rollout.h5.
+vanish_rollout() {
+    local index=$1 part=$2 trigger=$3 at=$4
+    shift 4
+    rm -rf "$W" "$RACE/out"
+    mkdir -p "$W" "$RACE/out"
+    cp -a "$RACE/pristine/results.h5" "$RACE/pristine/results.h5.parts" "$W/"
+    cp "$index" "$W/next-index.h5"
+    cp "$part" "$W/results.h5.parts/"
+    VANISH_PATH=results.h5.parts/$trigger VANISH_AT=$at VANISH_FROM=$W/next-index.h5 \
+        VANISH_TO=$W/results.h5 preloaded "$VANISH" \
+        timeout -s KILL "$TL" "$ATTNRUN" rollout "$W/results.h5" "$@" -o "$RACE/out/rollout.h5" \
+        </dev/null >/dev/null 2>"$RACE/reader.err"
+    rrc=$?
+}
 old_part=$(cd "$RACE/pristine/results.h5.parts" && echo layer1.*.h5)
 new_part=$(cd "$RACE/newer/results.h5.parts" && echo layer1.*.h5)
 if ! "${CC:-cc}" -shared -fPIC -O2 -o "$VANISH" "$TESTS/lib/vanish_on_open.c" -ldl 2>"$T/cc.log"; then
@@ -519,17 +540,8 @@ if ! "${CC:-cc}" -shared -fPIC -O2 -o "$VANISH" "$TESTS/lib/vanish_on_open.c" -l
 else
     windows=0 vanish_bad=""
     for at in 1 2 3 4 5 6 7 8; do
-        rm -rf "$W" "$RACE/out"
-        mkdir -p "$W" "$RACE/out"
-        cp -a "$RACE/pristine/results.h5" "$RACE/pristine/results.h5.parts" "$W/"
-        cp "$RACE/newer/results.h5" "$W/new-index.h5"
-        cp "$RACE/newer/results.h5.parts/$new_part" "$W/results.h5.parts/"
-        VANISH_PATH=results.h5.parts/$old_part VANISH_AT=$at VANISH_FROM=$W/new-index.h5 \
-            VANISH_TO=$W/results.h5 LD_PRELOAD=$VANISH \
-            ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-            timeout -s KILL "$TL" "$ATTNRUN" rollout "$W/results.h5" -o "$RACE/out/rollout.h5" \
-            </dev/null >/dev/null 2>"$RACE/reader.err"
-        rrc=$?
+        vanish_rollout "$RACE/newer/results.h5" "$RACE/newer/results.h5.parts/$new_part" \
+            "$old_part" "$at"
         [ -e "$W/results.h5.parts/$old_part" ] && break    # no Nth open
         windows=$((windows + 1))
         said=$(race_outcome "$rrc" 0)
@@ -556,17 +568,7 @@ kept_rollout() {
     rm -f "$RACE/kept-ref.h5"
     made "$name: the pristine index's rollout" rollout "$RACE/pristine/results.h5" "$@" \
         -o "$RACE/kept-ref.h5"
-    rm -rf "$W" "$RACE/out"
-    mkdir -p "$W" "$RACE/out"
-    cp -a "$RACE/pristine/results.h5" "$RACE/pristine/results.h5.parts" "$W/"
-    cp "$index" "$W/next-index.h5"
-    cp "$part" "$W/results.h5.parts/"
-    VANISH_PATH=results.h5.parts/$layer5 VANISH_AT=1 VANISH_KEEP=1 VANISH_FROM=$W/next-index.h5 \
-        VANISH_TO=$W/results.h5 LD_PRELOAD=$VANISH \
-        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-        timeout -s KILL "$TL" "$ATTNRUN" rollout "$W/results.h5" "$@" -o "$RACE/out/rollout.h5" \
-        </dev/null >/dev/null 2>"$RACE/reader.err"
-    rrc=$?
+    VANISH_KEEP=1 vanish_rollout "$index" "$part" "$layer5" 1 "$@"
     if [ -e "$W/next-index.h5" ]; then
         bad "$name: the index was never replaced (no open of $layer5)"
         return

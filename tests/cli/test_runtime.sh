@@ -674,9 +674,7 @@ check_fake_clock() {
         read -r t expected <<<"$c"
         name="18 FAKE_TIME=$t: exit 0, created_utc $expected"
         rm -f "$d/out.h5"
-        FAKE_TIME=$t LD_PRELOAD=$d/fake_time.so \
-            ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
-            run "$FIX/toy.h5" -o "$d/out.h5" --heads 1
+        FAKE_TIME=$t preloaded "$d/fake_time.so" run "$FIX/toy.h5" -o "$d/out.h5" --heads 1
         verdict "$name" 0 "" "$d" "$d/out.h5" || continue
         expect_silent "$name" ref provenance_check.py created_utc "$d/out.h5" "$expected"
     done

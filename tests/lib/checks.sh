@@ -73,7 +73,7 @@ ref() { "$PY" "$TESTS/ref/$1" "${@:2}"; }
 # (tests/lib/blas_by_place.c).  build_by_place builds it into $T and sets
 # BY_PLACE to its path (empty, after a FAIL, when it cannot be built);
 # by_place COMMAND ARGS... runs COMMAND (a program or a function, such as
-# run) with it preloaded, and ASan told not to insist on coming first.
+# run) with it preloaded.
 build_by_place() {
     BY_PLACE=$T/blas_by_place.so
     "${CC:-cc}" -shared -fPIC -O2 -o "$BY_PLACE" "$TESTS/lib/blas_by_place.c" -ldl -lm \
@@ -81,8 +81,13 @@ build_by_place() {
     bad "setup: cannot build tests/lib/blas_by_place.c: $(head -c 300 "$T/cc.log")"
     BY_PLACE=
 }
-by_place() {
-    LD_PRELOAD=$BY_PLACE ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$@"
+by_place() { preloaded "$BY_PLACE" "$@"; }
+
+# preloaded LIB COMMAND ARGS...: COMMAND (a program or a function) with the
+# shared library LIB preloaded, and a sanitized build's ASan told not to
+# insist on coming first.
+preloaded() {
+    LD_PRELOAD=$1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "${@:2}"
 }
 
 # expect NAME COMMAND... [+ COMMAND...]...: ok NAME when every COMMAND
