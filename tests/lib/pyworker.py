@@ -20,8 +20,10 @@ The protocol: the caller makes a directory R under DIR holding `argv`
 NUL), `env` (`env -0`) and a FIFO `status`, then writes the line
 "R PID" (PID: the caller's, whose standard input the script reads) to the
 FIFO DIR/requests.  The child writes R/out and R/err; this process writes
-the status to R/status once the child has ended.  It leaves when the
-suite, PID, has gone (for the shared worker, PID is the runner's).
+the status and the processor seconds used by the child and the processes
+it waited for ("STATUS SECONDS") to R/status once the child has ended.
+It leaves when the suite, PID, has gone (for the shared worker, PID is
+the runner's).
 """
 
 import os
@@ -158,13 +160,13 @@ def child(req, caller):
     os._exit(code)
 
 
-def answer(req, status):
+def answer(req, status, cpu):
     try:
         fd = os.open(os.path.join(req, "status"), os.O_WRONLY | os.O_NONBLOCK)
     except OSError:
         return                       # the caller has gone
     try:
-        os.write(fd, b"%d\n" % status)
+        os.write(fd, b"%d %.3f\n" % (status, cpu))
     finally:
         os.close(fd)
 
@@ -189,13 +191,14 @@ def main():
             os.read(wake_r, 4096)
         while children:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
                 break
             code = os.waitstatus_to_exitcode(status)
-            answer(children.pop(pid), code if code >= 0 else 128 - code)
+            answer(children.pop(pid), code if code >= 0 else 128 - code,
+                   usage.ru_utime + usage.ru_stime)
         if requests in ready:
             try:
                 pending += os.read(requests, 65536)

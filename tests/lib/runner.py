@@ -125,6 +125,12 @@ class Suite:
     def launch(self, env):
         if "quick" in self.tags:
             env = dict(env, ATTN_TEST_TIER="full")      # whole, in either tier
+        # The processor time of the Python scripts its worker forks
+        # (tests/lib/pyclient adds each one's seconds here).
+        self.pycpu = self.log[:-len(".log")] + ".pycpu"
+        if os.path.exists(self.pycpu):
+            os.remove(self.pycpu)
+        env = dict(env, ATTN_TEST_PYCPU=self.pycpu)
         self.start = time.monotonic()
         out = open(self.log, "wb")
         self.proc = subprocess.Popen(command_of(self.path), stdin=subprocess.DEVNULL,
@@ -137,6 +143,12 @@ class Suite:
         self.status = self.proc.returncode
         with open(self.log, encoding="utf-8", errors="replace") as f:
             self.counts = counts_of(f.read())
+        try:
+            with open(self.pycpu) as f:
+                self.cpu += sum(float(line) for line in f if line.strip())
+            os.remove(self.pycpu)
+        except (OSError, ValueError):
+            pass
         # A suite that ended well but counted a failure still failed.
         if self.status == 0 and self.counts[1]:
             self.status = 1
@@ -292,8 +304,9 @@ def main():
             if nxt.alone:
                 break
         # wait4: the suite's processor time, its own and that of every
-        # process it waited for (the Python worker, orphaned on purpose, is
-        # not counted)
+        # process it waited for; collect adds the scripts the Python worker
+        # forked for it (the worker itself, orphaned on purpose, is not
+        # counted)
         pid, status, usage = os.wait4(-1, 0)
         if shared is not None and pid == shared[0].pid:
             shared[0].returncode = os.waitstatus_to_exitcode(status)
