@@ -53,7 +53,13 @@ KINDS = {
 # build, MPI, an installation): never run by this tool.
 NOT_ALONE = {"test_alloc", "test_mpi", "test_install"}
 
-UNIT_LIMIT_S = 60     # one cmocka binary
+# One cmocka binary: UNIT_LIMIT_FLOOR_S + UNIT_LIMIT_FACTOR times what it
+# took unmutated (the baseline), so that a mutant that loops is killed in
+# seconds where the whole set takes two or three; UNIT_LIMIT_S before the
+# baseline has timed it.
+UNIT_LIMIT_S = 60
+UNIT_LIMIT_FLOOR_S = 10
+UNIT_LIMIT_FACTOR = 5
 SUITE_LIMIT_S = 900   # one command-line suite
 
 # ---------------------------------------------------------------- tokens
@@ -589,10 +595,13 @@ class Worker:
             keep = full + ".baseline"
             shutil.copy2(full, keep)
             self.saved[p] = (keep, self.stripped(p))
+        self.unit_limit = {}
         for u in self.units:
+            began = time.monotonic()
             status, said = sh([u], self.dir, UNIT_LIMIT_S, self.env)
             if status != 0:
                 return f"{u} fails unmutated:\n{said[-2000:]}"
+            self.unit_limit[u] = UNIT_LIMIT_FLOOR_S + UNIT_LIMIT_FACTOR * (time.monotonic() - began)
         return None
 
     def run_suite(self, suite, tier="full"):
@@ -618,9 +627,10 @@ class Worker:
             if self.stripped(obj) == self.saved[obj][1]:
                 return "same-object", ""
             for u in self.units:
-                status, said = sh([u], self.dir, UNIT_LIMIT_S, self.env)
+                limit = self.unit_limit[u]
+                status, said = sh([u], self.dir, limit, self.env)
                 if status is None:
-                    return "killed", f"{os.path.basename(u)}: past {UNIT_LIMIT_S} s"
+                    return "killed", f"{os.path.basename(u)}: past {limit:.0f} s"
                 if status != 0:
                     return "killed", f"{os.path.basename(u)}: {first_failure(said)}"
             # The quick tier first (the smoke suite and each judging suite's
